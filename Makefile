@@ -1,0 +1,33 @@
+# Two commands: `make run` trains the default task, `make test` runs the whole suite.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test lint bench slow clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: setup
+	$(BIN)/interplay train $(ARGS)
+
+test: setup
+	$(BIN)/python -m pytest -m "not slow" -q $(PYTEST_ARGS)
+
+slow: setup
+	$(BIN)/python -m pytest -m slow -q $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks
+
+bench: setup
+	for b in benchmarks/*.py; do $(BIN)/python $$b; done
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

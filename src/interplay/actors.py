@@ -1,0 +1,96 @@
+"""What acts for a policy: one call per step for every agent and copy mapped to it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from interplay.mapping import PolicySpec
+
+
+@dataclass
+class ActBatch:
+    """The rows one policy must act on this step."""
+
+    obs: np.ndarray  # [n, obs_dim] float32: flat (and stacked) observations
+    mask: np.ndarray | None  # [n, mask_dim] bool legal actions, or None
+    agent_ids: list[str] = field(default_factory=list)
+    env_obs: list[Any] = field(default_factory=list)  # the env's own observations (scripted only)
+
+
+class Actor(Protocol):
+    squashed: bool  # Box actions come in [-1, 1] and are mapped onto the space's bounds
+    wants_env_obs: bool  # needs ``agent_ids`` and ``env_obs`` filled in
+
+    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Actions ``[n, *action_shape]`` and extras to keep with the transition."""
+        ...
+
+
+class RandomActor:
+    """Uniform over legal actions (masks respected); uniform in a Box's bounds."""
+
+    squashed = False
+    wants_env_obs = False
+
+    def __init__(self, spec: PolicySpec, rng: np.random.Generator):
+        self.view = spec.action_view
+        self.rng = rng
+        space = spec.action_space
+        if self.view.kind == "multi_discrete":
+            self._splits = np.cumsum(space.nvec)[:-1]
+        elif self.view.kind == "box":
+            self._low = np.where(np.isfinite(space.low), space.low, -1.0)
+            self._high = np.where(np.isfinite(space.high), space.high, 1.0)
+
+    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        n = batch.obs.shape[0]
+        kind = self.view.kind
+        if kind == "box":
+            return self.rng.uniform(self._low, self._high, (n, *self.view.shape)).astype(np.float32), {}
+        mask = batch.mask if batch.mask is not None else np.ones((n, self.view.mask_dim), bool)
+        if kind == "discrete":
+            return masked_uniform(self.rng, mask), {}
+        parts = np.split(mask, self._splits, axis=1)
+        return np.stack([masked_uniform(self.rng, m) for m in parts], axis=1), {}
+
+
+def masked_uniform(rng: np.random.Generator, mask: np.ndarray) -> np.ndarray:
+    """One legal index per row, uniformly; rows with no legal action pick index 0."""
+    scores = rng.random(mask.shape)
+    scores[~mask] = -1.0
+    return scores.argmax(axis=1).astype(np.int64)
+
+
+class ScriptedActor:
+    """A user's ``fn(observation, agent_id) -> action``, given the env's own observation."""
+
+    squashed = False
+    wants_env_obs = True
+
+    def __init__(self, spec: PolicySpec, fn: Callable[[Any, str], Any]):
+        self.spec = spec
+        self.fn = fn
+        self.view = spec.action_view
+
+    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        out = np.zeros((len(batch.agent_ids), *self.view.shape), self.view.dtype)
+        space = self.spec.action_space
+        for i, (obs, agent) in enumerate(zip(batch.env_obs, batch.agent_ids, strict=True)):
+            action = self.fn(obs, agent)
+            if not space.contains(_as_env_value(action, space)):
+                raise ValueError(
+                    f"scripted policy {self.spec.config.fn!r} returned {action!r} for agent "
+                    f"{agent!r}, which is not in its action space {space}"
+                )
+            out[i] = np.asarray(action) - (space.start if self.view.kind != "box" else 0)
+        return out, {}
+
+
+def _as_env_value(action: Any, space: Any) -> Any:
+    if np.isscalar(action) or getattr(action, "shape", None) == ():
+        return np.int64(action) if np.issubdtype(np.asarray(action).dtype, np.integer) else action
+    return np.asarray(action, dtype=space.dtype)

@@ -1,0 +1,75 @@
+"""The ``interplay`` command: train, check, config."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from interplay.config import ConfigError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="interplay", description="Multi-agent reinforcement learning.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train as the config says and write a run folder")
+    t.add_argument("configs", nargs="*", help="YAML files, merged in order")
+    t.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a setting, e.g. -s train.steps=20000 (repeatable)")
+    t.add_argument("--run-dir", help="where to write the run folder (default: log.dir/<name>)")
+
+    c = sub.add_parser("check", help="check an env against PettingZoo's API and interplay's rules")
+    c.add_argument("env_id", help="module path, registered name, or module:function")
+    c.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="env settings, e.g. -s env.kwargs.max_cycles=10")
+    c.add_argument("--cycles", type=int, default=200, help="env steps to try")
+
+    s = sub.add_parser("config", help="print the resolved config with each setting's doc")
+    s.add_argument("configs", nargs="*")
+    s.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE")
+    s.add_argument("--show", action="store_true", help="print the resolved config (the default)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # every known failure is phrased for the user
+        from interplay.errors import USER_ERRORS
+
+        if isinstance(err, USER_ERRORS):
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from interplay import config as config_mod
+
+    if args.command == "train":
+        from interplay.trainer import train
+
+        cfg = config_mod.load(args.configs, args.set)
+        result = train(cfg, args.run_dir)
+        print(f"run folder: {result.run_dir}")
+        return 0
+    if args.command == "check":
+        from interplay.check import check_env
+
+        cfg = config_mod.load([], [f"env.id={args.env_id}", *args.set])
+        problems = check_env(cfg, cycles=args.cycles)
+        return 1 if problems else 0
+    if args.command == "config":
+        cfg = config_mod.load(args.configs, args.set)
+        print(config_mod.describe(cfg))
+        return 0
+    raise ConfigError(f"unknown command {args.command!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""The experiment config: one typed model per section, each field's doc next to its default.
+
+YAML files merge in order, ``-s dotted.key=value`` overrides go last, and everything is
+validated before any work starts. Errors name the dotted key, the bad value and, for unknown
+keys, the nearest valid one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A config problem, already phrased for the user."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True,
+                              use_attribute_docstrings=True)
+
+
+class EnvConfig(Section):
+    id: Any = "mpe2.simple_spread_v3"
+    """A built-in or registered env name, a module path (``mpe2.simple_spread_v3``) whose
+    ``parallel_env()``/``env()`` builds the env, ``module:function``, or a factory."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the env's constructor."""
+    api: Literal["auto", "aec", "parallel"] = "auto"
+    """Which PettingZoo API to build a module path with; auto prefers ``parallel_env``."""
+    num_envs: int = Field(1, ge=1)
+    """Env copies stepped together; each policy acts once per step for all of them."""
+    vectorization: Literal["sync"] = "sync"
+    """How PettingZoo copies are stepped: ``sync`` (in this process)."""
+
+
+class AlgoConfig(Section):
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+    name: str = "random"
+    """The algorithm; its own settings sit beside ``name`` and are checked by it."""
+
+
+class PolicyConfig(Section):
+    agents: list[str] | None = None
+    """Agent ids or glob patterns (``agent_*``) this policy controls; none means the
+    default group of the same name (ids sharing the prefix before the last ``_``)."""
+    type: Literal["trainable", "random", "scripted"] = "trainable"
+    """``trainable`` (learned by the algorithm), ``random`` (legal actions, uniformly) or
+    ``scripted`` (``fn`` acts)."""
+    fn: str | None = None
+    """For scripted policies: ``module:function``, called as ``fn(observation, agent_id)``
+    with the env's own observation."""
+    stack_size: int = Field(1, ge=1)
+    """Frames stacked per agent in what this policy sees."""
+
+    @model_validator(mode="after")
+    def _scripted_needs_fn(self) -> PolicyConfig:
+        if self.type == "scripted" and not self.fn:
+            raise ValueError("a scripted policy needs fn: module:function")
+        if self.fn and self.type != "scripted":
+            raise ValueError(f"fn is only used by scripted policies, not type {self.type!r}")
+        return self
+
+
+class TrainConfig(Section):
+    steps: int = Field(50_000, ge=-1)
+    """Env steps to train for (one env step is one call of a copy's step); -1 = no limit."""
+    seed: int = 0
+    """The one seed every RNG (python, numpy, torch, env copies) is derived from."""
+    max_steps_per_episode: int | None = Field(None, ge=1)
+    """Cut episodes after this many env steps, as truncation (not termination)."""
+    self_play: bool = False
+    """One policy on every seat."""
+    policy_mapping_fn: str | None = None
+    """``module:function`` mapping an agent id to a policy id (for agents not listed in
+    ``policies``)."""
+    callbacks: list[str] = Field(default_factory=list)
+    """Callback classes as ``module:Class``."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where networks and learner batches live."""
+
+    @model_validator(mode="after")
+    def _steps_not_zero(self) -> TrainConfig:
+        if self.steps == 0:
+            raise ValueError("steps must be positive, or -1 for no limit")
+        return self
+
+
+class LogConfig(Section):
+    every: int = Field(2_000, ge=1)
+    """Env steps between two ``metrics.jsonl`` reports."""
+    dir: str = "runs"
+    """Where run folders are made when no ``--run-dir`` is given."""
+    console: bool = True
+    """Show a live progress bar."""
+
+
+class Config(Section):
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    policies: dict[str, PolicyConfig] = Field(default_factory=dict)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
+
+
+SECTIONS: dict[str, type[Section]] = {
+    "env": EnvConfig, "algo": AlgoConfig, "train": TrainConfig, "log": LogConfig,
+}
+
+
+def _safe_load(text: str, where: str) -> Any:
+    try:
+        return yaml.safe_load(io.StringIO(text))
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{where}: not valid YAML (or uses a tag that is not allowed): {err}") from err
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    data = _safe_load(p.read_text(), str(p))
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``extra`` into a copy of ``base``; mappings merge, everything else replaces."""
+    out = dict(base)
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override {text!r}: expected dotted.key=value, e.g. train.steps=20000")
+    value = _safe_load(raw, f"override {text!r}") if raw.strip() else ""
+    return key.strip().split("."), value
+
+
+def apply_override(data: dict[str, Any], text: str) -> dict[str, Any]:
+    path, value = parse_override(text)
+    nested: Any = value
+    for part in reversed(path):
+        nested = {part: nested}
+    return merge(data, nested)
+
+
+def load(files: list[str | Path] = (), overrides: list[str] = (),
+         base: dict[str, Any] | None = None) -> Config:
+    """Read, merge and validate a config: ``base``, then each file in order, then overrides."""
+    data: dict[str, Any] = dict(base or {})
+    for f in files:
+        data = merge(data, read_yaml(f))
+    for o in overrides:
+        data = apply_override(data, o)
+    return validate(data)
+
+
+def validate(data: dict[str, Any]) -> Config:
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(explain(err)) from None
+
+
+def _nearest(key: str, options: list[str]) -> str | None:
+    close = difflib.get_close_matches(key, options, n=1, cutoff=0.5)
+    return close[0] if close else None
+
+
+def _fields_at(path: tuple[Any, ...], root: type[BaseModel]) -> list[str]:
+    if root is Config and path[:1] == ("policies",) and len(path) == 2:
+        return list(PolicyConfig.model_fields)
+    model: type[BaseModel] = root
+    for part in path:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        sub = field.annotation if field is not None else None
+        if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+            return []
+        model = sub
+    return list(model.model_fields)
+
+
+def validate_section(model: type[BaseModel], data: dict[str, Any], prefix: str) -> Any:
+    """Validate one section (an algorithm's settings, say) with errors under ``prefix``."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(explain(err, model, prefix)) from None
+
+
+def explain(err: ValidationError, root: type[BaseModel] = Config, prefix: str = "") -> str:
+    lines = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        dotted = ".".join(str(p) for p in (prefix, *loc) if p != "")
+        if e["type"] == "extra_forbidden":
+            options = _fields_at(loc[:-1], root)
+            near = _nearest(str(loc[-1]), options)
+            parent = ".".join(str(p) for p in (prefix, *loc[:-1]) if p != "")
+            hint = f"; did you mean {parent + '.' if parent else ''}{near}?" if near else (
+                f"; valid keys: {', '.join(options)}" if options else "")
+            lines.append(f"{dotted}: unknown key{hint}")
+        else:
+            value = e.get("input")
+            shown = "" if isinstance(value, dict) else f" (got {value!r})"
+            lines.append(f"{dotted}: {e['msg']}{shown}")
+    return "invalid config:\n  " + "\n  ".join(lines)
+
+
+def to_yaml(cfg: Config) -> str:
+    data = cfg.model_dump(mode="json")
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def describe(cfg: Config) -> str:
+    """The resolved config as YAML, each setting followed by its doc."""
+    lines: list[str] = []
+    data = cfg.model_dump(mode="json")
+    for section, values in data.items():
+        lines.append(f"{section}:")
+        model = SECTIONS.get(section)
+        if not isinstance(values, dict) or not values:
+            lines.append(f"  {{}}" if not values else f"  {values!r}")
+            continue
+        for key, value in values.items():
+            text = yaml.safe_dump({key: value}, default_flow_style=True, width=10_000).strip()
+            doc = ""
+            if model is not None and key in model.model_fields:
+                doc = " ".join((model.model_fields[key].description or "").split())
+            lines.append(f"  {text[1:-1]}" + (f"  # {doc}" if doc else ""))
+    return "\n".join(lines)

@@ -1,0 +1,184 @@
+"""One protocol over PettingZoo's two APIs: who acts now, what they see, what everyone got.
+
+An adapter drives one env copy. Each ``reset``/``step`` returns a :class:`CopyStep` that says
+which agents must act next (with their observations), the reward every agent received from
+the step just taken, and which agents finished in it (with their last observation and
+whether they were terminated or truncated). AEC dead steps are taken inside the adapter.
+The episode ends when no agent is left, or is cut at ``max_steps`` moves as truncation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gymnasium import spaces
+
+
+class EnvContractError(RuntimeError):
+    """The env broke the PettingZoo contract in a way interplay cannot paper over."""
+
+
+@dataclass
+class CopyStep:
+    obs: dict[str, Any]  # agents that act next -> the env's own observation
+    infos: dict[str, dict]  # agents that act next -> their info dict
+    rewards: dict[str, float] = field(default_factory=dict)
+    terminated: dict[str, Any] = field(default_factory=dict)  # agent -> last observation
+    truncated: dict[str, Any] = field(default_factory=dict)  # agent -> last observation
+    over: bool = False
+
+
+def is_aec(env: Any) -> bool:
+    return hasattr(env, "agent_selection") and hasattr(env, "last")
+
+
+class _Adapter:
+    def __init__(self, env: Any, max_steps: int | None):
+        self.env = env
+        self.max_steps = max_steps
+        self.t = 0
+        agents = getattr(env, "possible_agents", None)
+        if not agents:
+            raise EnvContractError(
+                f"{type(env).__name__} has no possible_agents; PettingZoo envs must list "
+                "every agent that can ever appear in possible_agents"
+            )
+        self.possible_agents: list[str] = list(agents)
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.env.observation_space(agent)
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.env.action_space(agent)
+
+    def state(self) -> Any:
+        return self.env.state()
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        self.env.close()
+
+    def _unknown(self, agents: Any) -> None:
+        strangers = [a for a in agents if a not in self._known]
+        if strangers:
+            raise EnvContractError(
+                f"agent(s) {strangers} appeared but are not in possible_agents "
+                f"{self.possible_agents}; list every agent in possible_agents"
+            )
+
+    @property
+    def _known(self) -> set[str]:
+        known = getattr(self, "_known_set", None)
+        if known is None:
+            known = self._known_set = set(self.possible_agents)
+        return known
+
+
+class ParallelAdapter(_Adapter):
+    """Every live agent acts at every step."""
+
+    def reset(self, seed: int | None) -> CopyStep:
+        obs, infos = self.env.reset(seed=seed)
+        self.t = 0
+        live = list(self.env.agents)
+        self._unknown(live)
+        self._last = {a: obs[a] for a in live if a in obs}
+        missing = [a for a in live if a not in obs]
+        if missing:
+            raise EnvContractError(f"reset() returned no observation for live agent(s) {missing}")
+        self._live = live
+        return CopyStep(obs=dict(self._last), infos={a: infos.get(a, {}) for a in live})
+
+    def step(self, actions: dict[str, Any]) -> CopyStep:
+        obs, rewards, terms, truncs, infos = self.env.step(actions)
+        self.t += 1
+        live_now = list(self.env.agents)
+        self._unknown(live_now)
+        self._unknown(rewards)
+        out = CopyStep(obs={}, infos={}, rewards={a: float(r) for a, r in rewards.items()})
+        live_set = set(live_now)
+        for a in self._live:
+            if terms.get(a, False) or truncs.get(a, False) or a not in live_set:
+                last = obs.get(a, self._last.get(a))
+                # An agent that vanishes without a flag has ended: nothing more comes to it.
+                if truncs.get(a, False) and not terms.get(a, False):
+                    out.truncated[a] = last
+                else:
+                    out.terminated[a] = last
+        for a in live_now:
+            if a in out.terminated or a in out.truncated or terms.get(a) or truncs.get(a):
+                continue
+            if a not in obs:
+                raise EnvContractError(
+                    f"step {self.t}: agent {a!r} is live but step() returned no observation for it"
+                )
+            out.obs[a] = obs[a]
+            out.infos[a] = infos.get(a, {})
+        self._last = dict(out.obs)
+        self._live = list(out.obs)
+        if not out.obs:
+            out.over = True
+        elif self.max_steps is not None and self.t >= self.max_steps:
+            out.truncated.update(out.obs)
+            out.obs, out.infos, out.over = {}, {}, True
+            self._live = []
+        return out
+
+
+class AECAdapter(_Adapter):
+    """One agent moves per step; finished agents get their dead step here, not from a policy."""
+
+    def reset(self, seed: int | None) -> CopyStep:
+        self.env.reset(seed=seed)
+        self.t = 0
+        self._done: set[str] = set()
+        out = CopyStep(obs={}, infos={})
+        self._settle(out)
+        return out
+
+    def step(self, actions: dict[str, Any]) -> CopyStep:
+        agent = self.env.agent_selection
+        if agent not in actions:
+            raise EnvContractError(f"step {self.t}: it is {agent!r}'s turn but no action was given")
+        self.env.step(actions[agent])
+        self.t += 1
+        out = CopyStep(obs={}, infos={})
+        self._book_rewards(out)
+        self._settle(out)
+        if not out.over and self.max_steps is not None and self.t >= self.max_steps:
+            for a in self.env.agents:
+                if a not in self._done:
+                    out.truncated[a] = self.env.observe(a)
+            out.obs, out.infos, out.over = {}, {}, True
+        return out
+
+    def _book_rewards(self, out: CopyStep) -> None:
+        for a, r in self.env.rewards.items():
+            out.rewards[a] = out.rewards.get(a, 0.0) + float(r)
+
+    def _settle(self, out: CopyStep) -> None:
+        """Record newly finished agents, take their dead steps, and find who moves next."""
+        env = self.env
+        while True:
+            self._unknown(env.agents)
+            for a in env.agents:
+                if a in self._done:
+                    continue
+                term, trunc = env.terminations.get(a, False), env.truncations.get(a, False)
+                if term or trunc:
+                    self._done.add(a)
+                    (out.terminated if term else out.truncated)[a] = env.observe(a)
+            if not env.agents:
+                out.over = True
+                return
+            selected = env.agent_selection
+            if env.terminations.get(selected, False) or env.truncations.get(selected, False):
+                env.step(None)
+                self._book_rewards(out)
+                continue
+            out.obs = {selected: env.observe(selected)}
+            out.infos = {selected: env.infos.get(selected, {})}
+            return

@@ -1,0 +1,197 @@
+"""Vector envs: N copies of a multi-agent env behind one array interface.
+
+Every vector env, whether it wraps PettingZoo copies or is natively batched, returns a
+:class:`VecStep`. Agents are columns in the fixed order of ``agents`` (the env's
+``possible_agents``); copies are rows. Copies reset themselves when their episode ends: the
+step that ends it carries the final observations in ``final_obs`` and the flags in
+``terminated``/``truncated``, while ``obs``/``acting`` already belong to the next episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from gymnasium import spaces
+
+from interplay.envs.adapters import AECAdapter, CopyStep, ParallelAdapter, is_aec
+from interplay.spaces import MASK_KEY, ActionView, ObsView, action_view, obs_view
+
+
+@dataclass
+class VecStep:
+    obs: dict[str, np.ndarray]  # agent -> [E, obs_dim] float32; meaningful where acting
+    mask: dict[str, np.ndarray | None]  # agent -> [E, mask_dim] bool legal actions, or None
+    acting: np.ndarray  # [E, A] bool: the agent must act now
+    reward: np.ndarray  # [E, A] float64: reward each agent received from the step just taken
+    terminated: np.ndarray  # [E, A] bool: the agent's episode ended in that step
+    truncated: np.ndarray  # [E, A] bool
+    final_obs: dict[str, np.ndarray]  # agent -> [E, obs_dim]; meaningful where it ended
+    final_mask: dict[str, np.ndarray | None]
+    episode_end: np.ndarray  # [E] bool: that copy's episode ended and it was reset
+    raw_obs: list[dict[str, Any]] | None = None  # per copy, the env's own observations
+    infos: list[dict[str, dict]] | None = None
+
+
+class VecEnv(Protocol):
+    agents: list[str]
+    num_envs: int
+    obs_views: dict[str, ObsView]
+    action_views: dict[str, ActionView]
+
+    def reset(self, seed: int | None) -> VecStep: ...
+
+    def step(self, actions: dict[str, np.ndarray]) -> VecStep: ...
+
+    def close(self) -> None: ...
+
+
+def adapt(env: Any, max_steps: int | None) -> AECAdapter | ParallelAdapter:
+    return AECAdapter(env, max_steps) if is_aec(env) else ParallelAdapter(env, max_steps)
+
+
+def copy_seeds(seed: int | None, n: int) -> list[int | None]:
+    """Independent, reproducible seeds for ``n`` copies derived from one seed."""
+    if seed is None:
+        return [None] * n
+    return [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(n)]
+
+
+class StepBuffers:
+    """Preallocated arrays that copies write their steps into."""
+
+    def __init__(self, agents: list[str], obs_views: dict[str, ObsView],
+                 action_views: dict[str, ActionView], num_envs: int):
+        E, A = num_envs, len(agents)
+        self.agents = agents
+        self.col = {a: i for i, a in enumerate(agents)}
+        self.obs_views = obs_views
+        self.action_views = action_views
+        self.obs = {a: np.zeros((E, v.dim), np.float32) for a, v in obs_views.items()}
+        self.final_obs = {a: np.zeros((E, v.dim), np.float32) for a, v in obs_views.items()}
+        self.mask = {a: _mask_array(action_views[a], E) for a in agents}
+        self.final_mask = {a: _mask_array(action_views[a], E) for a in agents}
+        self.acting = np.zeros((E, A), bool)
+        self.reward = np.zeros((E, A), np.float64)
+        self.terminated = np.zeros((E, A), bool)
+        self.truncated = np.zeros((E, A), bool)
+        self.episode_end = np.zeros(E, bool)
+        self.raw_obs: list[dict[str, Any]] = [{} for _ in range(E)]
+        self.infos: list[dict[str, dict]] = [{} for _ in range(E)]
+
+    def clear_step(self) -> None:
+        self.reward[:] = 0.0
+        self.terminated[:] = False
+        self.truncated[:] = False
+        self.episode_end[:] = False
+
+    def write_acting(self, e: int, cs: CopyStep) -> None:
+        self.acting[e] = False
+        self.raw_obs[e] = cs.obs
+        self.infos[e] = cs.infos
+        for a, o in cs.obs.items():
+            self.acting[e, self.col[a]] = True
+            self.obs_views[a].flatten(o, self.obs[a][e])
+            self._write_mask(self.mask[a], e, a, o, cs.infos.get(a))
+
+    def write_outcome(self, e: int, cs: CopyStep) -> None:
+        col = self.col
+        for a, r in cs.rewards.items():
+            self.reward[e, col[a]] += r
+        for flags, ended in ((self.terminated, cs.terminated), (self.truncated, cs.truncated)):
+            for a, o in ended.items():
+                flags[e, col[a]] = True
+                if o is not None:
+                    self.obs_views[a].flatten(o, self.final_obs[a][e])
+                    self._write_mask(self.final_mask[a], e, a, o, None)
+
+    def _write_mask(self, masks: np.ndarray | None, e: int, agent: str, obs: Any,
+                    info: dict | None) -> None:
+        if masks is None:
+            return
+        source = None
+        if self.obs_views[agent].has_mask_key:
+            source = obs[MASK_KEY]
+        elif info and MASK_KEY in info:
+            source = info[MASK_KEY]
+        if source is None:
+            masks[e] = True
+            return
+        row = np.asarray(source, dtype=bool).reshape(-1)
+        if row.shape[0] != masks.shape[1]:
+            raise ValueError(
+                f"agent {agent!r}: action_mask has {row.shape[0]} entries but the action space "
+                f"{self.action_views[agent].space} needs {masks.shape[1]}"
+            )
+        masks[e] = row
+
+    def view(self) -> VecStep:
+        return VecStep(
+            obs=self.obs, mask=self.mask, acting=self.acting, reward=self.reward,
+            terminated=self.terminated, truncated=self.truncated, final_obs=self.final_obs,
+            final_mask=self.final_mask, episode_end=self.episode_end, raw_obs=self.raw_obs,
+            infos=self.infos,
+        )
+
+
+def _mask_array(view: ActionView, num_envs: int) -> np.ndarray | None:
+    return np.ones((num_envs, view.mask_dim), bool) if view.mask_dim else None
+
+
+def describe_spaces(first: Any) -> tuple[list[str], dict[str, ObsView], dict[str, ActionView],
+                                          dict[str, spaces.Space], dict[str, spaces.Space]]:
+    agents = list(first.possible_agents)
+    obs_spaces = {a: first.observation_space(a) for a in agents}
+    act_spaces = {a: first.action_space(a) for a in agents}
+    obs_views = {a: obs_view(s, a) for a, s in obs_spaces.items()}
+    action_views = {a: action_view(s, a) for a, s in act_spaces.items()}
+    return agents, obs_views, action_views, obs_spaces, act_spaces
+
+
+class SyncVecEnv:
+    """``num_envs`` PettingZoo copies stepped one after another in this process."""
+
+    def __init__(self, make: Callable[[], Any], num_envs: int = 1,
+                 max_steps: int | None = None):
+        if num_envs < 1:
+            raise ValueError(f"env.num_envs must be at least 1, got {num_envs}")
+        self.copies = [adapt(make(), max_steps) for _ in range(num_envs)]
+        self.num_envs = num_envs
+        (self.agents, self.obs_views, self.action_views, self.observation_spaces,
+         self.action_spaces) = describe_spaces(self.copies[0])
+        self._buf = StepBuffers(self.agents, self.obs_views, self.action_views, num_envs)
+
+    def reset(self, seed: int | None) -> VecStep:
+        buf = self._buf
+        buf.clear_step()
+        for e, (copy, s) in enumerate(zip(self.copies, copy_seeds(seed, self.num_envs), strict=True)):
+            buf.write_acting(e, copy.reset(seed=s))
+        return buf.view()
+
+    def step(self, actions: dict[str, np.ndarray]) -> VecStep:
+        buf = self._buf
+        buf.clear_step()
+        views = self.action_views
+        for e, copy in enumerate(self.copies):
+            movers = buf.raw_obs[e]
+            if not movers:
+                continue
+            cs = copy.step({a: views[a].to_env(actions[a][e]) for a in movers})
+            buf.write_outcome(e, cs)
+            if cs.over:
+                buf.episode_end[e] = True
+                cs = copy.reset(seed=None)
+            buf.write_acting(e, cs)
+        return buf.view()
+
+    def state(self, e: int = 0) -> Any:
+        return self.copies[e].state()
+
+    def render(self, e: int = 0) -> Any:
+        return self.copies[e].render()
+
+    def close(self) -> None:
+        for copy in self.copies:
+            copy.close()

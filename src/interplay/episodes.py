@@ -1,0 +1,133 @@
+"""Episode returns and lengths per copy, and the window of finished episodes a report covers."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+Reduce = Literal["mean", "sum", "last", "max", "min"]
+_REDUCERS = {"mean": np.mean, "sum": np.sum, "last": lambda v: v[-1], "max": np.max, "min": np.min}
+
+
+@dataclass
+class Episode:
+    """One episode in one copy, as callbacks see it."""
+
+    id: int
+    env_index: int
+    env: Any = None  # the copy's env object when there is one
+    length: int = 0  # env steps so far
+    returns: dict[str, float] = field(default_factory=dict)  # filled in when it ends
+    user_data: dict[str, Any] = field(default_factory=dict)
+    custom: list[tuple[str, float, Reduce]] = field(default_factory=list)
+
+    def add_metric(self, name: str, value: float, reduce: Reduce = "mean") -> None:
+        """Report a value of this episode; a report reduces all values of ``name`` it covers."""
+        if reduce not in _REDUCERS:
+            raise ValueError(f"metric {name!r}: reduce must be one of {sorted(_REDUCERS)}, got {reduce!r}")
+        self.custom.append((name, float(value), reduce))
+
+
+class EpisodeTracker:
+    """Running returns per (copy, agent); hands finished episodes to a window."""
+
+    def __init__(self, agents: list[str], num_envs: int, envs: list[Any] | None = None):
+        self.agents = agents
+        self.ret = np.zeros((num_envs, len(agents)), np.float64)
+        self.seen = np.zeros((num_envs, len(agents)), bool)
+        self.length = np.zeros(num_envs, np.int64)
+        self.envs = envs or [None] * num_envs
+        self._next_id = 0
+        self.current = [self._new(e) for e in range(num_envs)]
+
+    def _new(self, e: int) -> Episode:
+        self._next_id += 1
+        return Episode(id=self._next_id, env_index=e, env=self.envs[e])
+
+    def acted(self, acting: np.ndarray) -> None:
+        self.seen |= acting
+
+    def stepped(self, stepped: np.ndarray, reward: np.ndarray, ended_agents: np.ndarray) -> None:
+        self.length += stepped
+        self.ret += reward
+        self.seen |= (reward != 0.0) | ended_agents
+        for e in np.nonzero(stepped)[0]:
+            self.current[e].length = int(self.length[e])
+
+    def finish(self, e: int) -> Episode:
+        """Close copy ``e``'s episode and start the next one there."""
+        ep = self.current[e]
+        ep.length = int(self.length[e])
+        ep.returns = {a: float(self.ret[e, i]) for i, a in enumerate(self.agents) if self.seen[e, i]}
+        self.ret[e] = 0.0
+        self.seen[e] = False
+        self.length[e] = 0
+        self.current[e] = self._new(e)
+        return ep
+
+    def drop(self, e: int) -> None:
+        """Forget copy ``e``'s partial episode."""
+        self.ret[e] = 0.0
+        self.seen[e] = False
+        self.length[e] = 0
+        self.current[e] = self._new(e)
+
+
+class Window:
+    """Finished episodes and custom values since the last report."""
+
+    def __init__(self, owner: dict[str, str]):
+        self.owner = owner  # agent -> policy
+        self.reset()
+
+    def reset(self) -> None:
+        self.totals: list[float] = []
+        self.lengths: list[int] = []
+        self.by_agent: dict[str, list[float]] = defaultdict(list)
+        self.by_policy: dict[str, list[float]] = defaultdict(list)
+        self.custom: dict[str, tuple[Reduce, list[float]]] = {}
+
+    def add(self, ep: Episode) -> None:
+        self.totals.append(sum(ep.returns.values()))
+        self.lengths.append(ep.length)
+        for agent, r in ep.returns.items():
+            self.by_agent[agent].append(r)
+            self.by_policy[self.owner[agent]].append(r)
+        for name, value, reduce in ep.custom:
+            self.add_custom(name, value, reduce)
+
+    def add_custom(self, name: str, value: float, reduce: Reduce) -> None:
+        known, values = self.custom.setdefault(name, (reduce, []))
+        if known != reduce:
+            raise ValueError(f"metric {name!r} was reported with reduce={known!r} and reduce={reduce!r}")
+        values.append(value)
+
+    def __len__(self) -> int:
+        return len(self.totals)
+
+    def summary(self) -> dict[str, float | None]:
+        """The DESIGN metric names; per-episode figures are None when no episode finished."""
+        out: dict[str, float | None] = {}
+        t = self.totals
+        out["episode_return_mean"] = _mean(t)
+        out["episode_return_min"] = min(t) if t else None
+        out["episode_return_max"] = max(t) if t else None
+        out["episode_len_mean"] = _mean(self.lengths)
+        for agent, rs in sorted(self.by_agent.items()):
+            out[f"agent_return_mean/{agent}"] = _mean(rs)
+        for pid, rs in sorted(self.by_policy.items()):
+            out[f"policy_return_mean/{pid}"] = _mean(rs)
+            out[f"policy_return_min/{pid}"] = min(rs)
+            out[f"policy_return_max/{pid}"] = max(rs)
+        for name, (reduce, values) in sorted(self.custom.items()):
+            out[name] = float(_REDUCERS[reduce](np.asarray(values)))
+        return out
+
+
+def _mean(values: list[float] | list[int]) -> float | None:
+    if not values:
+        return None
+    return float(np.mean(values))

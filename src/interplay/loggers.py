@@ -1,0 +1,89 @@
+"""Where reports go: ``metrics.jsonl`` and the console."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class JsonlLogger:
+    """One JSON object per report, appended and flushed at once."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fh = path.open("a", encoding="utf-8")
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._fh.write(json.dumps({k: _jsonable(v) for k, v in row.items()}) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+class ConsoleLogger:
+    """A live progress bar with env steps, env-steps/s, ETA and the latest returns."""
+
+    def __init__(self, total: int, enabled: bool = True, console: Console | None = None):
+        self.console = console or Console(stderr=True)
+        self.enabled = enabled
+        self.progress = Progress(
+            TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]} steps/s"), TimeElapsedColumn(), TextColumn("eta"),
+            TimeRemainingColumn(), TextColumn("{task.fields[latest]}"),
+            console=self.console, disable=not enabled, transient=False,
+        )
+        self.task = self.progress.add_task(
+            "train", total=total if total > 0 else None, rate="-", latest="")
+        self.latest: dict[str, str] = {}
+        if enabled:
+            self.progress.start()
+
+    def advance(self, env_steps: int) -> None:
+        self.progress.update(self.task, completed=env_steps)
+
+    def report(self, row: dict[str, Any]) -> None:
+        ret = row.get("episode_return_mean")
+        if ret is not None:
+            self.latest[row["phase"]] = f"{row['phase']} {ret:.2f}"
+        self.progress.update(
+            self.task, completed=row["env_steps"], rate=f"{row.get('env_steps_per_s', 0):,.0f}",
+            latest="  ".join(self.latest.values()))
+
+    def summary(self, row: dict[str, Any], policies: list[str], agents: list[str]) -> None:
+        self.close()
+        if not self.enabled:
+            return
+        table = Table(title="returns in the last report")
+        table.add_column("who")
+        table.add_column("mean return", justify="right")
+        for pid in policies:
+            v = row.get(f"policy_return_mean/{pid}")
+            table.add_row(f"policy {pid}", "-" if v is None else f"{v:.3f}")
+        for a in agents:
+            v = row.get(f"agent_return_mean/{a}")
+            table.add_row(f"agent {a}", "-" if v is None else f"{v:.3f}")
+        self.console.print(table)
+
+    def close(self) -> None:
+        if self.enabled and self.progress.live.is_started:
+            self.progress.stop()

@@ -1,0 +1,161 @@
+"""Which policy controls which agent, decided and checked before the first step.
+
+Agents are assigned, in order of precedence: by explicit ids in a policy's ``agents``, by glob
+patterns there (an agent matched by two policies' patterns is an error), by
+``train.policy_mapping_fn``, and otherwise by default groups: ids that share the prefix
+before the last ``_`` share one policy named after that prefix (``bob_0``, ``bob_1`` → ``bob``).
+With ``train.self_play`` every agent is on one policy.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gymnasium import spaces
+
+from interplay.config import ConfigError, PolicyConfig
+from interplay.spaces import ActionView, ObsView, same_space
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A policy and the agents it controls; all of them share these spaces."""
+
+    id: str
+    agents: tuple[str, ...]
+    config: PolicyConfig
+    obs_space: spaces.Space
+    action_space: spaces.Space
+    obs_view: ObsView
+    action_view: ActionView
+
+    @property
+    def trainable(self) -> bool:
+        return self.config.type == "trainable"
+
+    @property
+    def obs_dim(self) -> int:
+        """Width of what the policy sees: the flat observation times the frames stacked."""
+        return self.obs_view.dim * self.config.stack_size
+
+
+def group_of(agent: str) -> str:
+    """The default group of an agent id: the prefix before its last ``_``."""
+    head, sep, _ = agent.rpartition("_")
+    return head if sep and head else agent
+
+
+def load_callable(path: str, what: str) -> Callable[..., Any]:
+    """Import ``module:attribute`` and return it, naming ``what`` in any error."""
+    module_path, sep, attr = path.partition(":")
+    if not sep or not module_path or not attr:
+        raise ConfigError(f"{what}: {path!r} must be written as module:function")
+    try:
+        module = importlib.import_module(module_path)
+    except ImportError as err:
+        raise ConfigError(f"{what}: cannot import {module_path!r}: {err}") from err
+    fn = getattr(module, attr, None)
+    if fn is None or not callable(fn):
+        raise ConfigError(f"{what}: module {module_path!r} has no callable {attr!r}")
+    return fn
+
+
+def assign(agents: list[str], policies: dict[str, PolicyConfig], mapping_fn: str | None,
+           self_play: bool) -> dict[str, str]:
+    """agent id -> policy id, for every agent; raises naming any agent left without one."""
+    if self_play:
+        named = list(policies)
+        if len(named) > 1:
+            raise ConfigError(
+                f"train.self_play puts one policy on every seat, but policies lists {named}; "
+                "keep one policy (or none) under policies"
+            )
+        pid = named[0] if named else "shared"
+        return dict.fromkeys(agents, pid)
+
+    out: dict[str, str] = {}
+    patterns: list[tuple[str, str]] = []
+    for pid, pc in policies.items():
+        for entry in pc.agents or ():
+            if any(ch in entry for ch in "*?["):
+                patterns.append((pid, entry))
+            elif entry not in agents:
+                raise ConfigError(
+                    f"policies.{pid}.agents: {entry!r} is not an agent of this env; "
+                    f"agents are {agents}"
+                )
+            elif entry in out and out[entry] != pid:
+                raise ConfigError(
+                    f"agent {entry!r} is listed under both policies.{out[entry]} and policies.{pid}"
+                )
+            else:
+                out[entry] = pid
+    for agent in agents:
+        if agent in out:
+            continue
+        hits = sorted({pid for pid, pat in patterns if fnmatch.fnmatchcase(agent, pat)})
+        if len(hits) > 1:
+            raise ConfigError(f"agent {agent!r} matches the patterns of policies {hits}; make them disjoint")
+        if hits:
+            out[agent] = hits[0]
+    for pid, pat in patterns:
+        if not any(fnmatch.fnmatchcase(a, pat) for a in agents):
+            raise ConfigError(f"policies.{pid}.agents: pattern {pat!r} matches no agent of {agents}")
+
+    rest = [a for a in agents if a not in out]
+    explicit = bool(out) or any(pc.agents for pc in policies.values())
+    if rest and mapping_fn:
+        fn = load_callable(mapping_fn, "train.policy_mapping_fn")
+        for agent in rest:
+            pid = fn(agent)
+            if not isinstance(pid, str) or not pid:
+                raise ConfigError(
+                    f"train.policy_mapping_fn returned {pid!r} for agent {agent!r}; it must return a policy id"
+                )
+            out[agent] = pid
+    elif rest and not explicit:
+        for agent in rest:
+            out[agent] = group_of(agent)
+    elif rest:
+        raise ConfigError(
+            f"agent(s) {rest} are controlled by no policy; list them under a policy's agents "
+            "(ids or patterns like 'agent_*') or set train.policy_mapping_fn"
+        )
+    unused = [pid for pid in policies if pid not in out.values()]
+    if unused:
+        groups = sorted(set(out.values()))
+        raise ConfigError(
+            f"policies.{unused[0]} controls no agent; policies in use are {groups} "
+            f"(agents {agents})"
+        )
+    return out
+
+
+def build_specs(agents: list[str], obs_spaces: dict[str, spaces.Space],
+                act_spaces: dict[str, spaces.Space], obs_views: dict[str, ObsView],
+                action_views: dict[str, ActionView], policies: dict[str, PolicyConfig],
+                mapping_fn: str | None = None, self_play: bool = False) -> dict[str, PolicySpec]:
+    """Resolve the mapping and check that each policy's agents share their spaces."""
+    owner = assign(agents, policies, mapping_fn, self_play)
+    specs: dict[str, PolicySpec] = {}
+    for pid in dict.fromkeys(owner[a] for a in agents):
+        members = tuple(a for a in agents if owner[a] == pid)
+        first = members[0]
+        for a in members[1:]:
+            for kind, table in (("observation", obs_spaces), ("action", act_spaces)):
+                if not same_space(table[a], table[first]):
+                    raise ConfigError(
+                        f"policy {pid!r} controls agents with different {kind} spaces: "
+                        f"{first!r} has {table[first]} but {a!r} has {table[a]}; "
+                        "map them to different policies"
+                    )
+        specs[pid] = PolicySpec(
+            id=pid, agents=members, config=policies.get(pid, PolicyConfig()),
+            obs_space=obs_spaces[first], action_space=act_spaces[first],
+            obs_view=obs_views[first], action_view=action_views[first],
+        )
+    return specs

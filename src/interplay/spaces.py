@@ -1,0 +1,135 @@
+"""How one agent's env spaces become the flat arrays that policies see, and back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+MASK_KEY = "action_mask"
+
+
+class SpaceError(ValueError):
+    """A space interplay cannot drive, named with the agent it belongs to."""
+
+
+@dataclass(frozen=True)
+class ObsView:
+    """The policy-side view of one agent's observation space.
+
+    Dict/Tuple observations are flattened to one float vector; an ``action_mask`` entry is
+    taken out of the observation and returned separately.
+    """
+
+    space: spaces.Space
+    dim: int
+    has_mask_key: bool
+
+    def flatten(self, obs: Any, out: np.ndarray) -> None:
+        """Write the flat float view of ``obs`` into ``out`` (shape ``[dim]``)."""
+        space = self.space
+        if self.has_mask_key:
+            inner = {k: v for k, v in obs.items() if k != MASK_KEY}
+            if len(inner) == 1 and "observation" in inner:
+                _flatten_into(space["observation"], inner["observation"], out)
+                return
+            sub = spaces.Dict({k: space[k] for k in inner})
+            _flatten_into(sub, inner, out)
+            return
+        _flatten_into(space, obs, out)
+
+    def unflatten(self, flat: np.ndarray) -> Any:
+        """The env-shaped observation for a flat row (masks come back all-legal)."""
+        return spaces.unflatten(_policy_space(self.space, self.has_mask_key), flat)
+
+
+def _policy_space(space: spaces.Space, has_mask_key: bool) -> spaces.Space:
+    if not has_mask_key:
+        return space
+    inner = {k: s for k, s in space.spaces.items() if k != MASK_KEY}
+    if len(inner) == 1 and "observation" in inner:
+        return inner["observation"]
+    return spaces.Dict(inner)
+
+
+def _flatten_into(space: spaces.Space, obs: Any, out: np.ndarray) -> None:
+    if isinstance(space, spaces.Box):
+        out[:] = np.asarray(obs, dtype=np.float32).reshape(-1)
+    elif isinstance(space, spaces.Discrete):
+        out[:] = 0.0
+        out[int(obs) - int(space.start)] = 1.0
+    else:
+        out[:] = spaces.flatten(space, obs).astype(np.float32, copy=False)
+
+
+def obs_view(space: spaces.Space, agent: str) -> ObsView:
+    """Build the flat view of ``agent``'s observation space, or say why it can't be."""
+    has_mask = isinstance(space, spaces.Dict) and MASK_KEY in space.spaces
+    try:
+        dim = spaces.flatdim(_policy_space(space, has_mask))
+    except (NotImplementedError, ValueError) as err:
+        raise SpaceError(
+            f"agent {agent!r}: observation space {space} cannot be flattened ({err}); "
+            "use Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple spaces"
+        ) from err
+    return ObsView(space=space, dim=dim, has_mask_key=has_mask)
+
+
+@dataclass(frozen=True)
+class ActionView:
+    """How one agent's actions are held in arrays and handed back to the env.
+
+    Discrete actions are int64 indices counted from 0 (the space's ``start`` is added on the
+    way out); MultiDiscrete actions are int64 rows; Box actions are float32 rows, clipped to
+    the bounds, or mapped from ``[-1, 1]`` onto them when the policy squashes.
+    """
+
+    space: spaces.Space
+    kind: str  # "discrete" | "multi_discrete" | "box"
+    shape: tuple[int, ...]
+    dtype: type
+    mask_dim: int  # 0 when actions cannot be masked
+
+    def to_env(self, row: np.ndarray) -> Any:
+        space = self.space
+        if self.kind == "discrete":
+            return int(row) + int(space.start)
+        if self.kind == "multi_discrete":
+            return np.asarray(row, dtype=space.dtype) + space.start
+        return np.asarray(row, dtype=space.dtype)
+
+    def to_env_batch(self, actions: np.ndarray, squashed: bool) -> np.ndarray:
+        """Map a batch of policy actions into the space's bounds (Box only)."""
+        if self.kind != "box":
+            return actions
+        low, high = self.space.low, self.space.high
+        finite = np.isfinite(low) & np.isfinite(high)
+        if squashed:
+            unsquashed = low + (np.clip(actions, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
+            return np.where(finite, unsquashed, actions).astype(np.float32)
+        return np.clip(actions, low, high).astype(np.float32)
+
+
+def action_view(space: spaces.Space, agent: str) -> ActionView:
+    if isinstance(space, spaces.Discrete):
+        return ActionView(space, "discrete", (), np.int64, int(space.n))
+    if isinstance(space, spaces.MultiDiscrete):
+        if space.nvec.ndim != 1:
+            raise SpaceError(f"agent {agent!r}: MultiDiscrete action space {space} must be 1-D")
+        return ActionView(space, "multi_discrete", space.shape, np.int64, int(space.nvec.sum()))
+    if isinstance(space, spaces.Box):
+        return ActionView(space, "box", space.shape, np.float32, 0)
+    raise SpaceError(
+        f"agent {agent!r}: action space {space} is not supported; "
+        "use Discrete, MultiDiscrete or Box"
+    )
+
+
+def same_space(a: spaces.Space, b: spaces.Space) -> bool:
+    """Spaces equal in type, shape, bounds and dtype (gymnasium's ``==``)."""
+    try:
+        return bool(a == b)
+    except (ValueError, TypeError):
+        return False

@@ -1,0 +1,193 @@
+"""A run is a function of (config, seed): ``train(config) -> Result``."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from interplay.actors import Actor, RandomActor, ScriptedActor
+from interplay.algos import algorithm_class
+from interplay.algos.base import Algorithm, rng_for
+from interplay.callbacks import Callbacks, CallbackList
+from interplay.config import Config, ConfigError, to_yaml, validate_section
+from interplay.envs.registry import env_factory, native_env_class
+from interplay.envs.vector import SyncVecEnv, VecEnv
+from interplay.loggers import ConsoleLogger, JsonlLogger
+from interplay.mapping import PolicySpec, build_specs, load_callable
+from interplay.runner import Runner
+
+
+@dataclass
+class Result:
+    run_dir: Path | None
+    env_steps: int
+    episodes: int
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def last(self) -> dict[str, Any]:
+        return self.rows[-1] if self.rows else {}
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("train.device: cuda was asked for but torch sees no CUDA device")
+    return device
+
+
+def make_vec_env(cfg: Config, num_envs: int | None = None,
+                 env_id: Any = None) -> tuple[VecEnv, list[Any] | None]:
+    """The vector env for a config, and the PettingZoo copies behind it (None if native)."""
+    env_id = cfg.env.id if env_id is None else env_id
+    n = cfg.env.num_envs if num_envs is None else num_envs
+    native = native_env_class(env_id)
+    if native is not None:
+        env = native(num_envs=n, max_steps=cfg.train.max_steps_per_episode, **cfg.env.kwargs)
+        return env, None
+    make = env_factory(env_id, cfg.env.kwargs, cfg.env.api)
+    vec = SyncVecEnv(make, n, cfg.train.max_steps_per_episode)
+    return vec, [c.env for c in vec.copies]
+
+
+def make_specs(cfg: Config, env: VecEnv) -> dict[str, PolicySpec]:
+    return build_specs(
+        env.agents, env.observation_spaces, env.action_spaces, env.obs_views, env.action_views,
+        cfg.policies, cfg.train.policy_mapping_fn, cfg.train.self_play,
+    )
+
+
+def make_algorithm(cfg: Config, specs: dict[str, PolicySpec], device: str) -> Algorithm:
+    cls = algorithm_class(cfg.algo.name)
+    settings = validate_section(cls.Settings, cfg.algo.model_dump(), "algo")
+    for pid, spec in specs.items():
+        if spec.trainable and spec.action_view.kind not in cls.action_kinds:
+            raise ConfigError(
+                f"algo.name: {cls.name} cannot train policy {pid!r}: its action space "
+                f"{spec.action_space} is {spec.action_view.kind}; {cls.name} handles "
+                f"{', '.join(sorted(cls.action_kinds))}"
+            )
+    return cls(settings, specs, device, cfg.train.seed)
+
+
+def make_actors(cfg: Config, specs: dict[str, PolicySpec], algo: Algorithm) -> dict[str, Actor]:
+    actors: dict[str, Actor] = {}
+    for pid, spec in specs.items():
+        kind = spec.config.type
+        if kind == "trainable":
+            actors[pid] = algo.actor(pid)
+        elif kind == "random":
+            actors[pid] = RandomActor(spec, rng_for(cfg.train.seed, "fixed-random", pid))
+        else:
+            fn = load_callable(spec.config.fn or "", f"policies.{pid}.fn")
+            actors[pid] = ScriptedActor(spec, fn)
+    return actors
+
+
+def make_callbacks(cfg: Config) -> CallbackList:
+    found: list[Callbacks] = []
+    for path in cfg.train.callbacks:
+        cls = load_callable(path, "train.callbacks")
+        obj = cls()
+        if not isinstance(obj, Callbacks):
+            raise ConfigError(f"train.callbacks: {path!r} is not a subclass of interplay.Callbacks")
+        found.append(obj)
+    return CallbackList(found)
+
+
+def new_run_dir(cfg: Config) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    name = cfg.env.id if isinstance(cfg.env.id, str) else getattr(cfg.env.id, "__name__", "env")
+    base = Path(cfg.log.dir) / f"{stamp}-{name.replace(':', '-').split('.')[-1]}-{cfg.algo.name}"
+    path, i = base, 1
+    while path.exists():
+        path, i = Path(f"{base}-{i}"), i + 1
+    return path
+
+
+def train(cfg: Config, run_dir: str | Path | None = None, *,
+          callbacks: list[Callbacks] = ()) -> Result:
+    """Train as ``cfg`` says; writes the run folder and returns what was reported."""
+    seed_everything(cfg.train.seed)
+    device = resolve_device(cfg.train.device)
+    env, copies = make_vec_env(cfg)
+    try:
+        specs = make_specs(cfg, env)
+        algo = make_algorithm(cfg, specs, device)
+        actors = make_actors(cfg, specs, algo)
+        cbs = make_callbacks(cfg)
+        cbs.callbacks.extend(callbacks)
+        collect = {pid for pid, s in specs.items() if s.trainable and cfg.algo.name != "random"}
+        runner = Runner(env, specs, actors, collect, cbs, copies)
+        return _loop(cfg, runner, algo, Path(run_dir) if run_dir else new_run_dir(cfg))
+    finally:
+        env.close()
+
+
+def _loop(cfg: Config, runner: Runner, algo: Algorithm, run_dir: Path) -> Result:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    jsonl = JsonlLogger(run_dir / "metrics.jsonl")
+    total = cfg.train.steps
+    console = ConsoleLogger(total, cfg.log.console)
+    result = Result(run_dir=run_dir, env_steps=0, episodes=0)
+    start = last_t = time.perf_counter()
+    last_steps = 0
+    next_report = cfg.log.every
+    learner: dict[str, float] = {}
+    try:
+        runner.reset(cfg.train.seed)
+        while total < 0 or runner.env_steps < total:
+            closed = runner.step(explore=True)
+            for pid, batch in closed.items():
+                algo.collect(pid, batch)
+            if algo.ready():
+                runner.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
+                learner = algo.update()
+            if runner.env_steps >= next_report or (0 <= total <= runner.env_steps):
+                now = time.perf_counter()
+                row = _row("train", runner, now - start,
+                           (runner.env_steps - last_steps) / max(now - last_t, 1e-9), learner)
+                last_t, last_steps = now, runner.env_steps
+                next_report = runner.env_steps + cfg.log.every
+                jsonl.write(row)
+                console.report(row)
+                result.rows.append(row)
+            elif runner.env_steps % 64 == 0:
+                console.advance(runner.env_steps)
+    finally:
+        jsonl.close()
+        console.summary(result.last, list(runner.specs), runner.env.agents)
+    result.env_steps, result.episodes = runner.env_steps, runner.episodes
+    return result
+
+
+def _row(phase: str, runner: Runner, wall_s: float, rate: float,
+         learner: dict[str, float]) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "phase": phase,
+        "env_steps": runner.env_steps,
+        "agent_steps": runner.agent_steps,
+        "episodes": runner.episodes,
+        "episodes_in_report": len(runner.window),
+        "wall_s": round(wall_s, 3),
+        "env_steps_per_s": round(rate, 1),
+    }
+    row.update(runner.window.summary())
+    row.update(learner)
+    runner.window.reset()
+    return row

@@ -1,0 +1,134 @@
+"""Turn-based transition bookkeeping for one policy, vectorized over copies and agents.
+
+A transition opens when an agent acts. Every reward the agent receives from any env step
+until its next turn is added to it; its next turn closes it (the next observation is what it
+sees then). When the agent is terminated or truncated, or the episode ends, its open
+transition is closed with its last observation and those flags. Rewards that reach an agent
+before its first action in an episode are carried into its first transition. So the rewards in
+an agent's transitions sum to what the env gave it.
+
+Arrays are ``[E, k]`` (copies × the policy's agents); one closed batch per step per policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Transitions:
+    """Transitions of one policy closed in one step, one row each."""
+
+    obs: np.ndarray  # [n, obs_dim]
+    action: np.ndarray  # [n, *action_shape]
+    reward: np.ndarray  # [n] float64: all rewards since the action
+    next_obs: np.ndarray  # [n, obs_dim]
+    terminated: np.ndarray  # [n] bool
+    truncated: np.ndarray  # [n] bool
+    env: np.ndarray  # [n] int: the copy
+    slot: np.ndarray  # [n] int: the agent's index within the policy
+    mask: np.ndarray | None  # [n, mask_dim] legal actions when acting
+    next_mask: np.ndarray | None  # [n, mask_dim] legal actions at the next observation
+    extras: dict[str, np.ndarray]  # what the actor returned beside the action (log-probs, values)
+
+    def __len__(self) -> int:
+        return int(self.reward.shape[0])
+
+
+class FrameStack:
+    """The last ``size`` observations of each (copy, agent), oldest first, zeros at the start."""
+
+    def __init__(self, num_envs: int, k: int, dim: int, size: int):
+        self.size = size
+        self.buf = np.zeros((num_envs, k, size, dim), np.float32)
+
+    def push(self, where: np.ndarray, frames: np.ndarray) -> np.ndarray:
+        """Add ``frames[where]`` and return the stacked view ``[E, k, size*dim]``."""
+        rows = self.buf[where]
+        rows[:, :-1] = rows[:, 1:]
+        rows[:, -1] = frames[where]
+        self.buf[where] = rows
+        return self.buf.reshape(self.buf.shape[0], self.buf.shape[1], -1)
+
+    def clear(self, where: np.ndarray) -> None:
+        self.buf[where] = 0.0
+
+
+class TransitionBook:
+    """Open transitions of one policy's agents in every copy."""
+
+    def __init__(self, num_envs: int, k: int, obs_dim: int, action_shape: tuple[int, ...],
+                 action_dtype: type, mask_dim: int):
+        E = num_envs
+        self.open = np.zeros((E, k), bool)
+        self.acc = np.zeros((E, k), np.float64)
+        self.pending = np.zeros((E, k), np.float64)
+        self.obs = np.zeros((E, k, obs_dim), np.float32)
+        self.action = np.zeros((E, k, *action_shape), action_dtype)
+        self.mask = np.ones((E, k, mask_dim), bool) if mask_dim else None
+        self.extras: dict[str, np.ndarray] = {}
+
+    def add_rewards(self, reward: np.ndarray) -> None:
+        """Book one env step's rewards ``[E, k]``: into open transitions, else held back."""
+        self.acc += np.where(self.open, reward, 0.0)
+        self.pending += np.where(self.open, 0.0, reward)
+
+    def start(self, e: np.ndarray, s: np.ndarray, obs: np.ndarray, action: np.ndarray,
+              mask: np.ndarray | None, extras: dict[str, np.ndarray]) -> None:
+        """Open transitions for the agents ``(e[i], s[i])`` that act now."""
+        if self.open[e, s].any():
+            raise RuntimeError("an agent acted with a transition still open; close it first")
+        self.open[e, s] = True
+        self.acc[e, s] = self.pending[e, s]
+        self.pending[e, s] = 0.0
+        self.obs[e, s] = obs
+        self.action[e, s] = action
+        if self.mask is not None and mask is not None:
+            self.mask[e, s] = mask
+        for name, value in extras.items():
+            store = self.extras.get(name)
+            if store is None:
+                store = self.extras[name] = np.zeros((*self.open.shape, *value.shape[1:]), value.dtype)
+            store[e, s] = value
+
+    def close(self, where: np.ndarray, next_obs: np.ndarray, next_mask: np.ndarray | None,
+              terminated: np.ndarray, truncated: np.ndarray) -> Transitions | None:
+        """Close the open transitions at ``where`` ``[E, k]``; None if there were none."""
+        sel = where & self.open
+        if not sel.any():
+            return None
+        e, s = np.nonzero(sel)
+        self.open[e, s] = False
+        out = Transitions(
+            obs=self.obs[e, s], action=self.action[e, s], reward=self.acc[e, s].copy(),
+            next_obs=next_obs[e, s], terminated=terminated[e, s].copy(),
+            truncated=truncated[e, s].copy(), env=e, slot=s,
+            mask=None if self.mask is None else self.mask[e, s],
+            next_mask=None if next_mask is None else next_mask[e, s],
+            extras={k: v[e, s] for k, v in self.extras.items()},
+        )
+        self.acc[e, s] = 0.0
+        return out
+
+    def forget_pending(self, copies: np.ndarray) -> None:
+        """A new episode starts in ``copies``: rewards held for agents that never acted lapse."""
+        self.pending[copies] = 0.0
+
+
+def concat(parts: list[Transitions]) -> Transitions:
+    """One batch from several, in order."""
+    if len(parts) == 1:
+        return parts[0]
+
+    def cat(name: str) -> np.ndarray | None:
+        values = [getattr(p, name) for p in parts]
+        return None if values[0] is None else np.concatenate(values)
+
+    return Transitions(
+        obs=cat("obs"), action=cat("action"), reward=cat("reward"), next_obs=cat("next_obs"),
+        terminated=cat("terminated"), truncated=cat("truncated"), env=cat("env"),
+        slot=cat("slot"), mask=cat("mask"), next_mask=cat("next_mask"),
+        extras={k: np.concatenate([p.extras[k] for p in parts]) for k in parts[0].extras},
+    )

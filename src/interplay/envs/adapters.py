@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gymnasium import spaces
+from pettingzoo import AECEnv
 
 
 class EnvContractError(RuntimeError):
@@ -30,7 +31,7 @@ class CopyStep:
 
 
 def is_aec(env: Any) -> bool:
-    return hasattr(env, "agent_selection") and hasattr(env, "last")
+    return isinstance(env, AECEnv) or (hasattr(env, "last") and hasattr(env, "agent_iter"))
 
 
 class _Adapter:

@@ -1,0 +1,195 @@
+"""Tiny deterministic games that ship with interplay, for tests, checks and demos.
+
+``ScriptedTurnGame`` is an AEC env driven by a plan: who moves, who is paid what on each move
+(rewards land on any agent, not just the mover), who is terminated when, and where the env
+truncates. ``ShiftingCrowd`` is a Parallel env whose agents appear and leave mid-episode.
+Both are pure functions of their arguments, so exact returns are known in advance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import AECEnv, ParallelEnv
+
+
+@dataclass
+class Move:
+    """What happens when the agent whose turn it is moves."""
+
+    rewards: dict[str, float] = field(default_factory=dict)  # paid to these agents (if live)
+    terminate: Sequence[str] = ()  # these live agents are terminated by this move
+    skip: int = 0  # the next mover is this many live agents further along the rotation
+
+
+class ScriptedTurnGame(AECEnv):
+    """Agents move in rotation; each move follows the next entry of ``plan``.
+
+    When the plan runs out every live agent is terminated; at ``truncate_after`` moves every
+    live agent is truncated. Observations are ``[move count, own index, alive]`` plus an
+    ``action_mask`` allowing actions ``0 .. n_actions-1`` except one that rotates.
+    """
+
+    metadata = {"name": "scripted_turn_game", "render_modes": []}
+
+    def __init__(self, n_agents: int = 3, plan: Sequence[Move] = (), truncate_after: int | None = None,
+                 n_actions: int = 3, masked: bool = True):
+        super().__init__()
+        self.possible_agents = [f"player_{i}" for i in range(n_agents)]
+        self.plan = list(plan)
+        self.truncate_after = truncate_after
+        self.n_actions = n_actions
+        self.masked = masked
+        inner = spaces.Box(-1.0, 1e6, (3,), np.float32)
+        if masked:
+            self._obs_space = spaces.Dict({
+                "observation": inner,
+                "action_mask": spaces.Box(0, 1, (n_actions,), np.int8),
+            })
+        else:
+            self._obs_space = inner
+        self._act_space = spaces.Discrete(n_actions)
+        self.illegal_moves = 0
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self._obs_space
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self._act_space
+
+    def _mask(self) -> np.ndarray:
+        m = np.ones(self.n_actions, np.int8)
+        if self.n_actions > 1:
+            m[self.moves % self.n_actions] = 0
+        return m
+
+    def observe(self, agent: str):
+        i = self.possible_agents.index(agent)
+        alive = agent in self.agents and not (self.terminations.get(agent) or self.truncations.get(agent))
+        obs = np.array([self.moves, i, float(alive)], np.float32)
+        if not self.masked:
+            return obs
+        return {"observation": obs, "action_mask": self._mask()}
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        self.agents = list(self.possible_agents)
+        self.moves = 0
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {a: {} for a in self.agents}
+        self.agent_selection = self.agents[0]
+
+    def _live(self) -> list[str]:
+        return [a for a in self.agents if not (self.terminations[a] or self.truncations[a])]
+
+    def step(self, action) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        if self.masked and not self._mask()[int(action)]:
+            self.illegal_moves += 1
+        self._cumulative_rewards[agent] = 0.0
+        move = self.plan[self.moves] if self.moves < len(self.plan) else None
+        self.moves += 1
+        self._clear_rewards()
+        live = self._live()
+        if move is None:
+            for a in live:
+                self.terminations[a] = True
+        else:
+            for a, r in move.rewards.items():
+                if a in live:
+                    self.rewards[a] = float(r)
+            for a in move.terminate:
+                if a in live:
+                    self.terminations[a] = True
+            if self.truncate_after is not None and self.moves >= self.truncate_after:
+                for a in self._live():
+                    self.truncations[a] = True
+        self._accumulate_rewards()
+        still = self._live()
+        if still:
+            order = self.agents
+            start = order.index(agent)
+            rotation = [order[(start + j) % len(order)] for j in range(1, len(order) + 1)]
+            candidates = [a for a in rotation if a in still]
+            self.agent_selection = candidates[(move.skip if move else 0) % len(candidates)]
+        self._deads_step_first()
+
+    def _deads_step_first(self) -> None:
+        dead = [a for a in self.agents if self.terminations[a] or self.truncations[a]]
+        if dead:
+            self._skip_agent_selection = self.agent_selection
+            self.agent_selection = dead[0]
+
+
+class ShiftingCrowd(ParallelEnv):
+    """A Parallel env whose agents come and go.
+
+    ``schedule`` maps an agent id to ``(arrive, leave)`` step numbers: the agent is live from
+    step ``arrive`` (0 = at reset) until it is terminated by step ``leave``. Each live agent is
+    paid ``(step + 1) * scale + its index`` per step, minus 1 for each action equal to 0. The
+    episode is truncated at ``max_steps`` for agents still live.
+    """
+
+    metadata = {"name": "shifting_crowd", "render_modes": []}
+
+    def __init__(self, schedule: dict[str, tuple[int, int]] | None = None, max_steps: int = 10,
+                 scale: float = 0.1):
+        self.schedule = schedule or {"a_0": (0, 4), "a_1": (2, 7), "a_2": (0, 100), "a_3": (5, 6)}
+        self.possible_agents = list(self.schedule)
+        self.max_steps = max_steps
+        self.scale = scale
+        self._obs_space = spaces.Box(-1e6, 1e6, (2,), np.float32)
+        self._act_space = spaces.Discrete(2)
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self._obs_space
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self._act_space
+
+    def _obs(self, agent: str) -> np.ndarray:
+        return np.array([self.t, self.possible_agents.index(agent)], np.float32)
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        self.t = 0
+        self.agents = [a for a, (arrive, _) in self.schedule.items() if arrive == 0]
+        return {a: self._obs(a) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions: dict):
+        missing = [a for a in self.agents if a not in actions]
+        if missing:
+            raise ValueError(f"no action for live agents {missing}")
+        rewards = {
+            a: (self.t + 1) * self.scale + self.possible_agents.index(a) - (1.0 if int(actions[a]) == 0 else 0.0)
+            for a in self.agents
+        }
+        self.t += 1
+        terms = {a: self.schedule[a][1] <= self.t for a in self.agents}
+        truncs = {a: self.t >= self.max_steps and not terms[a] for a in self.agents}
+        obs = {a: self._obs(a) for a in self.agents}
+        infos = {a: {} for a in self.agents}
+        staying = [a for a in self.agents if not (terms[a] or truncs[a])]
+        if self.t < self.max_steps:
+            for a, (arrive, _) in self.schedule.items():
+                if arrive == self.t and a not in staying:
+                    staying.append(a)
+                    obs[a] = self._obs(a)
+                    infos[a], rewards[a], terms[a], truncs[a] = {}, 0.0, False, False
+        self.agents = staying
+        return obs, rewards, terms, truncs, infos
+
+
+def scripted_turn_game(**kwargs) -> ScriptedTurnGame:
+    return ScriptedTurnGame(**kwargs)
+
+
+def shifting_crowd(**kwargs) -> ShiftingCrowd:
+    return ShiftingCrowd(**kwargs)

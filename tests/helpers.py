@@ -1,0 +1,62 @@
+"""Shared helpers: reference loops that compute exact returns the plain PettingZoo way."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from interplay.actors import RandomActor
+from interplay.algos.base import rng_for
+from interplay.config import validate
+from interplay.runner import Runner
+from interplay.trainer import make_specs, make_vec_env
+
+
+def aec_returns(env, seed: int, policy, episodes: int = 1) -> list[dict[str, float]]:
+    """Per-episode returns from the standard ``agent_iter``/``last`` loop."""
+    out = []
+    for ep in range(episodes):
+        env.reset(seed=seed if ep == 0 else None)
+        total: dict[str, float] = defaultdict(float)
+        for agent in env.agent_iter():
+            obs, rew, term, trunc, _ = env.last()
+            total[agent] += rew
+            env.step(None if term or trunc else policy(obs, agent))
+        out.append(dict(total))
+    return out
+
+
+def parallel_returns(env, seed: int, policy, episodes: int = 1) -> list[dict[str, float]]:
+    """Per-episode returns from a plain Parallel loop."""
+    out = []
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=seed if ep == 0 else None)
+        total: dict[str, float] = defaultdict(float)
+        while env.agents:
+            obs, rew, *_ = env.step({a: policy(obs[a], a) for a in env.agents})
+            for a, r in rew.items():
+                total[a] += r
+        out.append(dict(total))
+    return out
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+
+
+def make_runner(data: dict, collect: bool = True) -> Runner:
+    """A runner over the config ``data`` whose trainable policies act randomly and collect."""
+    cfg = validate(data)
+    env, copies = make_vec_env(cfg)
+    specs = make_specs(cfg, env)
+    actors = {pid: RandomActor(s, rng_for(cfg.train.seed, pid)) for pid, s in specs.items()}
+    return Runner(env, specs, actors, set(specs) if collect else set(), copies=copies)
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)

@@ -1,0 +1,60 @@
+"""Policy mapping: default groups, ids, globs, functions, self-play, and its errors."""
+
+from __future__ import annotations
+
+import pytest
+from gymnasium import spaces
+
+from interplay.config import ConfigError, PolicyConfig
+from interplay.mapping import assign, build_specs, group_of
+from interplay.spaces import action_view, obs_view
+
+AGENTS = ["bob_0", "bob_1", "fred_0", "fred_1", "solo"]
+
+
+def by_agent(pid_of_bob_1: str):  # a policy_mapping_fn for the tests
+    return pid_of_bob_1.split("_")[0].upper()
+
+
+def test_default_groups_use_the_prefix_before_the_last_underscore():
+    assert group_of("red_team_3") == "red_team" and group_of("solo") == "solo"
+    assert assign(AGENTS, {}, None, False) == {
+        "bob_0": "bob", "bob_1": "bob", "fred_0": "fred", "fred_1": "fred", "solo": "solo"}
+
+
+def test_ids_and_globs_and_precedence():
+    got = assign(AGENTS, {
+        "one": PolicyConfig(agents=["bob_1"]),
+        "rest": PolicyConfig(agents=["bob_*", "fred_*", "solo"]),
+    }, None, False)
+    assert got["bob_1"] == "one" and got["bob_0"] == "rest" and got["solo"] == "rest"
+
+
+def test_mapping_function_covers_the_agents_left_over():
+    got = assign(AGENTS, {"mine": PolicyConfig(agents=["solo"])}, f"{__name__}:by_agent", False)
+    assert got == {"bob_0": "BOB", "bob_1": "BOB", "fred_0": "FRED", "fred_1": "FRED", "solo": "mine"}
+
+
+def test_self_play_puts_one_policy_on_every_seat():
+    assert set(assign(AGENTS, {}, None, True).values()) == {"shared"}
+
+
+@pytest.mark.parametrize(("policies", "needle"), [
+    ({"a": PolicyConfig(agents=["bob_*"])}, "['fred_0', 'fred_1', 'solo'] are controlled by no policy"),
+    ({"a": PolicyConfig(agents=["bob_*"]), "b": PolicyConfig(agents=["b*"])}, "matches the patterns"),
+    ({"a": PolicyConfig(agents=["bobby"])}, "'bobby' is not an agent"),
+    ({"a": PolicyConfig(agents=["zz_*"]), "b": PolicyConfig(agents=["*"])}, "matches no agent"),
+    ({"ghost": PolicyConfig()}, "policies.ghost controls no agent"),
+])
+def test_mapping_errors_name_what_is_wrong(policies, needle):
+    with pytest.raises(ConfigError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        assign(AGENTS, policies, None, False)
+
+
+def test_one_policy_over_different_spaces_is_refused_naming_both():
+    agents = ["x_0", "x_1"]
+    obs = {"x_0": spaces.Box(0, 1, (3,)), "x_1": spaces.Box(0, 1, (4,))}
+    act = {a: spaces.Discrete(2) for a in agents}
+    with pytest.raises(ConfigError, match=r"'x_0' has Box.*'x_1' has Box"):
+        build_specs(agents, obs, act, {a: obs_view(s, a) for a, s in obs.items()},
+                    {a: action_view(s, a) for a, s in act.items()}, {})

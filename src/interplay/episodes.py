@@ -54,8 +54,6 @@ class EpisodeTracker:
         self.length += stepped
         self.ret += reward
         self.seen |= (reward != 0.0) | ended_agents
-        for e in np.nonzero(stepped)[0]:
-            self.current[e].length = int(self.length[e])
 
     def finish(self, e: int) -> Episode:
         """Close copy ``e``'s episode and start the next one there."""

@@ -32,12 +32,58 @@ class _Group:
     stack: FrameStack | None
     obs: np.ndarray  # [E, k, obs_dim] what the policy sees now
     mask: np.ndarray | None  # [E, k, mask_dim]
+    acts: np.ndarray  # [E, k] which of its agents act now
+    cols_sel: slice | np.ndarray  # its columns in [E, A] arrays, a slice when contiguous
+    read_obs: _Reader
+    read_final: _Reader
+    read_mask: _Reader
+    read_final_mask: _Reader
+    actions: np.ndarray  # [E, k, *action_shape]; the env reads per-agent views of it
 
 
-def _gather(per_agent: dict[str, np.ndarray], agents: tuple[str, ...]) -> np.ndarray:
-    if len(agents) == 1:
-        return per_agent[agents[0]][:, None]
-    return np.stack([per_agent[a] for a in agents], axis=1)
+def _columns(cols: np.ndarray) -> slice | np.ndarray:
+    if len(cols) and (np.diff(cols) == 1).all():
+        return slice(int(cols[0]), int(cols[-1]) + 1)
+    return cols
+
+
+def _even_view(arrays: list[np.ndarray]) -> np.ndarray | None:
+    """``[E, k, ...]`` over per-agent arrays evenly spaced in one buffer, without copying."""
+    first = arrays[0]
+    if any(x.shape != first.shape or x.dtype != first.dtype or x.strides != first.strides
+           for x in arrays):
+        return None
+    base = first.base if first.base is not None else first
+    if any((x.base if x.base is not None else x) is not base for x in arrays):
+        return None
+    starts = [x.__array_interface__["data"][0] for x in arrays]
+    step = starts[1] - starts[0]
+    if any(b - a != step for a, b in zip(starts, starts[1:], strict=False)):
+        return None
+    return np.lib.stride_tricks.as_strided(
+        first, shape=(first.shape[0], len(arrays), *first.shape[1:]),
+        strides=(first.strides[0], step, *first.strides[1:]), writeable=False)
+
+
+class _Reader:
+    """Reads one policy's agents from per-agent arrays as ``[E, k, ...]``.
+
+    When the env reuses evenly laid-out buffers (as the vector envs here do), this is a view
+    made once; otherwise the arrays are stacked each time.
+    """
+
+    def __init__(self, agents: tuple[str, ...]):
+        self.agents = agents
+        self.src: list[np.ndarray] = []
+        self.view: np.ndarray | None = None
+
+    def __call__(self, per_agent: dict[str, np.ndarray]) -> np.ndarray:
+        arrays = [per_agent[a] for a in self.agents]
+        if len(arrays) == 1:
+            return arrays[0][:, None]
+        if len(arrays) != len(self.src) or any(x is not y for x, y in zip(arrays, self.src, strict=True)):
+            self.src, self.view = arrays, _even_view(arrays)
+        return self.view if self.view is not None else np.stack(arrays, axis=1)
 
 
 class Runner:
@@ -51,18 +97,23 @@ class Runner:
         col = {a: i for i, a in enumerate(env.agents)}
         self.groups: list[_Group] = []
         for pid, spec in specs.items():
+            cols = np.array([col[a] for a in spec.agents])
             k, dim = len(spec.agents), spec.obs_view.dim
             size = spec.config.stack_size
             view = spec.action_view
             self.groups.append(_Group(
-                spec=spec, cols=np.array([col[a] for a in spec.agents]), actor=actors[pid],
+                spec=spec, cols=cols, actor=actors[pid],
                 book=TransitionBook(E, k, spec.obs_dim, view.shape, view.dtype, view.mask_dim)
                 if pid in collect else None,
                 stack=FrameStack(E, k, dim, size) if size > 1 else None,
                 obs=np.zeros((E, k, spec.obs_dim), np.float32), mask=None,
+                acts=np.zeros((E, k), bool), actions=np.zeros((E, k, *view.shape), view.dtype),
+                cols_sel=_columns(cols), read_obs=_Reader(spec.agents),
+                read_final=_Reader(spec.agents), read_mask=_Reader(spec.agents),
+                read_final_mask=_Reader(spec.agents),
             ))
         self._actions = {
-            a: np.zeros((E, *v.shape), v.dtype) for a, v in env.action_views.items()
+            a: g.actions[:, j] for g in self.groups for j, a in enumerate(g.spec.agents)
         }
         owner = {a: pid for pid, s in specs.items() for a in s.agents}
         self.tracker = EpisodeTracker(env.agents, E, copies)
@@ -98,13 +149,13 @@ class Runner:
             raise RuntimeError("call reset(seed) before step()")
         acting = step.acting
         for g in self.groups:
-            acts = acting[:, g.cols]
-            if acts.any():
-                self._act(g, acts, step, explore)
+            n = np.count_nonzero(g.acts)
+            if n:
+                self._act(g, g.acts, n, step, explore)
         stepped = acting.any(axis=1)
         self.tracker.acted(acting)
-        self.agent_steps += int(acting.sum())
-        self.env_steps += int(stepped.sum())
+        self.agent_steps += int(np.count_nonzero(acting))
+        self.env_steps += int(np.count_nonzero(stepped))
         step = self.env.step(self._actions)
         closed = self._close(step)
         self._observe(step, closed)
@@ -112,10 +163,14 @@ class Runner:
         self._episodes(step, stepped)
         return {pid: concat(parts) for pid, parts in closed.items() if parts}
 
-    def _act(self, g: _Group, acts: np.ndarray, step: VecStep, explore: bool) -> None:
+    def _act(self, g: _Group, acts: np.ndarray, n: int, step: VecStep, explore: bool) -> None:
         e, s = np.nonzero(acts)
-        obs = g.obs[e, s]
-        mask = None if g.mask is None else g.mask[e, s]
+        if n == acts.size:  # everyone acts (simultaneous moves): reshape instead of gathering
+            obs = g.obs.reshape(n, -1)
+            mask = None if g.mask is None else g.mask.reshape(n, -1)
+        else:
+            obs = g.obs[e, s]
+            mask = None if g.mask is None else g.mask[e, s]
         batch = ActBatch(obs=obs, mask=mask)
         agents = g.spec.agents
         if g.actor.wants_env_obs:
@@ -123,26 +178,25 @@ class Runner:
             if step.raw_obs is not None:
                 batch.env_obs = [step.raw_obs[i][agents[j]] for i, j in zip(e, s, strict=True)]
             else:
-                flat = _gather(step.obs, agents)
+                flat = g.read_obs(step.obs)
                 batch.env_obs = [g.spec.obs_view.unflatten(flat[i, j]) for i, j in zip(e, s, strict=True)]
         action, extras = g.actor.act(batch, explore)
         view = g.spec.action_view
-        if action.shape != (len(e), *view.shape):
+        if action.shape != (n, *view.shape):
             raise ValueError(
                 f"policy {g.spec.id!r} returned actions of shape {action.shape}; expected "
-                f"{(len(e), *view.shape)} for action space {g.spec.action_space}"
+                f"{(n, *view.shape)} for action space {g.spec.action_space}"
             )
-        to_env = view.to_env_batch(action, g.actor.squashed)
-        for j, agent in enumerate(agents):
-            rows = s == j
-            if rows.any():
-                self._actions[agent][e[rows]] = to_env[rows]
+        if n == acts.size:
+            g.actions[...] = view.to_env_batch(action, g.actor.squashed).reshape(g.actions.shape)
+        else:
+            g.actions[e, s] = view.to_env_batch(action, g.actor.squashed)
         if g.book is not None:
             g.book.start(e, s, obs, action, mask, extras)
 
     def _close(self, step: VecStep) -> dict[str, list[Transitions]]:
         """Book rewards and close the transitions of agents whose episode ended."""
-        if not np.isfinite(step.reward).all():
+        if not np.isfinite(step.reward.sum()):
             e, i = np.argwhere(~np.isfinite(step.reward))[0]
             raise NonFiniteError(
                 f"reward of agent {self.env.agents[i]!r} in env copy {e} is "
@@ -154,15 +208,15 @@ class Runner:
             parts: list[Transitions] = []
             closed[g.spec.id] = parts
             if g.book is not None:
-                g.book.add_rewards(step.reward[:, g.cols])
-            ended = ended_agents[:, g.cols]
+                g.book.add_rewards(step.reward[:, g.cols_sel])
+            ended = ended_agents[:, g.cols_sel]
             if ended.any() and (g.book is not None or g.stack is not None):
-                final = _gather(step.final_obs, g.spec.agents)
+                final = g.read_final(step.final_obs)
                 view = g.stack.push(ended, final) if g.stack is not None else final
                 if g.book is not None:
-                    fmask = None if g.mask is None else _gather(step.final_mask, g.spec.agents)
-                    t = g.book.close(ended, view, fmask, step.terminated[:, g.cols],
-                                     step.truncated[:, g.cols])
+                    fmask = None if g.mask is None else g.read_final_mask(step.final_mask)
+                    t = g.book.close(ended, view, fmask, step.terminated[:, g.cols_sel],
+                                     step.truncated[:, g.cols_sel])
                     if t is not None:
                         parts.append(t)
                 if g.stack is not None:
@@ -177,16 +231,17 @@ class Runner:
     def _observe(self, step: VecStep, closed: dict[str, list[Transitions]] | None = None) -> None:
         """Take in the observations of the agents that act next; close their last transitions."""
         for g in self.groups:
-            acts = step.acting[:, g.cols]
-            obs = _gather(step.obs, g.spec.agents)
-            if not np.isfinite(obs[acts]).all():
+            acts = g.acts = step.acting[:, g.cols_sel]
+            obs = g.read_obs(step.obs)
+            # Rows that do not act hold earlier finite values, so one sum screens them all.
+            if not np.isfinite(obs.sum(dtype=np.float64)):
                 e, j = np.argwhere(acts & ~np.isfinite(obs).all(axis=2))[0]
                 raise NonFiniteError(
                     f"observation of agent {g.spec.agents[j]!r} (policy {g.spec.id!r}) in env "
                     f"copy {e} holds NaN or inf at env step {self.env_steps}"
                 )
             g.obs = g.stack.push(acts, obs) if g.stack is not None else obs
-            g.mask = None if g.spec.action_view.mask_dim == 0 else _gather(step.mask, g.spec.agents)
+            g.mask = None if g.spec.action_view.mask_dim == 0 else g.read_mask(step.mask)
             if closed is not None and g.book is not None:
                 zeros = np.zeros(acts.shape, bool)
                 t = g.book.close(acts, g.obs, g.mask, zeros, zeros)
@@ -198,8 +253,11 @@ class Runner:
         tracker.stepped(stepped, step.reward, step.terminated | step.truncated)
         if self.callbacks.wants_steps:
             for e in np.nonzero(stepped)[0]:
-                self.callbacks.on_episode_step(
-                    episode=tracker.current[e], env_index=int(e), runner=self)
+                episode = tracker.current[e]
+                episode.length = int(tracker.length[e])
+                self.callbacks.on_episode_step(episode=episode, env_index=int(e), runner=self)
+        if not step.episode_end.any():
+            return
         for e in np.nonzero(step.episode_end)[0]:
             ep = tracker.finish(int(e))
             self.episodes += 1

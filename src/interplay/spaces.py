@@ -91,11 +91,12 @@ class ActionView:
     shape: tuple[int, ...]
     dtype: type
     mask_dim: int  # 0 when actions cannot be masked
+    start: int = 0  # a Discrete space's first action
 
     def to_env(self, row: np.ndarray) -> Any:
         space = self.space
         if self.kind == "discrete":
-            return int(row) + int(space.start)
+            return int(row) + self.start
         if self.kind == "multi_discrete":
             return np.asarray(row, dtype=space.dtype) + space.start
         return np.asarray(row, dtype=space.dtype)
@@ -114,7 +115,7 @@ class ActionView:
 
 def action_view(space: spaces.Space, agent: str) -> ActionView:
     if isinstance(space, spaces.Discrete):
-        return ActionView(space, "discrete", (), np.int64, int(space.n))
+        return ActionView(space, "discrete", (), np.int64, int(space.n), int(space.start))
     if isinstance(space, spaces.MultiDiscrete):
         if space.nvec.ndim != 1:
             raise SpaceError(f"agent {agent!r}: MultiDiscrete action space {space} must be 1-D")

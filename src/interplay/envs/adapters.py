@@ -63,6 +63,8 @@ class _Adapter:
         self.env.close()
 
     def _unknown(self, agents: Any) -> None:
+        if self._known.issuperset(agents):
+            return
         strangers = [a for a in agents if a not in self._known]
         if strangers:
             raise EnvContractError(

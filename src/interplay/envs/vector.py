@@ -69,10 +69,12 @@ class StepBuffers:
         self.col = {a: i for i, a in enumerate(agents)}
         self.obs_views = obs_views
         self.action_views = action_views
-        self.obs = {a: np.zeros((E, v.dim), np.float32) for a, v in obs_views.items()}
-        self.final_obs = {a: np.zeros((E, v.dim), np.float32) for a, v in obs_views.items()}
-        self.mask = {a: _mask_array(action_views[a], E) for a in agents}
-        self.final_mask = {a: _mask_array(action_views[a], E) for a in agents}
+        dims = {a: obs_views[a].dim for a in agents}
+        mask_dims = {a: action_views[a].mask_dim for a in agents}
+        self.obs = agent_blocks(dims, E, np.float32)
+        self.final_obs = agent_blocks(dims, E, np.float32)
+        self.mask = agent_blocks(mask_dims, E, bool, fill=True)
+        self.final_mask = agent_blocks(mask_dims, E, bool, fill=True)
         self.acting = np.zeros((E, A), bool)
         self.reward = np.zeros((E, A), np.float64)
         self.terminated = np.zeros((E, A), bool)
@@ -136,8 +138,22 @@ class StepBuffers:
         )
 
 
-def _mask_array(view: ActionView, num_envs: int) -> np.ndarray | None:
-    return np.ones((num_envs, view.mask_dim), bool) if view.mask_dim else None
+def agent_blocks(dims: dict[str, int], num_envs: int, dtype: type,
+                 fill: bool = False) -> dict[str, Any]:
+    """Per-agent ``[E, dim]`` arrays that are views into one ``[E, n, dim]`` block per width.
+
+    Agents of equal width sit side by side in agent order, so a policy over several of them
+    can read ``[E, k, dim]`` as a view instead of a copy. Width 0 gives None.
+    """
+    out: dict[str, Any] = {}
+    for dim in dict.fromkeys(dims.values()):
+        members = [a for a, d in dims.items() if d == dim]
+        if dim == 0:
+            out.update(dict.fromkeys(members))
+            continue
+        block = np.full((num_envs, len(members), dim), fill, dtype)
+        out.update({a: block[:, j] for j, a in enumerate(members)})
+    return {a: out[a] for a in dims}
 
 
 def describe_spaces(first: Any) -> tuple[list[str], dict[str, ObsView], dict[str, ActionView],

@@ -1,0 +1,69 @@
+import json
+
+import pytest
+from PIL import Image
+
+from interplay.curve import plot_curve
+
+
+def write_rows(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def assert_png(path):
+    with Image.open(path) as img:
+        assert img.format == "PNG"
+        img.verify()
+    with Image.open(path) as img:
+        img.load()
+        assert img.width > 100 and img.height > 100
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".")] == []
+
+
+def row(phase, step, ret, **policies):
+    return {"phase": phase, "env_steps": step, "episode_return_mean": ret,
+            **{f"policy_return_mean/{k}": v for k, v in policies.items()}}
+
+
+def test_normal_run(tmp_path):
+    metrics = write_rows(tmp_path / "run-7" / "metrics.jsonl", [
+        row("train", 100, None, red=None, blue=None),
+        row("train", 200, 1.0, red=0.5, blue=0.5),
+        row("test", 200, 1.5, red=1.0, blue=0.5),
+        row("train", 300, 2.0, red=1.5, blue=0.5),
+        row("test", 300, 2.5, red=2.0, blue=0.5),
+    ])
+    plot_curve(metrics, tmp_path / "run-7" / "curve.png")
+    assert_png(tmp_path / "run-7" / "curve.png")
+
+
+@pytest.mark.parametrize("rows", [
+    [],
+    [row("train", 50, 1.0, shared=1.0)],
+    [row("test", 50, 1.0, shared=1.0), row("test", 90, 2.0, shared=2.0)],
+    [row("train", 10, None)],
+], ids=["empty", "one-row", "test-only", "no-returns"])
+def test_sparse_runs_still_draw(tmp_path, rows):
+    metrics = write_rows(tmp_path / "metrics.jsonl", rows)
+    plot_curve(metrics, tmp_path / "curve.png")
+    assert_png(tmp_path / "curve.png")
+
+
+def test_replaces_an_existing_picture(tmp_path):
+    (tmp_path / "curve.png").write_bytes(b"old")
+    plot_curve(write_rows(tmp_path / "metrics.jsonl", [row("train", 1, 1.0)]),
+               tmp_path / "curve.png")
+    assert_png(tmp_path / "curve.png")
+
+
+def test_malformed_line_is_named(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(json.dumps(row("train", 1, 1.0)) + "\n\n" + '{"phase": "train", "env_ste\n')
+    with pytest.raises(ValueError, match=rf"{metrics}:3: not valid JSON"):
+        plot_curve(metrics, tmp_path / "curve.png")
+    assert not (tmp_path / "curve.png").exists()
+    metrics.write_text("[1, 2]\n")
+    with pytest.raises(ValueError, match=rf"{metrics}:1: expected a JSON object"):
+        plot_curve(metrics, tmp_path / "curve.png")

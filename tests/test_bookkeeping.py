@@ -67,7 +67,7 @@ def test_transitions_carry_every_reward_exactly_once(plan, num_envs, stack, self
     # Reference: one episode of the same game, the standard way, without the runner's cut.
     reference = ScriptedTurnGame(n, moves, truncate_after=truncate)
     expected = aec_returns(reference, 0, lambda o, a: 0)[0]
-    for (e, agent), episodes in _episodes_per_stream(batches).items():
+    for (_e, agent), episodes in _episodes_per_stream(batches).items():
         for ep in episodes[:-1]:  # finished episodes only
             assert sum(1 for r in ep if r[1] or r[2]) == 1 and (ep[-1][1] or ep[-1][2])
             if cut is None:

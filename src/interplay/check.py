@@ -72,7 +72,8 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> Non
     act_spaces = {a: raw.action_space(a) for a in agents}
     views = {a: obs_view(s, a) for a, s in obs_spaces.items()}
     actions = {a: action_view(s, a) for a, s in act_spaces.items()}
-    rng = np.random.default_rng(seed)
+    for i, a in enumerate(agents):
+        act_spaces[a].seed(seed + i)
     reported: set[str] = set()
 
     def once(key: str, text: str, fix: str) -> None:

@@ -1,0 +1,132 @@
+"""Capture and restore the data inside a Python env object, for exact resume.
+
+PettingZoo envs have no state API. A snapshot walks the env's object graph (attributes,
+lists, dicts) and keeps the data it finds: numbers, strings, arrays and RNG states. Restoring
+walks a freshly built copy of the same env the same way and puts the data back in place, so
+nothing is ever unpickled and no code is run from a checkpoint. Objects the walk does not
+understand (renderers, functions, modules) are left as the fresh env made them.
+"""
+
+from __future__ import annotations
+
+import random
+import types
+from typing import Any
+
+import numpy as np
+
+_SCALARS = (bool, int, float, str, bytes, type(None), np.generic)
+_SKIP = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
+         types.MethodType, types.GeneratorType)
+
+OBJ, LIST, DICT, TUPLE, GEN, RSTATE, PYRAND = (
+    "__obj__", "__list__", "__dict__", "__tuple__", "__generator__", "__randomstate__", "__random__")
+
+
+class SnapshotError(RuntimeError):
+    """The env's structure differs from the one the snapshot was taken of."""
+
+
+def _is_leaf(value: Any) -> bool:
+    return isinstance(value, _SCALARS | np.ndarray)
+
+
+def capture(root: Any) -> dict[str, Any]:
+    """The data held by ``root``'s object graph, as nested dicts, lists and arrays."""
+    seen: set[int] = set()
+
+    def walk(obj: Any) -> Any:
+        if isinstance(obj, np.ndarray):
+            return obj.copy()
+        if isinstance(obj, _SCALARS):
+            return obj
+        if isinstance(obj, np.random.Generator):
+            return {GEN: obj.bit_generator.state}
+        if isinstance(obj, np.random.RandomState):
+            return {RSTATE: obj.get_state(legacy=False)}
+        if isinstance(obj, random.Random):
+            return {PYRAND: list(obj.getstate())}
+        if isinstance(obj, _SKIP) or id(obj) in seen:
+            return None
+        if isinstance(obj, list | tuple):
+            seen.add(id(obj))
+            tag = LIST if isinstance(obj, list) else TUPLE
+            return {tag: [walk(v) for v in obj]}
+        if isinstance(obj, dict):
+            seen.add(id(obj))
+            return {DICT: [[k, walk(v)] for k, v in obj.items() if _is_leaf(k)]}
+        attrs = getattr(obj, "__dict__", None)
+        if not isinstance(attrs, dict):
+            return None
+        seen.add(id(obj))
+        return {OBJ: {k: walk(v) for k, v in attrs.items() if not isinstance(v, _SKIP)}}
+
+    return walk(root)
+
+
+def restore(root: Any, snap: dict[str, Any]) -> None:
+    """Put the data of ``snap`` (from :func:`capture`) back into ``root``, in place."""
+    seen: set[int] = set()
+
+    def value_of(current: Any, s: Any, where: str) -> Any:
+        """The restored value for a slot now holding ``current``."""
+        if not isinstance(s, dict):
+            return s.copy() if isinstance(s, np.ndarray) else s
+        if GEN in s:
+            gen = current if isinstance(current, np.random.Generator) else np.random.default_rng()
+            gen.bit_generator.state = s[GEN]
+            return gen
+        if RSTATE in s:
+            rs = current if isinstance(current, np.random.RandomState) else np.random.RandomState()
+            rs.set_state(s[RSTATE])
+            return rs
+        if PYRAND in s:
+            r = current if isinstance(current, random.Random) else random.Random()
+            state = s[PYRAND]
+            r.setstate((state[0], tuple(state[1]), state[2]))
+            return r
+        if TUPLE in s:
+            items = s[TUPLE]
+            olds = list(current) if isinstance(current, tuple) and len(current) == len(items) else [None] * len(items)
+            return tuple(value_of(o, v, f"{where}[{i}]") for i, (o, v) in enumerate(zip(olds, items, strict=True)))
+        if LIST in s:
+            items = s[LIST]
+            if not isinstance(current, list):
+                current = []
+            olds = current + [None] * (len(items) - len(current))
+            new = [value_of(o, v, f"{where}[{i}]") for i, (o, v) in enumerate(zip(olds, items, strict=False))]
+            current[:] = new
+            return current
+        if DICT in s:
+            if not isinstance(current, dict):
+                current = {}
+            new = {k: value_of(current.get(k), v, f"{where}[{k!r}]") for k, v in s[DICT]}
+            kept = {k: v for k, v in current.items() if not _is_leaf(k)}
+            current.clear()
+            current.update(new)
+            current.update(kept)
+            return current
+        if OBJ in s:
+            if current is None or _is_leaf(current):
+                raise SnapshotError(
+                    f"{where}: the snapshot holds an object here but the fresh env has {current!r}"
+                )
+            into(current, s[OBJ], where)
+            return current
+        raise SnapshotError(f"{where}: unreadable snapshot entry")
+
+    def into(obj: Any, attrs: dict[str, Any], where: str) -> None:
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        for name, s in attrs.items():
+            if s is None and name in vars(obj) and not _is_leaf(vars(obj)[name]):
+                continue  # something the walk left alone (a renderer, a shared object)
+            current = vars(obj).get(name)
+            new = value_of(current, s, f"{where}.{name}")
+            if new is not current:
+                setattr(obj, name, new)
+
+    if not (isinstance(snap, dict) and OBJ in snap):
+        raise SnapshotError("not an env snapshot")
+    into(root, snap[OBJ], type(root).__name__)

@@ -235,7 +235,7 @@ def describe(cfg: Config) -> str:
         lines.append(f"{section}:")
         model = SECTIONS.get(section)
         if not isinstance(values, dict) or not values:
-            lines.append(f"  {{}}" if not values else f"  {values!r}")
+            lines.append("  {}" if not values else f"  {values!r}")
             continue
         for key, value in values.items():
             text = yaml.safe_dump({key: value}, default_flow_style=True, width=10_000).strip()

@@ -15,7 +15,7 @@ import torch
 from interplay.actors import Actor, RandomActor, ScriptedActor
 from interplay.algos import algorithm_class
 from interplay.algos.base import Algorithm, rng_for
-from interplay.callbacks import Callbacks, CallbackList
+from interplay.callbacks import CallbackList, Callbacks
 from interplay.config import Config, ConfigError, to_yaml, validate_section
 from interplay.envs.registry import env_factory, native_env_class
 from interplay.envs.vector import SyncVecEnv, VecEnv

@@ -1,0 +1,3 @@
+"""Env adapters, vector envs and the natively batched tasks."""
+
+from interplay.envs import native as native  # registers the natively batched tasks

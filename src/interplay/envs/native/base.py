@@ -1,0 +1,159 @@
+"""What every natively batched env shares: argument checks, output buffers and autoreset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from interplay.envs.vector import VecStep
+from interplay.spaces import action_view, obs_view
+
+
+def check_kwargs(task: str, given: dict[str, Any], accepted: dict[str, Any]) -> dict[str, Any]:
+    """``accepted`` (names -> defaults) updated with ``given``; unknown names are an error."""
+    unknown = sorted(set(given) - set(accepted))
+    if unknown:
+        raise TypeError(
+            f"native env {task!r} got unknown argument(s) {', '.join(map(repr, unknown))}; "
+            f"it accepts num_envs, max_steps, {', '.join(accepted)}"
+        )
+    return {**accepted, **given}
+
+
+def check_count(task: str, name: str, value: Any, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"native env {task!r}: {name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def box(dim: int) -> spaces.Box:
+    return spaces.Box(low=-np.float32(np.inf), high=np.float32(np.inf), shape=(dim,),
+                      dtype=np.float32)
+
+
+class NativeEnv:
+    """Base of the batched envs: every agent acts at every step and episodes have a fixed length.
+
+    A subclass sets ``agents``, ``observation_spaces``, ``action_spaces`` and ``state_space``,
+    calls :meth:`_setup`, and implements ``_reset_rows`` (new episodes for some copies),
+    ``_advance`` (one step of every copy, writing ``self._reward``), ``_write_obs`` (the
+    observations of the current state into ``self._obs``) and ``state``. It may override
+    ``_save_final`` when its observations share one buffer.
+    """
+
+    task = "native"
+    agents: list[str]
+    observation_spaces: dict[str, spaces.Space]
+    action_spaces: dict[str, spaces.Space]
+    state_space: spaces.Box
+
+    def _setup(self, num_envs: int, max_steps: int | None, max_cycles: int,
+               obs_buffers: dict[str, np.ndarray] | None = None,
+               final_buffers: dict[str, np.ndarray] | None = None) -> None:
+        E, A = num_envs, len(self.agents)
+        self.num_envs = E
+        self.max_cycles = max_cycles
+        self.max_steps = max_steps
+        self.limit = max_cycles if max_steps is None else min(max_steps, max_cycles)
+        self.obs_views = {a: obs_view(self.observation_spaces[a], a) for a in self.agents}
+        self.action_views = {a: action_view(self.action_spaces[a], a) for a in self.agents}
+
+        def fresh() -> dict[str, np.ndarray]:
+            return {a: np.zeros((E, self.obs_views[a].dim), np.float32) for a in self.agents}
+
+        self._obs = obs_buffers if obs_buffers is not None else fresh()
+        self._final_obs = final_buffers if final_buffers is not None else fresh()
+        self._mask = {a: self._mask_array(a) for a in self.agents}
+        self._final_mask = {a: self._mask_array(a) for a in self.agents}
+        self._acting = np.ones((E, A), bool)
+        self._reward = np.zeros((E, A), np.float64)
+        self._terminated = np.zeros((E, A), bool)
+        self._truncated = np.zeros((E, A), bool)
+        self._episode_end = np.zeros(E, bool)
+        self._t = np.zeros(E, np.int64)
+        self._rng = np.random.default_rng()
+        self._started = False
+        self._view = VecStep(
+            obs=self._obs, mask=self._mask, acting=self._acting, reward=self._reward,
+            terminated=self._terminated, truncated=self._truncated, final_obs=self._final_obs,
+            final_mask=self._final_mask, episode_end=self._episode_end, raw_obs=None, infos=None,
+        )
+
+    def _mask_array(self, agent: str) -> np.ndarray | None:
+        n = self.action_views[agent].mask_dim
+        return np.ones((self.num_envs, n), bool) if n else None
+
+    # -- subclass hooks -------------------------------------------------------------------
+    def _reset_rows(self, rows: np.ndarray | slice) -> None:
+        """Start new episodes in copies ``rows`` (an index array, or a slice of all)."""
+        raise NotImplementedError
+
+    def _advance(self, actions: dict[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    def _write_obs(self) -> None:
+        raise NotImplementedError
+
+    def state(self) -> np.ndarray:
+        """The global state of every copy, ``[E, state_dim]``: all observations, concatenated."""
+        raise NotImplementedError
+
+    def _save_final(self, rows: np.ndarray | slice) -> None:
+        for a in self.agents:
+            self._final_obs[a][rows] = self._obs[a][rows]
+
+    # -- the VecEnv interface -------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> VecStep:
+        self._rng = np.random.default_rng(seed)
+        self._reset_rows(slice(None))
+        self._started = True
+        self._t[:] = 0
+        self._clear()
+        self._write_obs()
+        return self._view
+
+    def step(self, actions: dict[str, np.ndarray]) -> VecStep:
+        if not self._started:
+            raise RuntimeError(f"native env {self.task!r}: call reset() before step()")
+        missing = [a for a in self.agents if a not in actions]
+        if missing:
+            raise KeyError(f"native env {self.task!r}: no actions for agent(s) {missing}")
+        self._clear()
+        self._advance(actions)
+        self._t += 1
+        self._write_obs()
+        done = self._t >= self.limit
+        if done.any():
+            rows = slice(None) if done.all() else np.flatnonzero(done)
+            self._save_final(rows)
+            self._reset_rows(rows)
+            self._t[rows] = 0
+            self._write_obs()
+            self._truncated[rows] = True
+            self._episode_end[rows] = True
+        return self._view
+
+    def close(self) -> None:
+        pass
+
+    def _clear(self) -> None:
+        self._reward[:] = 0.0
+        self._truncated[:] = False
+        self._episode_end[:] = False
+
+    def _check_discrete(self, act: np.ndarray, agents: list[str]) -> None:
+        """Raise if an integer action in ``act`` (``[len(agents), E]``, or ``[E]``) is illegal."""
+        n = [self.action_spaces[a].n for a in agents]
+        if act.min() >= 0 and act.max() < min(n):
+            return
+        for j, (row, a) in enumerate(zip(act.reshape(len(agents), -1), agents, strict=True)):
+            bad = row[(row < 0) | (row >= n[j])]
+            if bad.size:
+                raise ValueError(
+                    f"native env {self.task!r}: action {bad[0]} of agent {a!r} is outside "
+                    f"{self.action_spaces[a]}"
+                )

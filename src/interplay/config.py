@@ -26,7 +26,7 @@ class Section(BaseModel):
 
 
 class EnvConfig(Section):
-    id: Any = "mpe2.simple_spread_v3"
+    id: Any = "spread"
     """A built-in or registered env name, a module path (``mpe2.simple_spread_v3``) whose
     ``parallel_env()``/``env()`` builds the env, ``module:function``, or a factory."""
     kwargs: dict[str, Any] = Field(default_factory=dict)

@@ -8,7 +8,7 @@ from helpers import aec_returns, parallel_returns, read_metrics
 from interplay import register_env
 from interplay.config import load
 from interplay.envs.toy import Move, ScriptedTurnGame, ShiftingCrowd
-from interplay.trainer import train
+from interplay.experiment import train
 
 # Rewards land on agents other than the mover, player_1 is terminated on move 2 (and is
 # paid on that move), and the env truncates after move 7.

@@ -11,9 +11,10 @@ from interplay import Callbacks, register_env
 from interplay.actors import ActBatch
 from interplay.config import load, validate
 from interplay.envs.toy import ShiftingCrowd
+from interplay.experiment import train
 from interplay.runner import NonFiniteError, Runner
 from interplay.spaces import action_view, obs_view
-from interplay.trainer import make_specs, make_vec_env, train
+from interplay.trainer import make_specs, make_vec_env
 
 
 class Recorder:

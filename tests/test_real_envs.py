@@ -7,7 +7,7 @@ import pytest
 from helpers import parallel_returns, read_metrics
 
 from interplay.config import load
-from interplay.trainer import train
+from interplay.experiment import train
 
 
 def test_connect_four_random_never_plays_an_illegal_move(tmp_path):

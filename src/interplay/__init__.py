@@ -5,10 +5,10 @@ from interplay.config import Config, ConfigError
 from interplay.config import load as load_config
 from interplay.envs.registry import register_env
 from interplay.episodes import Episode
-from interplay.trainer import Result, train
+from interplay.experiment import Result, resume, train
 
 __all__ = [
     "Callbacks", "Config", "ConfigError", "Episode", "Result", "load_config", "register_env",
-    "train",
+    "resume", "train",
 ]
 __version__ = "0.1.0"

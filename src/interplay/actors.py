@@ -46,6 +46,12 @@ class RandomActor:
             self._low = np.where(np.isfinite(space.low), space.low, -1.0)
             self._high = np.where(np.isfinite(space.high), space.high, 1.0)
 
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         n = batch.obs.shape[0]
         kind = self.view.kind

@@ -52,7 +52,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     from interplay import config as config_mod
 
     if args.command == "train":
-        from interplay.trainer import train
+        from interplay.experiment import train
 
         cfg = config_mod.load(args.configs, args.set)
         result = train(cfg, args.run_dir)

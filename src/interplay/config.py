@@ -37,6 +37,8 @@ class EnvConfig(Section):
     """Env copies stepped together; each policy acts once per step for all of them."""
     vectorization: Literal["sync"] = "sync"
     """How PettingZoo copies are stepped: ``sync`` (in this process)."""
+    eval_id: Any = None
+    """The env test phases run on (same spaces); none = the training env."""
 
 
 class AlgoConfig(Section):
@@ -83,11 +85,23 @@ class TrainConfig(Section):
     """Callback classes as ``module:Class``."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where networks and learner batches live."""
+    test_frequency: int = Field(-1, ge=-1)
+    """Env steps between test phases (greedy policies on a separate eval env); -1 = none."""
+    test_episodes: int = Field(10, ge=1)
+    """Episodes per test phase."""
+    target: float | None = None
+    """Stop early once a test phase's ``target_metric`` reaches this value."""
+    target_metric: str = "episode_return_mean"
+    """The test metric ``target`` is compared with (any metrics.jsonl name)."""
 
     @model_validator(mode="after")
-    def _steps_not_zero(self) -> TrainConfig:
+    def _consistent(self) -> TrainConfig:
         if self.steps == 0:
             raise ValueError("steps must be positive, or -1 for no limit")
+        if self.test_frequency == 0:
+            raise ValueError("test_frequency must be positive, or -1 for no test phases")
+        if self.target is not None and self.test_frequency < 0:
+            raise ValueError("target is checked in test phases: set test_frequency too")
         return self
 
 
@@ -98,6 +112,25 @@ class LogConfig(Section):
     """Where run folders are made when no ``--run-dir`` is given."""
     console: bool = True
     """Show a live progress bar."""
+    tensorboard: bool = True
+    """Write TensorBoard event files into the run folder."""
+    curve: bool = True
+    """Draw ``curve.png`` at each checkpoint and at the end."""
+    wandb: bool = False
+    """Also log to Weights & Biases (needs the ``wandb`` extra)."""
+    wandb_project: str = "interplay"
+    """The W&B project."""
+    wandb_mode: Literal["offline", "online"] = "offline"
+    """``offline`` works without a network; sync later with ``wandb sync``."""
+
+
+class CheckpointConfig(Section):
+    every: int = Field(0, ge=0)
+    """Env steps between checkpoints; 0 = only at the end."""
+    keep: int = Field(3, ge=1)
+    """How many of the newest checkpoints to keep."""
+    at_end: bool = True
+    """Write a checkpoint when training ends."""
 
 
 class Config(Section):
@@ -106,10 +139,12 @@ class Config(Section):
     policies: dict[str, PolicyConfig] = Field(default_factory=dict)
     train: TrainConfig = Field(default_factory=TrainConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
 
 
 SECTIONS: dict[str, type[Section]] = {
     "env": EnvConfig, "algo": AlgoConfig, "train": TrainConfig, "log": LogConfig,
+    "checkpoint": CheckpointConfig,
 }
 
 

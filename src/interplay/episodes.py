@@ -77,8 +77,9 @@ class EpisodeTracker:
 class Window:
     """Finished episodes and custom values since the last report."""
 
-    def __init__(self, owner: dict[str, str]):
+    def __init__(self, owner: dict[str, str], limit: int | None = None):
         self.owner = owner  # agent -> policy
+        self.limit = limit  # take at most this many episodes (a test phase's count)
         self.reset()
 
     def reset(self) -> None:
@@ -89,6 +90,8 @@ class Window:
         self.custom: dict[str, tuple[Reduce, list[float]]] = {}
 
     def add(self, ep: Episode) -> None:
+        if self.limit is not None and len(self.totals) >= self.limit:
+            return
         self.totals.append(sum(ep.returns.values()))
         self.lengths.append(ep.length)
         for agent, r in ep.returns.items():

@@ -142,6 +142,64 @@ class Runner:
             self.callbacks.on_episode_start(
                 episode=self.tracker.current[e], env_index=e, runner=self)
 
+    def state_dict(self) -> dict:
+        """Everything needed to continue this runner exactly, the env's own state aside."""
+        t, w = self.tracker, self.window
+        groups = {}
+        for g in self.groups:
+            entry: dict = {}
+            if g.book is not None:
+                b = g.book
+                entry["book"] = {"open": b.open, "acc": b.acc, "pending": b.pending, "obs": b.obs,
+                                 "action": b.action, "mask": b.mask, "extras": b.extras}
+            if g.stack is not None:
+                entry["stack"] = g.stack.buf
+            groups[g.spec.id] = entry
+        return {
+            "counters": [self.env_steps, self.agent_steps, self.episodes],
+            "tracker": {"ret": t.ret, "seen": t.seen, "length": t.length, "next_id": t._next_id,
+                        "ids": [ep.id for ep in t.current],
+                        "custom": [list(ep.custom) for ep in t.current]},
+            "window": {"totals": w.totals, "lengths": w.lengths, "by_agent": dict(w.by_agent),
+                       "by_policy": dict(w.by_policy),
+                       "custom": {k: [r, v] for k, (r, v) in w.custom.items()}},
+            "groups": groups,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict`; the env must already be back at its own state."""
+        self.env_steps, self.agent_steps, self.episodes = state["counters"]
+        t, w = self.tracker, self.window
+        tr = state["tracker"]
+        t.ret[...], t.seen[...], t.length[...] = tr["ret"], tr["seen"], tr["length"]
+        t._next_id = tr["next_id"]
+        for ep, ep_id, custom in zip(t.current, tr["ids"], tr["custom"], strict=True):
+            ep.id, ep.custom = ep_id, [tuple(c) for c in custom]
+        wd = state["window"]
+        w.reset()
+        w.totals, w.lengths = list(wd["totals"]), list(wd["lengths"])
+        w.by_agent.update({k: list(v) for k, v in wd["by_agent"].items()})
+        w.by_policy.update({k: list(v) for k, v in wd["by_policy"].items()})
+        w.custom = {k: (r, list(v)) for k, (r, v) in wd["custom"].items()}
+        for g in self.groups:
+            entry = state["groups"][g.spec.id]
+            if g.book is not None:
+                b, saved = g.book, entry["book"]
+                b.open[...], b.acc[...], b.pending[...] = saved["open"], saved["acc"], saved["pending"]
+                b.obs[...], b.action[...] = saved["obs"], saved["action"]
+                if b.mask is not None:
+                    b.mask[...] = saved["mask"]
+                b.extras = {k: np.array(v) for k, v in saved["extras"].items()}
+            if g.stack is not None:
+                g.stack.buf[...] = entry["stack"]
+        step = self.env.current_step()
+        for g in self.groups:
+            g.acts = step.acting[:, g.cols_sel]
+            g.obs = (g.stack.buf.reshape(g.stack.buf.shape[0], g.stack.buf.shape[1], -1)
+                     if g.stack is not None else g.read_obs(step.obs))
+            g.mask = None if g.spec.action_view.mask_dim == 0 else g.read_mask(step.mask)
+        self._step = step
+
     def step(self, explore: bool = True) -> dict[str, Transitions]:
         """One step of every copy; returns the transitions each collecting policy closed."""
         step = self._step

@@ -1,10 +1,8 @@
-"""A run is a function of (config, seed): ``train(config) -> Result``."""
+"""Building an experiment's pieces from its config: env, policies, algorithm, actors."""
 
 from __future__ import annotations
 
 import random
-import time
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -16,24 +14,10 @@ from interplay.actors import Actor, RandomActor, ScriptedActor
 from interplay.algos import algorithm_class
 from interplay.algos.base import Algorithm, rng_for
 from interplay.callbacks import CallbackList, Callbacks
-from interplay.config import Config, ConfigError, to_yaml, validate_section
+from interplay.config import Config, ConfigError, validate_section
 from interplay.envs.registry import env_factory, native_env_class
 from interplay.envs.vector import SyncVecEnv, VecEnv
-from interplay.loggers import ConsoleLogger, JsonlLogger
 from interplay.mapping import PolicySpec, build_specs, load_callable
-from interplay.runner import Runner
-
-
-@dataclass
-class Result:
-    run_dir: Path | None
-    env_steps: int
-    episodes: int
-    rows: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def last(self) -> dict[str, Any]:
-        return self.rows[-1] if self.rows else {}
 
 
 def seed_everything(seed: int) -> None:
@@ -117,77 +101,3 @@ def new_run_dir(cfg: Config) -> Path:
     while path.exists():
         path, i = Path(f"{base}-{i}"), i + 1
     return path
-
-
-def train(cfg: Config, run_dir: str | Path | None = None, *,
-          callbacks: list[Callbacks] = ()) -> Result:
-    """Train as ``cfg`` says; writes the run folder and returns what was reported."""
-    seed_everything(cfg.train.seed)
-    device = resolve_device(cfg.train.device)
-    env, copies = make_vec_env(cfg)
-    try:
-        specs = make_specs(cfg, env)
-        algo = make_algorithm(cfg, specs, device)
-        actors = make_actors(cfg, specs, algo)
-        cbs = make_callbacks(cfg)
-        cbs.callbacks.extend(callbacks)
-        collect = {pid for pid, s in specs.items() if s.trainable and cfg.algo.name != "random"}
-        runner = Runner(env, specs, actors, collect, cbs, copies)
-        return _loop(cfg, runner, algo, Path(run_dir) if run_dir else new_run_dir(cfg))
-    finally:
-        env.close()
-
-
-def _loop(cfg: Config, runner: Runner, algo: Algorithm, run_dir: Path) -> Result:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(to_yaml(cfg))
-    jsonl = JsonlLogger(run_dir / "metrics.jsonl")
-    total = cfg.train.steps
-    console = ConsoleLogger(total, cfg.log.console)
-    result = Result(run_dir=run_dir, env_steps=0, episodes=0)
-    start = last_t = time.perf_counter()
-    last_steps = 0
-    next_report = cfg.log.every
-    learner: dict[str, float] = {}
-    try:
-        runner.reset(cfg.train.seed)
-        while total < 0 or runner.env_steps < total:
-            closed = runner.step(explore=True)
-            for pid, batch in closed.items():
-                algo.collect(pid, batch)
-            if algo.ready():
-                runner.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
-                learner = algo.update()
-            if runner.env_steps >= next_report or (0 <= total <= runner.env_steps):
-                now = time.perf_counter()
-                row = _row("train", runner, now - start,
-                           (runner.env_steps - last_steps) / max(now - last_t, 1e-9), learner)
-                last_t, last_steps = now, runner.env_steps
-                next_report = runner.env_steps + cfg.log.every
-                jsonl.write(row)
-                console.report(row)
-                result.rows.append(row)
-            elif runner.env_steps % 64 == 0:
-                console.advance(runner.env_steps)
-    finally:
-        jsonl.close()
-        console.summary(result.last, list(runner.specs), runner.env.agents)
-    result.env_steps, result.episodes = runner.env_steps, runner.episodes
-    return result
-
-
-def _row(phase: str, runner: Runner, wall_s: float, rate: float,
-         learner: dict[str, float]) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "phase": phase,
-        "env_steps": runner.env_steps,
-        "agent_steps": runner.agent_steps,
-        "episodes": runner.episodes,
-        "episodes_in_report": len(runner.window),
-        "wall_s": round(wall_s, 3),
-        "env_steps_per_s": round(rate, 1),
-    }
-    row.update(runner.window.summary())
-    row.update(learner)
-    runner.window.reset()
-    return row

@@ -28,7 +28,7 @@ class SnapshotError(RuntimeError):
 
 
 def _is_leaf(value: Any) -> bool:
-    return isinstance(value, _SCALARS | np.ndarray)
+    return isinstance(value, (*_SCALARS, np.ndarray))
 
 
 def capture(root: Any) -> dict[str, Any]:
@@ -70,8 +70,15 @@ def restore(root: Any, snap: dict[str, Any]) -> None:
 
     def value_of(current: Any, s: Any, where: str) -> Any:
         """The restored value for a slot now holding ``current``."""
+        if isinstance(s, np.ndarray):
+            # Arrays are refilled in place: other objects may hold views of them.
+            if isinstance(current, np.ndarray) and current.shape == s.shape and current.dtype == s.dtype \
+                    and current.flags.writeable:
+                current[...] = s
+                return current
+            return s.copy()
         if not isinstance(s, dict):
-            return s.copy() if isinstance(s, np.ndarray) else s
+            return s
         if GEN in s:
             gen = current if isinstance(current, np.random.Generator) else np.random.default_rng()
             gen.bit_generator.state = s[GEN]

@@ -45,6 +45,8 @@ class VecEnv(Protocol):
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep: ...
 
+    def current_step(self) -> VecStep: ...
+
     def close(self) -> None: ...
 
 
@@ -201,6 +203,10 @@ class SyncVecEnv:
                 cs = copy.reset(seed=None)
             buf.write_acting(e, cs)
         return buf.view()
+
+    def current_step(self) -> VecStep:
+        """The step the copies are at now (what the last reset/step returned)."""
+        return self._buf.view()
 
     def state(self, e: int = 0) -> Any:
         return self.copies[e].state()

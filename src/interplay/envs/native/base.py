@@ -137,6 +137,10 @@ class NativeEnv:
             self._episode_end[rows] = True
         return self._view
 
+    def current_step(self) -> VecStep:
+        """The step the copies are at now (what the last reset/step returned)."""
+        return self._view
+
     def close(self) -> None:
         pass
 

@@ -1,0 +1,345 @@
+"""The training loop a user lives in: collect, learn, report, test, checkpoint, resume.
+
+An :class:`Experiment` is built from a config and a run folder. Its whole state (counters,
+every RNG, the algorithm, the runner's open transitions, the env copies' own data) goes into
+each checkpoint, so ``resume`` continues exactly where the run stopped.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from interplay.algos.base import rng_for
+from interplay.callbacks import Callbacks
+from interplay.checkpoint import (
+    CheckpointError,
+    latest_valid,
+    load_checkpoint,
+    resolve_checkpoint,
+    save_checkpoint,
+)
+from interplay.config import Config, ConfigError, load, to_yaml
+from interplay.curve import plot_curve
+from interplay.envs.snapshot import capture, restore
+from interplay.loggers import ConsoleLogger, JsonlLogger
+from interplay.runner import Runner
+from interplay.trainer import (
+    make_actors,
+    make_algorithm,
+    make_callbacks,
+    make_specs,
+    make_vec_env,
+    resolve_device,
+    seed_everything,
+)
+
+STATE_FORMAT = 1
+
+
+@dataclass
+class Result:
+    run_dir: Path
+    env_steps: int
+    episodes: int
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    stopped_early: bool = False
+    checkpoint: Path | None = None
+
+    @property
+    def last(self) -> dict[str, Any]:
+        return self.rows[-1] if self.rows else {}
+
+    @property
+    def last_test(self) -> dict[str, Any]:
+        return next((r for r in reversed(self.rows) if r["phase"] == "test"), {})
+
+
+def derived_seed(seed: int, *names: str) -> int:
+    return int(rng_for(seed, *names).integers(2**31 - 1))
+
+
+def spaces_of(specs: dict) -> dict[str, list[str]]:
+    return {a: [str(s.obs_space), str(s.action_space)] for s in specs.values() for a in s.agents}
+
+
+class Experiment:
+    def __init__(self, cfg: Config, run_dir: Path, callbacks: list[Callbacks] = ()):
+        seed_everything(cfg.train.seed)
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.device = resolve_device(cfg.train.device)
+        self.env, copies = make_vec_env(cfg)
+        try:
+            self.specs = make_specs(cfg, self.env)
+            self.algo = make_algorithm(cfg, self.specs, self.device)
+            self.actors = make_actors(cfg, self.specs, self.algo)
+            self.callbacks = make_callbacks(cfg)
+            self.callbacks.callbacks.extend(callbacks)
+            collect = {p for p, s in self.specs.items() if s.trainable and cfg.algo.name != "random"}
+            self.runner = Runner(self.env, self.specs, self.actors, collect, self.callbacks, copies)
+        except BaseException:
+            self.env.close()
+            raise
+        self.eval_runner: Runner | None = None
+        every = cfg.checkpoint.every
+        self.counters = {
+            "next_report": cfg.log.every,
+            "next_test": cfg.train.test_frequency if cfg.train.test_frequency > 0 else -1,
+            "next_checkpoint": every if every > 0 else -1,
+            "tests": 0, "rows": 0, "wall_s": 0.0, "stopped_early": False,
+        }
+        self.learner: dict[str, float] = {}
+        self.started = False
+
+    # -- state -------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "format": STATE_FORMAT,
+            "counters": dict(self.counters),
+            "spaces": spaces_of(self.specs),
+            "rng": {"python": random.getstate(), "numpy": np.random.get_state(),
+                    "torch": torch.get_rng_state()},
+            "algo": self.algo.state_dict(),
+            "actors": {p: a.state_dict() for p, a in self.actors.items() if hasattr(a, "state_dict")},
+            "runner": self.runner.state_dict(),
+            "env": capture(self.env),
+            "learner": dict(self.learner),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("format") != STATE_FORMAT:
+            raise CheckpointError(f"checkpoint state format {state.get('format')!r} is not {STATE_FORMAT}")
+        check_spaces(state["spaces"], self.specs)
+        self.runner.reset(self.cfg.train.seed)  # builds everything a snapshot fills back in
+        restore(self.env, state["env"])
+        self.runner.load_state_dict(state["runner"])
+        self.algo.load_state_dict(state["algo"])
+        for pid, s in state["actors"].items():
+            self.actors[pid].load_state_dict(s)
+        self.counters.update(state["counters"])
+        self.learner = dict(state["learner"])
+        rng = state["rng"]
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        torch.set_rng_state(rng["torch"])
+        self.started = True
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self) -> Result:
+        cfg, runner, c = self.cfg, self.runner, self.counters
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
+        loggers = Loggers(cfg, self.run_dir, c["rows"])
+        result = Result(run_dir=self.run_dir, env_steps=runner.env_steps, episodes=runner.episodes)
+        total = cfg.train.steps
+        start = time.perf_counter() - c["wall_s"]
+        last_t, last_steps = time.perf_counter(), runner.env_steps
+        try:
+            if not self.started:
+                runner.reset(cfg.train.seed)
+                self.started = True
+            while (total < 0 or runner.env_steps < total) and not c["stopped_early"]:
+                for pid, batch in runner.step(explore=True).items():
+                    self.algo.collect(pid, batch)
+                if self.algo.ready():
+                    self.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
+                    self.learner = self.algo.update()
+                done = 0 <= total <= runner.env_steps
+                steps = runner.env_steps
+                if steps >= c["next_report"] or done:
+                    now = time.perf_counter()
+                    c["wall_s"] = now - start
+                    rate = (steps - last_steps) / max(now - last_t, 1e-9)
+                    last_t, last_steps = now, steps
+                    c["next_report"] = steps + cfg.log.every
+                    self._emit(loggers, result, train_row(runner, c["wall_s"], rate, self.learner))
+                if c["next_test"] > 0 and (steps >= c["next_test"] or done):
+                    c["next_test"] = steps + cfg.train.test_frequency
+                    row = self.test_phase(c["wall_s"])
+                    self._emit(loggers, result, row)
+                    if cfg.train.target is not None and _reached(row, cfg.train):
+                        c["stopped_early"] = result.stopped_early = True
+                if c["next_checkpoint"] > 0 and steps >= c["next_checkpoint"]:
+                    c["next_checkpoint"] = steps + cfg.checkpoint.every
+                    result.checkpoint = self.save()
+                elif steps % 256 == 0:
+                    loggers.console.advance(steps)
+            if cfg.checkpoint.at_end:
+                result.checkpoint = self.save()
+        finally:
+            loggers.close(result.last, list(self.specs), self.env.agents)
+        if cfg.log.curve:
+            plot_curve(self.run_dir / "metrics.jsonl", self.run_dir / "curve.png")
+        result.env_steps, result.episodes = runner.env_steps, runner.episodes
+        return result
+
+    def _emit(self, loggers: Loggers, result: Result, row: dict[str, Any]) -> None:
+        loggers.write(row)
+        self.counters["rows"] += 1
+        result.rows.append(row)
+
+    def save(self) -> Path:
+        path = save_checkpoint(self.run_dir, self.runner.env_steps, self.state_dict(),
+                               keep=self.cfg.checkpoint.keep)
+        if self.cfg.log.curve:
+            plot_curve(self.run_dir / "metrics.jsonl", self.run_dir / "curve.png")
+        return path
+
+    def test_phase(self, wall_s: float) -> dict[str, Any]:
+        """Greedy policies on the eval env for ``train.test_episodes`` episodes."""
+        cfg = self.cfg
+        if self.eval_runner is None:
+            n = min(cfg.env.num_envs, cfg.train.test_episodes)
+            self.eval_runner = build_eval_runner(cfg, self, n, cfg.env.eval_id)
+        ev = self.eval_runner
+        ev.window.reset()
+        ev.window.limit = cfg.train.test_episodes
+        ev.reset(derived_seed(cfg.train.seed, "test", str(self.counters["tests"])))
+        ev.env_steps = ev.agent_steps = ev.episodes = 0
+        self.counters["tests"] += 1
+        start = time.perf_counter()
+        while len(ev.window) < cfg.train.test_episodes:
+            ev.step(explore=False)
+        rate = ev.env_steps / max(time.perf_counter() - start, 1e-9)
+        row = {"phase": "test", "env_steps": self.runner.env_steps,
+               "agent_steps": self.runner.agent_steps, "episodes": self.runner.episodes,
+               "episodes_in_report": len(ev.window), "wall_s": round(wall_s, 3),
+               "env_steps_per_s": round(rate, 1)}
+        row.update(ev.window.summary())
+        ev.window.reset()
+        return row
+
+    def close(self) -> None:
+        self.env.close()
+        if self.eval_runner is not None:
+            self.eval_runner.env.close()
+
+
+def build_eval_runner(cfg: Config, exp: Experiment, num_envs: int, env_id: Any = None) -> Runner:
+    env, copies = make_vec_env(cfg, num_envs=num_envs, env_id=env_id)
+    try:
+        check_spaces(spaces_of(make_specs(cfg, env)), exp.specs, what=f"env {env_id or cfg.env.id!r}")
+        return Runner(env, exp.specs, exp.actors, set(), exp.callbacks, copies)
+    except BaseException:
+        env.close()
+        raise
+
+
+def check_spaces(saved: dict[str, list[str]], specs: dict, what: str = "this env") -> None:
+    """Policies trained on one env can act on another only if every agent's spaces match."""
+    now = spaces_of(specs)
+    if set(saved) != set(now):
+        raise ConfigError(f"{what} has agents {sorted(now)}, but the policies were made for {sorted(saved)}")
+    for agent, (obs, act) in saved.items():
+        if now[agent] != [obs, act]:
+            raise ConfigError(
+                f"{what}: agent {agent!r} has observation space {now[agent][0]} and action space "
+                f"{now[agent][1]}, but the policies were made for {obs} and {act}"
+            )
+
+
+def _reached(row: dict[str, Any], train: Any) -> bool:
+    if train.target_metric not in row:
+        names = ", ".join(k for k in row if k.startswith(("episode_", "agent_", "policy_")))
+        raise ConfigError(f"train.target_metric {train.target_metric!r} is not a test metric; known: {names}")
+    value = row[train.target_metric]
+    return value is not None and value >= train.target
+
+
+def train_row(runner: Runner, wall_s: float, rate: float, learner: dict[str, float]) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "phase": "train",
+        "env_steps": runner.env_steps,
+        "agent_steps": runner.agent_steps,
+        "episodes": runner.episodes,
+        "episodes_in_report": len(runner.window),
+        "wall_s": round(wall_s, 3),
+        "env_steps_per_s": round(rate, 1),
+    }
+    row.update(runner.window.summary())
+    row.update(learner)
+    runner.window.reset()
+    return row
+
+
+class Loggers:
+    """metrics.jsonl, the console, TensorBoard and W&B, fed the same rows."""
+
+    def __init__(self, cfg: Config, run_dir: Path, keep_rows: int):
+        metrics = run_dir / "metrics.jsonl"
+        truncate_lines(metrics, keep_rows)
+        self.jsonl = JsonlLogger(metrics)
+        self.console = ConsoleLogger(cfg.train.steps, cfg.log.console)
+        self.others: list[Any] = []
+        if cfg.log.tensorboard:
+            from interplay.tblog import TensorBoardLogger
+
+            self.others.append(TensorBoardLogger(run_dir / "tensorboard"))
+        if cfg.log.wandb:
+            from interplay.tblog import WandbLogger
+
+            self.others.append(WandbLogger(run_dir, cfg.log.wandb_project,
+                                           cfg.model_dump(mode="json"), mode=cfg.log.wandb_mode))
+
+    def write(self, row: dict[str, Any]) -> None:
+        self.jsonl.write(row)
+        self.console.report(row)
+        for logger in self.others:
+            logger.write(row)
+
+    def close(self, last: dict[str, Any], policies: list[str], agents: list[str]) -> None:
+        self.jsonl.close()
+        for logger in self.others:
+            logger.close()
+        self.console.summary(last, policies, agents)
+
+
+def truncate_lines(path: Path, keep: int) -> None:
+    """Keep the first ``keep`` lines of ``path`` (rows written after the checkpoint go)."""
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines(keepends=True)
+    if len(lines) > keep:
+        path.write_text("".join(lines[:keep]))
+
+
+def train(cfg: Config, run_dir: str | Path | None = None, *,
+          callbacks: list[Callbacks] = ()) -> Result:
+    """Train as ``cfg`` says; writes the run folder and returns what was reported."""
+    from interplay.trainer import new_run_dir
+
+    exp = Experiment(cfg, Path(run_dir) if run_dir else new_run_dir(cfg), callbacks)
+    try:
+        return exp.run()
+    finally:
+        exp.close()
+
+
+def resume(run_dir: str | Path, overrides: list[str] = (), checkpoint: str | Path | None = None,
+           callbacks: list[Callbacks] = ()) -> Result:
+    """Continue a run from its newest valid checkpoint (or ``checkpoint``)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{run_dir} is not a run folder: it has no config.yaml")
+    cfg = load([run_dir / "config.yaml"], overrides)
+    if checkpoint is not None:
+        path = resolve_checkpoint(Path(checkpoint))
+    else:
+        path = latest_valid(run_dir)
+        if path is None:
+            raise CheckpointError(f"{run_dir} has no valid checkpoint to resume from")
+    state, _ = load_checkpoint(path)
+    exp = Experiment(cfg, run_dir, callbacks)
+    try:
+        exp.load_state_dict(state)
+        exp.counters["stopped_early"] = False
+        return exp.run()
+    finally:
+        exp.close()

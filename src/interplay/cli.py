@@ -19,6 +19,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="override a setting, e.g. -s train.steps=20000 (repeatable)")
     t.add_argument("--run-dir", help="where to write the run folder (default: log.dir/<name>)")
 
+    r = sub.add_parser("resume", help="continue a run from its newest valid checkpoint")
+    r.add_argument("run_dir")
+    r.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="change a setting, e.g. -s train.steps=2000000")
+    r.add_argument("--checkpoint", help="a checkpoints/step_* folder to resume from instead")
+
+    e = sub.add_parser("eval", help="score a run's policies without exploration")
+    e.add_argument("run_dir")
+    e.add_argument("--checkpoint", help="a checkpoints/step_* folder (default: the newest valid)")
+    e.add_argument("--episodes", type=int, default=20)
+    e.add_argument("--env", help="another env id with the same spaces, e.g. mpe2.simple_spread_v3")
+    e.add_argument("--render", metavar="OUT.gif", help="also write a GIF of one episode")
+    e.add_argument("--seed", type=int, help="seed of the eval episodes (default: from the run's)")
+    e.add_argument("--out", help="where to write the report (default: RUN_DIR/eval.json)")
+    e.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE")
+
     c = sub.add_parser("check", help="check an env against PettingZoo's API and interplay's rules")
     c.add_argument("env_id", help="module path, registered name, or module:function")
     c.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
@@ -57,6 +73,19 @@ def _dispatch(args: argparse.Namespace) -> int:
         cfg = config_mod.load(args.configs, args.set)
         result = train(cfg, args.run_dir)
         print(f"run folder: {result.run_dir}")
+        return 0
+    if args.command == "resume":
+        from interplay.experiment import resume
+
+        result = resume(args.run_dir, args.set, args.checkpoint)
+        print(f"run folder: {result.run_dir}")
+        return 0
+    if args.command == "eval":
+        from interplay.evaluate import evaluate
+
+        evaluate(args.run_dir, checkpoint=args.checkpoint, episodes=args.episodes,
+                 env_id=args.env, overrides=args.set, render=args.render, seed=args.seed,
+                 out=args.out)
         return 0
     if args.command == "check":
         from interplay.check import check_env

@@ -1,11 +1,13 @@
 """The failures that are the user's to fix; the CLI prints them without a traceback."""
 
+from interplay.checkpoint import CheckpointError
 from interplay.config import ConfigError
 from interplay.envs.adapters import EnvContractError
 from interplay.envs.registry import EnvSpecError
+from interplay.envs.snapshot import SnapshotError
 from interplay.spaces import SpaceError
 
 USER_ERRORS: tuple[type[BaseException], ...] = (
-    ConfigError, EnvSpecError, EnvContractError, SpaceError, FileNotFoundError,
+    ConfigError, CheckpointError, SnapshotError, EnvSpecError, EnvContractError, SpaceError, FileNotFoundError,
     FloatingPointError,
 )

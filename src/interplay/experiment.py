@@ -140,7 +140,7 @@ class Experiment:
         result = Result(run_dir=self.run_dir, env_steps=runner.env_steps, episodes=runner.episodes)
         total = cfg.train.steps
         start = time.perf_counter() - c["wall_s"]
-        last_t, last_steps = time.perf_counter(), runner.env_steps
+        self._last_t, self._last_steps = time.perf_counter(), runner.env_steps
         try:
             if not self.started:
                 runner.reset(cfg.train.seed)
@@ -151,34 +151,48 @@ class Experiment:
                 if self.algo.ready():
                     self.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
                     self.learner = self.algo.update()
-                done = 0 <= total <= runner.env_steps
                 steps = runner.env_steps
-                if steps >= c["next_report"] or done:
-                    now = time.perf_counter()
-                    c["wall_s"] = now - start
-                    rate = (steps - last_steps) / max(now - last_t, 1e-9)
-                    last_t, last_steps = now, steps
+                if steps >= c["next_report"]:
                     c["next_report"] = steps + cfg.log.every
-                    self._emit(loggers, result, train_row(runner, c["wall_s"], rate, self.learner))
-                if c["next_test"] > 0 and (steps >= c["next_test"] or done):
+                    self._report(loggers, result, start)
+                if c["next_test"] > 0 and steps >= c["next_test"]:
                     c["next_test"] = steps + cfg.train.test_frequency
-                    row = self.test_phase(c["wall_s"])
-                    self._emit(loggers, result, row)
-                    if cfg.train.target is not None and _reached(row, cfg.train):
-                        c["stopped_early"] = result.stopped_early = True
+                    self._test(loggers, result)
                 if c["next_checkpoint"] > 0 and steps >= c["next_checkpoint"]:
                     c["next_checkpoint"] = steps + cfg.checkpoint.every
                     result.checkpoint = self.save()
                 elif steps % 256 == 0:
                     loggers.console.advance(steps)
+            # The last checkpoint is taken before the closing reports that fall between the
+            # regular ones, so a resumed run reports exactly as one that never stopped.
             if cfg.checkpoint.at_end:
                 result.checkpoint = self.save()
+            steps = runner.env_steps
+            last_train = next((r for r in reversed(result.rows) if r["phase"] == "train"), {})
+            if last_train.get("env_steps") != steps:
+                self._report(loggers, result, start)
+            if c["next_test"] > 0 and not c["stopped_early"] and result.last_test.get("env_steps") != steps:
+                self._test(loggers, result)
         finally:
             loggers.close(result.last, list(self.specs), self.env.agents)
         if cfg.log.curve:
             plot_curve(self.run_dir / "metrics.jsonl", self.run_dir / "curve.png")
         result.env_steps, result.episodes = runner.env_steps, runner.episodes
         return result
+
+    def _report(self, loggers: Loggers, result: Result, start: float) -> None:
+        now = time.perf_counter()
+        c = self.counters
+        c["wall_s"] = now - start
+        rate = (self.runner.env_steps - self._last_steps) / max(now - self._last_t, 1e-9)
+        self._last_t, self._last_steps = now, self.runner.env_steps
+        self._emit(loggers, result, train_row(self.runner, c["wall_s"], rate, self.learner))
+
+    def _test(self, loggers: Loggers, result: Result) -> None:
+        row = self.test_phase(self.counters["wall_s"])
+        self._emit(loggers, result, row)
+        if self.cfg.train.target is not None and _reached(row, self.cfg.train):
+            self.counters["stopped_early"] = result.stopped_early = True
 
     def _emit(self, loggers: Loggers, result: Result, row: dict[str, Any]) -> None:
         loggers.write(row)

@@ -19,8 +19,11 @@ _SCALARS = (bool, int, float, str, bytes, type(None), np.generic)
 _SKIP = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
          types.MethodType, types.GeneratorType)
 
-OBJ, LIST, DICT, TUPLE, GEN, RSTATE, PYRAND = (
-    "__obj__", "__list__", "__dict__", "__tuple__", "__generator__", "__randomstate__", "__random__")
+OBJ, LIST, DICT, TUPLE, GEN, RSTATE, PYRAND, KEEP = (
+    "__obj__", "__list__", "__dict__", "__tuple__", "__generator__", "__randomstate__", "__random__",
+    "__keep__")
+# What the walk did not take (seen before, or not data): restore leaves the fresh value there.
+_KEEP = {KEEP: True}
 
 
 class SnapshotError(RuntimeError):
@@ -47,7 +50,7 @@ def capture(root: Any) -> dict[str, Any]:
         if isinstance(obj, random.Random):
             return {PYRAND: list(obj.getstate())}
         if isinstance(obj, _SKIP) or id(obj) in seen:
-            return None
+            return _KEEP
         if isinstance(obj, list | tuple):
             seen.add(id(obj))
             tag = LIST if isinstance(obj, list) else TUPLE
@@ -57,9 +60,9 @@ def capture(root: Any) -> dict[str, Any]:
             return {DICT: [[k, walk(v)] for k, v in obj.items() if _is_leaf(k)]}
         attrs = getattr(obj, "__dict__", None)
         if not isinstance(attrs, dict):
-            return None
+            return _KEEP
         seen.add(id(obj))
-        return {OBJ: {k: walk(v) for k, v in attrs.items() if not isinstance(v, _SKIP)}}
+        return {OBJ: {k: walk(v) for k, v in attrs.items()}}
 
     return walk(root)
 
@@ -77,7 +80,11 @@ def restore(root: Any, snap: dict[str, Any]) -> None:
                 current[...] = s
                 return current
             return s.copy()
+        if isinstance(s, dict) and KEEP in s:
+            return current
         if not isinstance(s, dict):
+            if type(current) is type(s) and current == s:
+                return current  # unchanged: leave it (and any frozen owner) alone
             return s
         if GEN in s:
             gen = current if isinstance(current, np.random.Generator) else np.random.default_rng()
@@ -127,12 +134,13 @@ def restore(root: Any, snap: dict[str, Any]) -> None:
             return
         seen.add(id(obj))
         for name, s in attrs.items():
-            if s is None and name in vars(obj) and not _is_leaf(vars(obj)[name]):
-                continue  # something the walk left alone (a renderer, a shared object)
             current = vars(obj).get(name)
             new = value_of(current, s, f"{where}.{name}")
             if new is not current:
-                setattr(obj, name, new)
+                try:
+                    setattr(obj, name, new)
+                except AttributeError as err:  # frozen dataclasses, read-only properties
+                    raise SnapshotError(f"{where}.{name}: cannot be restored ({err})") from err
 
     if not (isinstance(snap, dict) and OBJ in snap):
         raise SnapshotError("not an env snapshot")

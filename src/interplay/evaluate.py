@@ -1,0 +1,120 @@
+"""``interplay eval RUN_DIR``: the trained policies, without exploration, on any env with their spaces."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from interplay.checkpoint import CheckpointError, latest_valid, load_checkpoint, resolve_checkpoint
+from interplay.config import Config, ConfigError, load
+from interplay.envs.registry import native_env_class
+from interplay.experiment import Experiment, build_eval_runner, check_spaces, derived_seed
+
+
+def _checkpoint_state(run_dir: Path, checkpoint: str | Path | None) -> tuple[dict[str, Any], Path]:
+    if checkpoint is not None:
+        path = resolve_checkpoint(Path(checkpoint))
+    else:
+        path = latest_valid(run_dir)
+        if path is None:
+            raise CheckpointError(f"{run_dir} has no valid checkpoint to evaluate")
+    state, _ = load_checkpoint(path)
+    return state, path
+
+
+def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episodes: int = 20,
+             env_id: str | None = None, overrides: list[str] = (), render: str | Path | None = None,
+             seed: int | None = None, out: str | Path | None = None,
+             console: Console | None = None) -> dict[str, Any]:
+    """Score the run's policies over ``episodes`` episodes; writes and returns ``eval.json``."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{run_dir} is not a run folder: it has no config.yaml")
+    if episodes < 1:
+        raise ConfigError(f"--episodes must be at least 1, got {episodes}")
+    cfg = load([run_dir / "config.yaml"], ["log.console=false", *overrides])
+    state, path = _checkpoint_state(run_dir, checkpoint)
+    exp = Experiment(cfg, run_dir)
+    try:
+        check_spaces(state["spaces"], exp.specs, what="the run's own env")
+        exp.algo.load_state_dict(state["algo"])
+        target = env_id or cfg.env.id
+        runner = build_eval_runner(cfg, exp, min(cfg.env.num_envs, episodes), target)
+        try:
+            runner.window.limit = episodes
+            runner.reset(derived_seed(cfg.train.seed if seed is None else seed, "eval"))
+            while len(runner.window) < episodes:
+                runner.step(explore=False)
+            report: dict[str, Any] = {
+                "phase": "eval", "env": str(target), "checkpoint": str(path),
+                "env_steps": runner.env_steps, "agent_steps": runner.agent_steps,
+                "episodes": len(runner.window),
+            }
+            report.update(runner.window.summary())
+        finally:
+            runner.env.close()
+        if render is not None:
+            report["render"] = str(render_gif(cfg, exp, target, Path(render)))
+    finally:
+        exp.close()
+    dest = Path(out) if out else run_dir / "eval.json"
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(tmp, dest)
+    print_table(report, exp, console or Console())
+    return report
+
+
+def print_table(report: dict[str, Any], exp: Experiment, console: Console) -> None:
+    table = Table(title=f"eval on {report['env']} over {report['episodes']} episodes")
+    table.add_column("who")
+    table.add_column("mean return", justify="right")
+    for pid in exp.specs:
+        table.add_row(f"policy {pid}", _fmt(report.get(f"policy_return_mean/{pid}")))
+    for agent in exp.env.agents:
+        table.add_row(f"agent {agent}", _fmt(report.get(f"agent_return_mean/{agent}")))
+    table.add_row("episode (all agents)", _fmt(report.get("episode_return_mean")))
+    console.print(table)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def render_gif(cfg: Config, exp: Experiment, env_id: Any, dest: Path, episodes: int = 1) -> Path:
+    """Play ``episodes`` greedy episodes on one copy built with ``render_mode="rgb_array"``."""
+    import imageio.v2 as imageio
+
+    from interplay.runner import Runner
+    from interplay.trainer import make_vec_env
+
+    if native_env_class(env_id) is not None:
+        raise ConfigError(
+            f"--render needs a PettingZoo env that draws frames; {env_id!r} is a batched built-in. "
+            "Add --env with the original, e.g. --env mpe2.simple_spread_v3"
+        )
+    kwargs = {**cfg.env.kwargs, "render_mode": "rgb_array"}
+    render_cfg = cfg.model_copy(update={"env": cfg.env.model_copy(update={"kwargs": kwargs})})
+    env, copies = make_vec_env(render_cfg, num_envs=1, env_id=env_id)
+    frames = []
+    try:
+        runner = Runner(env, exp.specs, exp.actors, set(), None, copies)
+        runner.reset(derived_seed(cfg.train.seed, "render"))
+        frames.append(env.render(0))
+        while runner.episodes < episodes:
+            runner.step(explore=False)
+            if runner.episodes < episodes:
+                frames.append(env.render(0))
+    finally:
+        env.close()
+    frames = [f for f in frames if f is not None]
+    if not frames:
+        raise ConfigError(f"env {env_id!r} returned no frames from render() with render_mode='rgb_array'")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    imageio.mimsave(dest, frames, duration=0.1, loop=0)
+    return dest

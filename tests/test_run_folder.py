@@ -1,0 +1,80 @@
+"""What a run leaves behind, and what eval makes of it."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import imageio.v2 as imageio
+import pytest
+from helpers import read_metrics
+
+from interplay.checkpoint import list_checkpoints
+from interplay.cli import main
+from interplay.config import load
+from interplay.evaluate import evaluate
+from interplay.experiment import train
+
+
+@pytest.fixture(scope="module")
+def spread_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("run")
+    cfg = load([], ["env.id=spread", "env.num_envs=8", "train.steps=4000", "log.every=1000",
+                    "train.test_frequency=2000", "train.test_episodes=4",
+                    "checkpoint.every=2000", "log.console=false"])
+    train(cfg, run)
+    return run
+
+
+def test_the_run_folder_holds_everything(spread_run):
+    names = {p.name for p in spread_run.iterdir()}
+    assert {"config.yaml", "metrics.jsonl", "checkpoints", "curve.png", "tensorboard"} <= names
+    assert any((spread_run / "tensorboard").iterdir())
+    assert imageio.imread(spread_run / "curve.png").ndim == 3
+    rows = read_metrics(spread_run)
+    assert [r["phase"] for r in rows] == ["train", "train", "test", "train", "train", "test"]
+    assert [p.name for p in list_checkpoints(spread_run)] == ["step_000000002000", "step_000000004000"]
+
+
+def test_eval_on_the_original_env_with_a_gif(spread_run, tmp_path):
+    gif = tmp_path / "out.gif"
+    report = evaluate(spread_run, episodes=6, env_id="mpe2.simple_spread_v3", render=gif)
+    saved = json.loads((spread_run / "eval.json").read_text())
+    assert saved["episodes"] == 6 and saved["env"] == "mpe2.simple_spread_v3"
+    assert saved["episode_len_mean"] == 25
+    assert set(report) >= {"agent_return_mean/agent_0", "policy_return_mean/agent", "episode_return_mean"}
+    frames = imageio.mimread(gif)
+    assert len(frames) >= 20 and frames[0].ndim == 3
+
+
+def test_eval_refuses_an_env_with_other_spaces(spread_run, capsys):
+    code = main(["eval", str(spread_run), "--env", "mpe2.simple_speaker_listener_v4"])
+    err = capsys.readouterr().err
+    assert code == 2 and "policies were made for" in err
+
+
+def test_eval_of_a_batched_env_cannot_render(spread_run, tmp_path, capsys):
+    code = main(["eval", str(spread_run), "--render", str(tmp_path / "x.gif"), "--episodes", "2"])
+    assert code == 2 and "--env" in capsys.readouterr().err
+
+
+class Boom:
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch /tmp/interplay-pwned",))
+
+
+def test_a_checkpoint_that_runs_code_is_refused(spread_run, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(spread_run, run)
+    newest = list_checkpoints(run)[-1]
+    (newest / "state.pt").write_bytes(pickle.dumps({"x": Boom()}))
+    code = main(["resume", str(run), "--checkpoint", str(newest), "-s", "train.steps=5000"])
+    err = capsys.readouterr().err
+    assert code == 2 and "state.pt" in err
+    import os
+
+    assert not os.path.exists("/tmp/interplay-pwned")

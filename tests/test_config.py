@@ -47,3 +47,9 @@ def test_missing_file_and_bad_override_syntax():
         load(["nowhere.yaml"])
     with pytest.raises(ConfigError, match="dotted.key=value"):
         load([], ["train.steps"])
+
+
+def test_scientific_notation_reads_as_numbers(tmp_path):
+    (tmp_path / "c.yaml").write_text("train: {steps: 2e4}\n")
+    cfg = load([tmp_path / "c.yaml"], ["train.seed=1e1"])
+    assert cfg.train.steps == 20000 and cfg.train.seed == 10

@@ -115,3 +115,12 @@ def test_nan_reward_stops_naming_agent_and_step(tmp_path):
     cfg = load([], ["env.id=crowd_nan", "train.steps=50", "log.console=false"])
     with pytest.raises(NonFiniteError, match=r"reward of agent 'a_2'.*env step 4"):
         train(cfg, tmp_path)
+
+
+def test_heterogeneous_spaces_and_info_masks(tmp_path):
+    cfg = load([], ["env.id=broken_envs:mixed_spaces", "env.num_envs=2", "train.steps=200",
+                    "log.console=false"])
+    result = train(cfg, tmp_path)
+    row = read_metrics(tmp_path)[-1]
+    assert result.env_steps == 200 and row["episodes"] == 16
+    assert {"policy_return_mean/mover", "policy_return_mean/voter", "policy_return_mean/picker"} <= set(row)

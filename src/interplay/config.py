@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import io
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -148,9 +149,20 @@ SECTIONS: dict[str, type[Section]] = {
 }
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, reading ``3e-4`` and ``2e6`` as numbers (YAML 1.2) as people expect."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d[\d_]*)?(?:\.\d*)?[eE][-+]?\d+$"),
+    list("-+0123456789."),
+)
+
+
 def _safe_load(text: str, where: str) -> Any:
     try:
-        return yaml.safe_load(io.StringIO(text))
+        return yaml.load(io.StringIO(text), Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
         raise ConfigError(f"{where}: not valid YAML (or uses a tag that is not allowed): {err}") from err
 

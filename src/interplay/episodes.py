@@ -119,6 +119,8 @@ class Window:
         out["episode_len_mean"] = _mean(self.lengths)
         for agent, rs in sorted(self.by_agent.items()):
             out[f"agent_return_mean/{agent}"] = _mean(rs)
+            out[f"agent_return_min/{agent}"] = min(rs)
+            out[f"agent_return_max/{agent}"] = max(rs)
         for pid, rs in sorted(self.by_policy.items()):
             out[f"policy_return_mean/{pid}"] = _mean(rs)
             out[f"policy_return_min/{pid}"] = min(rs)

@@ -154,6 +154,8 @@ class Experiment:
                 steps = runner.env_steps
                 if steps >= c["next_report"]:
                     c["next_report"] = steps + cfg.log.every
+                    if not runner.collecting:  # nothing learns: a report closes a stretch of sampling
+                        self.callbacks.on_sample_end(runner=runner, env_steps=steps)
                     self._report(loggers, result, start)
                 if c["next_test"] > 0 and steps >= c["next_test"]:
                     c["next_test"] = steps + cfg.train.test_frequency

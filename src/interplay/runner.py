@@ -122,6 +122,7 @@ class Runner:
         self.agent_steps = 0
         self.episodes = 0
         self._step: VecStep | None = None
+        self.collecting = bool(collect)
         for e in range(E):
             self.callbacks.on_env_created(
                 env=copies[e] if copies else env, env_index=e, runner=self)

@@ -10,21 +10,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from interplay.checkpoint import CheckpointError, latest_valid, load_checkpoint, resolve_checkpoint
-from interplay.config import Config, ConfigError, load
+from interplay.config import Config, ConfigError
 from interplay.envs.registry import native_env_class
-from interplay.experiment import Experiment, build_eval_runner, check_spaces, derived_seed
-
-
-def _checkpoint_state(run_dir: Path, checkpoint: str | Path | None) -> tuple[dict[str, Any], Path]:
-    if checkpoint is not None:
-        path = resolve_checkpoint(Path(checkpoint))
-    else:
-        path = latest_valid(run_dir)
-        if path is None:
-            raise CheckpointError(f"{run_dir} has no valid checkpoint to evaluate")
-    state, _ = load_checkpoint(path)
-    return state, path
+from interplay.experiment import Experiment, build_eval_runner, check_spaces, derived_seed, open_run
 
 
 def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episodes: int = 20,
@@ -33,12 +21,9 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
              console: Console | None = None) -> dict[str, Any]:
     """Score the run's policies over ``episodes`` episodes; writes and returns ``eval.json``."""
     run_dir = Path(run_dir)
-    if not (run_dir / "config.yaml").is_file():
-        raise ConfigError(f"{run_dir} is not a run folder: it has no config.yaml")
     if episodes < 1:
         raise ConfigError(f"--episodes must be at least 1, got {episodes}")
-    cfg = load([run_dir / "config.yaml"], ["log.console=false", *overrides])
-    state, path = _checkpoint_state(run_dir, checkpoint)
+    cfg, state, path = open_run(run_dir, ["log.console=false", *overrides], checkpoint)
     exp = Experiment(cfg, run_dir)
     try:
         check_spaces(state["spaces"], exp.specs, what="the run's own env")

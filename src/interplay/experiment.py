@@ -338,10 +338,9 @@ def train(cfg: Config, run_dir: str | Path | None = None, *,
         exp.close()
 
 
-def resume(run_dir: str | Path, overrides: list[str] = (), checkpoint: str | Path | None = None,
-           callbacks: list[Callbacks] = ()) -> Result:
-    """Continue a run from its newest valid checkpoint (or ``checkpoint``)."""
-    run_dir = Path(run_dir)
+def open_run(run_dir: Path, overrides: list[str], checkpoint: str | Path | None
+             ) -> tuple[Config, dict[str, Any], Path]:
+    """A run folder's config (with ``overrides``) and the state of its newest valid checkpoint."""
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{run_dir} is not a run folder: it has no config.yaml")
     cfg = load([run_dir / "config.yaml"], overrides)
@@ -350,9 +349,16 @@ def resume(run_dir: str | Path, overrides: list[str] = (), checkpoint: str | Pat
     else:
         path = latest_valid(run_dir)
         if path is None:
-            raise CheckpointError(f"{run_dir} has no valid checkpoint to resume from")
+            raise CheckpointError(f"{run_dir} has no valid checkpoint")
     state, _ = load_checkpoint(path)
-    exp = Experiment(cfg, run_dir, callbacks)
+    return cfg, state, path
+
+
+def resume(run_dir: str | Path, overrides: list[str] = (), checkpoint: str | Path | None = None,
+           callbacks: list[Callbacks] = ()) -> Result:
+    """Continue a run from its newest valid checkpoint (or ``checkpoint``)."""
+    cfg, state, _ = open_run(Path(run_dir), overrides, checkpoint)
+    exp = Experiment(cfg, Path(run_dir), callbacks)
     try:
         exp.load_state_dict(state)
         exp.counters["stopped_early"] = False

@@ -58,3 +58,15 @@ def test_one_policy_over_different_spaces_is_refused_naming_both():
     with pytest.raises(ConfigError, match=r"'x_0' has Box.*'x_1' has Box"):
         build_specs(agents, obs, act, {a: obs_view(s, a) for a, s in obs.items()},
                     {a: action_view(s, a) for a, s in act.items()}, {})
+
+
+def test_a_default_group_with_different_spaces_splits_per_agent():
+    agents = ["x_0", "x_1", "y_0"]
+    obs = {"x_0": spaces.Box(0, 1, (3,)), "x_1": spaces.Box(0, 1, (4,)), "y_0": spaces.Box(0, 1, (4,))}
+    act = {a: spaces.Discrete(2) for a in agents}
+    views = ({a: obs_view(s, a) for a, s in obs.items()}, {a: action_view(s, a) for a, s in act.items()})
+    with pytest.warns(UserWarning, match="each gets its own policy"):
+        specs = build_specs(agents, obs, act, *views, {})
+    assert {pid: s.agents for pid, s in specs.items()} == {"x_0": ("x_0",), "x_1": ("x_1",), "y": ("y_0",)}
+    with pytest.raises(ConfigError, match="different observation spaces"):
+        build_specs(agents, obs, act, *views, {"x": PolicyConfig()})

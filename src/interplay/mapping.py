@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -141,6 +142,18 @@ def build_specs(agents: list[str], obs_spaces: dict[str, spaces.Space],
                 mapping_fn: str | None = None, self_play: bool = False) -> dict[str, PolicySpec]:
     """Resolve the mapping and check that each policy's agents share their spaces."""
     owner = assign(agents, policies, mapping_fn, self_play)
+
+    def same(a: str, b: str) -> bool:
+        return same_space(obs_spaces[a], obs_spaces[b]) and same_space(act_spaces[a], act_spaces[b])
+
+    for pid in set(owner.values()):
+        members = [a for a in agents if owner[a] == pid]
+        chosen = pid in policies or self_play or mapping_fn is not None
+        if not chosen and not all(same(a, members[0]) for a in members):
+            # A default prefix group whose agents differ is no group: each gets its own policy.
+            warnings.warn(f"agents {members} share the prefix {pid!r} but not their spaces; "
+                          "each gets its own policy", stacklevel=2)
+            owner.update({a: a for a in members})
     specs: dict[str, PolicySpec] = {}
     for pid in dict.fromkeys(owner[a] for a in agents):
         members = tuple(a for a in agents if owner[a] == pid)

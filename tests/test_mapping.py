@@ -57,7 +57,7 @@ def test_one_policy_over_different_spaces_is_refused_naming_both():
     act = {a: spaces.Discrete(2) for a in agents}
     with pytest.raises(ConfigError, match=r"'x_0' has Box.*'x_1' has Box"):
         build_specs(agents, obs, act, {a: obs_view(s, a) for a, s in obs.items()},
-                    {a: action_view(s, a) for a, s in act.items()}, {})
+                    {a: action_view(s, a) for a, s in act.items()}, {"x": PolicyConfig(agents=["x_*"])})
 
 
 def test_a_default_group_with_different_spaces_splits_per_agent():

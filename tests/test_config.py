@@ -53,3 +53,25 @@ def test_scientific_notation_reads_as_numbers(tmp_path):
     (tmp_path / "c.yaml").write_text("train: {steps: 2e4}\n")
     cfg = load([tmp_path / "c.yaml"], ["train.seed=1e1"])
     assert cfg.train.steps == 20000 and cfg.train.seed == 10
+
+
+@pytest.mark.parametrize(("override", "needle"), [
+    ("env.num_env=2", "env.num_env: unknown key; did you mean env.num_envs?"),
+    ("policies.agent.stack=2", "policies.agent.stack: unknown key; did you mean policies.agent.stack_size?"),
+    ("checkpoint.evry=5", "checkpoint.evry: unknown key; did you mean checkpoint.every?"),
+    ("log.tensorbord=false", "log.tensorbord: unknown key; did you mean log.tensorboard?"),
+    ("train.test_frequncy=5", "train.test_frequncy: unknown key; did you mean train.test_frequency?"),
+])
+def test_a_typo_in_each_section_names_the_nearest_key(override, needle):
+    with pytest.raises(ConfigError) as info:
+        load([], [override])
+    assert needle in str(info.value)
+
+
+def test_algorithm_settings_are_checked_before_work(tmp_path, capsys):
+    from interplay.cli import main
+
+    code = main(["train", "-s", "algo.lrr=3", "--run-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "algo.lrr: unknown key" in err
+    assert not (tmp_path / "r").exists()

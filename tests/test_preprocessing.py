@@ -124,3 +124,9 @@ def test_heterogeneous_spaces_and_info_masks(tmp_path):
     row = read_metrics(tmp_path)[-1]
     assert result.env_steps == 200 and row["episodes"] == 16
     assert {"policy_return_mean/mover", "policy_return_mean/voter", "policy_return_mean/picker"} <= set(row)
+
+
+def test_nan_observation_stops_naming_agent_and_step(tmp_path):
+    cfg = load([], ["env.id=broken_envs:nan_obs_env", "train.steps=50", "log.console=false"])
+    with pytest.raises(NonFiniteError, match=r"observation of agent 'a_\d'.*env step 3"):
+        train(cfg, tmp_path)

@@ -271,6 +271,7 @@ class Runner:
             ended = ended_agents[:, g.cols_sel]
             if ended.any() and (g.book is not None or g.stack is not None):
                 final = g.read_final(step.final_obs)
+                self._check_finite(g, np.where(ended[..., None], final, 0.0), "final observation")
                 view = g.stack.push(ended, final) if g.stack is not None else final
                 if g.book is not None:
                     fmask = None if g.mask is None else g.read_final_mask(step.final_mask)
@@ -292,13 +293,7 @@ class Runner:
         for g in self.groups:
             acts = g.acts = step.acting[:, g.cols_sel]
             obs = g.read_obs(step.obs)
-            # Rows that do not act hold earlier finite values, so one sum screens them all.
-            if not np.isfinite(obs.sum(dtype=np.float64)):
-                e, j = np.argwhere(acts & ~np.isfinite(obs).all(axis=2))[0]
-                raise NonFiniteError(
-                    f"observation of agent {g.spec.agents[j]!r} (policy {g.spec.id!r}) in env "
-                    f"copy {e} holds NaN or inf at env step {self.env_steps}"
-                )
+            self._check_finite(g, obs, "observation")
             g.obs = g.stack.push(acts, obs) if g.stack is not None else obs
             g.mask = None if g.spec.action_view.mask_dim == 0 else g.read_mask(step.mask)
             if closed is not None and g.book is not None:
@@ -306,6 +301,16 @@ class Runner:
                 t = g.book.close(acts, g.obs, g.mask, zeros, zeros)
                 if t is not None:
                     closed[g.spec.id].append(t)
+
+    def _check_finite(self, g: _Group, obs: np.ndarray, what: str) -> None:
+        # One sum screens the whole batch; only a failure pays for finding the culprit.
+        if np.isfinite(obs.sum(dtype=np.float64)):
+            return
+        e, j = np.argwhere(~np.isfinite(obs).all(axis=2))[0]
+        raise NonFiniteError(
+            f"{what} of agent {g.spec.agents[j]!r} (policy {g.spec.id!r}) in env copy {e} "
+            f"holds NaN or inf at env step {self.env_steps}"
+        )
 
     def _episodes(self, step: VecStep, stepped: np.ndarray) -> None:
         tracker = self.tracker

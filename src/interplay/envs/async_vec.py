@@ -43,6 +43,10 @@ from interplay.spaces import ActionView, ObsView, action_view, obs_view
 START_TIMEOUT_S = 60.0  # a worker builds its copies first: imports, assets, servers
 CLOSE_GRACE_S = 1.0  # how long close() lets workers exit on their own before killing them
 _ALIGN = 64
+# The two messages of every step go unpickled; pickles start with b"\x80", so never collide.
+_STEP = b"s"
+_OK = b"k"
+_OK_REPLY = ("ok", [], None)
 
 
 class WorkerError(RuntimeError):
@@ -249,7 +253,11 @@ class AsyncVecEnv:
         if reply[0] == "error":
             self._raise_remote(reply)
         if reply[0] == "lost":
-            raise WorkerError(f"async env worker {w.index} {self._loss(w, reply[1])} while starting")
+            raise WorkerError(
+                f"async env worker {w.index} {self._loss(w, reply[1])} while starting (its own "
+                "error, if any, is printed above; a script that makes an AsyncVecEnv must keep "
+                "its top level under `if __name__ == \"__main__\":`, as workers import it)"
+            )
         if reply[0] != kind:
             raise WorkerError(f"async env worker {w.index} answered {reply[0]!r}, not {kind!r}")
 
@@ -277,9 +285,9 @@ class AsyncVecEnv:
         return self._view()
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
-        for a, out in self._actions.items():
-            out[...] = actions[a]
-        self._round(lambda w: ("step",), "step")
+        for a, chosen in actions.items():
+            self._actions[a][...] = chosen
+        self._round(lambda w: _STEP, "step")
         self._dropped += int(np.count_nonzero(self._buf.dropped))
         return self._view()
 
@@ -306,7 +314,7 @@ class AsyncVecEnv:
             view.raw_obs = view.infos = None
         return view
 
-    def _round(self, message: Callable[[_Worker], tuple], phase: str) -> None:
+    def _round(self, message: Callable[[_Worker], tuple | bytes], phase: str) -> None:
         """Send every worker its message and take in every answer, replacing lost workers."""
         if self._res.closed:
             raise RuntimeError(f"{phase}() on a closed AsyncVecEnv")
@@ -314,7 +322,7 @@ class AsyncVecEnv:
             workers = list(self._res.workers)
             for w in workers:
                 with contextlib.suppress(OSError):  # a dead worker shows up in _gather
-                    w.conn.send(message(w))
+                    _send(w.conn, message(w))
             replies = self._gather(workers, self.step_timeout_s)
             for w in workers:
                 reply = replies[w]
@@ -378,7 +386,7 @@ class AsyncVecEnv:
                 w = waiting.get(ready)
                 if w is None or w in out:
                     continue
-                out[w] = _receive(w)
+                out[w] = _receive(w, ready is w.conn)
                 del waiting[w.conn], waiting[w.process.sentinel]
         return out
 
@@ -399,10 +407,19 @@ class AsyncVecEnv:
         raise err
 
 
-def _receive(w: _Worker) -> tuple:
+def _send(conn: Connection, message: tuple | bytes) -> None:
+    if isinstance(message, bytes):
+        conn.send_bytes(message)
+    else:
+        conn.send(message)
+
+
+def _receive(w: _Worker, readable: bool) -> tuple:
+    """The worker's answer; ``readable`` says its pipe, not its death, woke us."""
     try:
-        if w.conn.poll():
-            return w.conn.recv()
+        if readable or w.conn.poll():
+            data = w.conn.recv_bytes()
+            return _OK_REPLY if data == _OK else cloudpickle.loads(data)
     except (EOFError, OSError):
         pass
     except Exception as err:
@@ -454,12 +471,17 @@ def _work(conn: Connection, rows: tuple[int, int], make_blob: bytes, max_steps: 
             copies.restart(buf)
         while True:
             failed, copies.failed = copies.failed, []
-            raw = [(buf.raw_obs[e], buf.infos[e]) for e in span] if raw_obs else None
-            conn.send(("ok", failed, raw))
-            message = conn.recv()
-            if message[0] == "step":
+            if failed or raw_obs:
+                conn.send(("ok", failed, [(buf.raw_obs[e], buf.infos[e]) for e in span]
+                           if raw_obs else None))
+            else:
+                conn.send_bytes(_OK)
+            data = conn.recv_bytes()
+            if data == _STEP:
                 copies.step(buf, actions)
-            elif message[0] == "reset":
+                continue
+            message = cloudpickle.loads(data)
+            if message[0] == "reset":
                 copies.reset(buf, message[1])
             else:
                 break

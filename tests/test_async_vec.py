@@ -15,13 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from faulty_envs import flaky_counter, hanging
+from helpers import read_metrics
 
-from interplay.config import validate
+from interplay.config import load, validate
 from interplay.envs.async_vec import AsyncVecEnv, WorkerError
 from interplay.envs.copies import EnvCrashError
 from interplay.envs.registry import env_factory
 from interplay.envs.vector import SyncVecEnv, VecStep
-from interplay.trainer import make_vec_env
+from interplay.trainer import make_vec_env, train
 
 TESTS = Path(__file__).parent
 SRC = TESTS.parent / "src"
@@ -350,3 +351,22 @@ def test_config_picks_the_async_env():
         assert len(env.worker_pids()) == 1 and not env.raw_obs
     finally:
         env.close()
+
+
+def always_one(obs, agent):
+    return 1
+
+
+def test_training_on_async_copies_reports_what_sync_reports(tmp_path):
+    overrides = [
+        "env.id=interplay.envs.toy:shifting_crowd", "train.steps=100", "log.every=20",
+        "log.console=false", "env.num_envs=3", "policies.a.type=scripted",
+        f"policies.a.fn={__name__}:always_one",
+    ]
+    rows = {}
+    for kind in ("sync", "async"):
+        train(load([], [*overrides, f"env.vectorization={kind}", "env.num_workers=2"]),
+              tmp_path / kind)
+        rows[kind] = [{k: v for k, v in r.items() if not k.endswith("_s")}  # timings differ
+                      for r in read_metrics(tmp_path / kind)]
+    assert rows["async"] == rows["sync"] and any(r["episodes_in_report"] for r in rows["sync"])

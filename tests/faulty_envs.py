@@ -90,3 +90,10 @@ def flaky_counter(**kwargs) -> FlakyCounter:
 
 def hanging(**kwargs) -> Hanging:
     return Hanging(**kwargs)
+
+
+def no_agents() -> FlakyCounter:
+    """Breaks the PettingZoo contract: lists no possible agents."""
+    env = FlakyCounter(p=0.0)
+    env.possible_agents = []
+    return env

@@ -496,13 +496,17 @@ def _work(conn: Connection, rows: tuple[int, int], make_blob: bytes, max_steps: 
 
 
 def _send_error(conn: Connection, err: BaseException) -> None:
+    """Hand the worker's error to the main process, as itself where it can be pickled."""
     text = "".join(traceback.format_exception(err))
+    plain = WorkerError(f"an env copy in an async worker raised {type(err).__name__}: {err}")
+    if not isinstance(err, Exception):  # SystemExit from an env must not end the main process
+        err = plain
     if isinstance(err, EnvCrashError):
         try:
             cloudpickle.dumps(err.original)
         except Exception:
             err.original = None
-    for sent in (err, WorkerError(f"{type(err).__name__}: {err}")):
+    for sent in (err, plain):
         try:
             conn.send(("error", sent, text))
             return

@@ -394,7 +394,8 @@ class AsyncVecEnv:
         """Kill what is left of ``w`` and say what happened to it."""
         _kill(w)
         if hung_after is not None:
-            return f"did not answer within {hung_after:g} s (env.step_timeout_s)"
+            limit = " (env.step_timeout_s)" if hung_after == self.step_timeout_s else ""
+            return f"did not answer within {hung_after:g} s{limit}"
         code = w.process.exitcode
         if code is not None and code < 0:
             return f"was killed by signal {signal.Signals(-code).name}"

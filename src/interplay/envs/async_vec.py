@@ -471,7 +471,7 @@ def _work(conn: Connection, rows: tuple[int, int], make_blob: bytes, max_steps: 
         if fresh:
             copies.restart(buf)
         while True:
-            failed, copies.failed = copies.failed, []
+            failed = copies.take_failed()
             if failed or raw_obs:
                 conn.send(("ok", failed, [(buf.raw_obs[e], buf.infos[e]) for e in span]
                            if raw_obs else None))

@@ -64,7 +64,7 @@ class EnvCopies:
         self.max_failures = max_failures
         self.copies: list[AECAdapter | ParallelAdapter] = [adapt(make(), max_steps) for _ in rows]
         self.failures = 0  # every time a copy raised
-        self.failed: list[int] = []  # rows that raised, in order; the owner drains it
+        self.failed: list[int] = []  # rows that raised, in order, until take_failed()
         n = len(rows)
         self._entropy = list(entropy) if entropy is not None else [None] * n
         self._rebuilds = list(rebuilds) if rebuilds is not None else [0] * n
@@ -109,6 +109,11 @@ class EnvCopies:
             self._rebuilds[i] += 1
             buf.write_acting(e, self._reset(i, self._derived_seed(i)))
             buf.dropped[e] = True
+
+    def take_failed(self) -> list[int]:
+        """The rows that raised since the last call, once per failure."""
+        failed, self.failed = self.failed, []
+        return failed
 
     def close(self) -> None:
         for copy in self.copies:

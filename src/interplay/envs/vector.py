@@ -197,10 +197,12 @@ class SyncVecEnv:
 
     def reset(self, seed: int | None) -> VecStep:
         self._copies.reset(self._buf, copy_seeds(seed, self.num_envs))
+        self._copies.take_failed()
         return self._buf.view()
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
         self._copies.step(self._buf, actions)
+        self._copies.take_failed()  # counted in _copies.failures; only workers report rows
         self._dropped += int(np.count_nonzero(self._buf.dropped))
         return self._buf.view()
 

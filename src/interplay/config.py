@@ -36,8 +36,16 @@ class EnvConfig(Section):
     """Which PettingZoo API to build a module path with; auto prefers ``parallel_env``."""
     num_envs: int = Field(1, ge=1)
     """Env copies stepped together; each policy acts once per step for all of them."""
-    vectorization: Literal["sync"] = "sync"
-    """How PettingZoo copies are stepped: ``sync`` (in this process)."""
+    vectorization: Literal["sync", "async"] = "sync"
+    """How PettingZoo copies are stepped: ``sync`` (in this process) or ``async`` (in workers)."""
+    num_workers: int | None = Field(None, ge=1)
+    """Worker processes for ``async``; none means one per CPU core, at most one per copy."""
+    step_timeout_s: float = Field(60.0, gt=0)
+    """Seconds an ``async`` worker may take over a step or reset before it is deemed hung."""
+    max_failures: int = Field(3, ge=1)
+    """Times in a row one env copy may raise (rebuilt, episode dropped) before the run stops."""
+    max_restarts: int = Field(10, ge=0)
+    """Dead or hung ``async`` workers that may be replaced in a run; 0 stops at the first."""
     eval_id: Any = None
     """The env test phases run on (same spaces); none = the training env."""
 

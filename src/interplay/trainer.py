@@ -15,6 +15,7 @@ from interplay.algos import algorithm_class
 from interplay.algos.base import Algorithm, rng_for
 from interplay.callbacks import CallbackList, Callbacks
 from interplay.config import Config, ConfigError, validate_section
+from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.registry import env_factory, native_env_class
 from interplay.envs.vector import SyncVecEnv, VecEnv
 from interplay.mapping import PolicySpec, build_specs, load_callable
@@ -44,7 +45,14 @@ def make_vec_env(cfg: Config, num_envs: int | None = None,
         env = native(num_envs=n, max_steps=cfg.train.max_steps_per_episode, **cfg.env.kwargs)
         return env, None
     make = env_factory(env_id, cfg.env.kwargs, cfg.env.api)
-    vec = SyncVecEnv(make, n, cfg.train.max_steps_per_episode)
+    if cfg.env.vectorization == "async":
+        scripted = any(p.type == "scripted" for p in cfg.policies.values())
+        return AsyncVecEnv(
+            make, n, cfg.train.max_steps_per_episode, num_workers=cfg.env.num_workers,
+            step_timeout_s=cfg.env.step_timeout_s, max_restarts=cfg.env.max_restarts,
+            max_failures=cfg.env.max_failures, raw_obs=scripted,
+        ), None
+    vec = SyncVecEnv(make, n, cfg.train.max_steps_per_episode, cfg.env.max_failures)
     return vec, [c.env for c in vec.copies]
 
 

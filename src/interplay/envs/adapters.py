@@ -34,6 +34,10 @@ def is_aec(env: Any) -> bool:
     return isinstance(env, AECEnv) or (hasattr(env, "last") and hasattr(env, "agent_iter"))
 
 
+def adapt(env: Any, max_steps: int | None) -> AECAdapter | ParallelAdapter:
+    return AECAdapter(env, max_steps) if is_aec(env) else ParallelAdapter(env, max_steps)
+
+
 class _Adapter:
     def __init__(self, env: Any, max_steps: int | None):
         self.env = env

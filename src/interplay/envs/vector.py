@@ -5,6 +5,8 @@ Every vector env, whether it wraps PettingZoo copies or is natively batched, ret
 ``possible_agents``); copies are rows. Copies reset themselves when their episode ends: the
 step that ends it carries the final observations in ``final_obs`` and the flags in
 ``terminated``/``truncated``, while ``obs``/``acting`` already belong to the next episode.
+A copy whose env raised is rebuilt and its partial episode abandoned: that step marks it in
+``dropped`` (not ``episode_end``) and carries nothing more from the abandoned episode.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Any, Protocol
 import numpy as np
 from gymnasium import spaces
 
-from interplay.envs.adapters import AECAdapter, CopyStep, ParallelAdapter, is_aec
+from interplay.envs.adapters import CopyStep
+from interplay.envs.adapters import adapt as adapt
+from interplay.envs.copies import EnvCopies
 from interplay.spaces import MASK_KEY, ActionView, ObsView, action_view, obs_view
 
 
@@ -33,6 +37,7 @@ class VecStep:
     episode_end: np.ndarray  # [E] bool: that copy's episode ended and it was reset
     raw_obs: list[dict[str, Any]] | None = None  # per copy, the env's own observations
     infos: list[dict[str, dict]] | None = None
+    dropped: np.ndarray | None = None  # [E] bool: episode abandoned (env raised); obs are a new one
 
 
 class VecEnv(Protocol):
@@ -50,10 +55,6 @@ class VecEnv(Protocol):
     def close(self) -> None: ...
 
 
-def adapt(env: Any, max_steps: int | None) -> AECAdapter | ParallelAdapter:
-    return AECAdapter(env, max_steps) if is_aec(env) else ParallelAdapter(env, max_steps)
-
-
 def copy_seeds(seed: int | None, n: int) -> list[int | None]:
     """Independent, reproducible seeds for ``n`` copies derived from one seed."""
     if seed is None:
@@ -61,11 +62,18 @@ def copy_seeds(seed: int | None, n: int) -> list[int | None]:
     return [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(n)]
 
 
+Alloc = Callable[[tuple[int, ...], Any, Any], np.ndarray]  # np.full's (shape, fill, dtype)
+
+
 class StepBuffers:
-    """Preallocated arrays that copies write their steps into."""
+    """Preallocated arrays that copies write their steps into.
+
+    ``alloc`` makes each array (``np.full`` by default); the async vector env passes one that
+    carves the arrays out of shared memory, in the same order in every process.
+    """
 
     def __init__(self, agents: list[str], obs_views: dict[str, ObsView],
-                 action_views: dict[str, ActionView], num_envs: int):
+                 action_views: dict[str, ActionView], num_envs: int, alloc: Alloc = np.full):
         E, A = num_envs, len(agents)
         self.agents = agents
         self.col = {a: i for i, a in enumerate(agents)}
@@ -73,23 +81,25 @@ class StepBuffers:
         self.action_views = action_views
         dims = {a: obs_views[a].dim for a in agents}
         mask_dims = {a: action_views[a].mask_dim for a in agents}
-        self.obs = agent_blocks(dims, E, np.float32)
-        self.final_obs = agent_blocks(dims, E, np.float32)
-        self.mask = agent_blocks(mask_dims, E, bool, fill=True)
-        self.final_mask = agent_blocks(mask_dims, E, bool, fill=True)
-        self.acting = np.zeros((E, A), bool)
-        self.reward = np.zeros((E, A), np.float64)
-        self.terminated = np.zeros((E, A), bool)
-        self.truncated = np.zeros((E, A), bool)
-        self.episode_end = np.zeros(E, bool)
+        self.obs = agent_blocks(dims, E, np.float32, alloc=alloc)
+        self.final_obs = agent_blocks(dims, E, np.float32, alloc=alloc)
+        self.mask = agent_blocks(mask_dims, E, bool, fill=True, alloc=alloc)
+        self.final_mask = agent_blocks(mask_dims, E, bool, fill=True, alloc=alloc)
+        self.acting = alloc((E, A), False, bool)
+        self.reward = alloc((E, A), 0.0, np.float64)
+        self.terminated = alloc((E, A), False, bool)
+        self.truncated = alloc((E, A), False, bool)
+        self.episode_end = alloc((E,), False, bool)
+        self.dropped = alloc((E,), False, bool)
         self.raw_obs: list[dict[str, Any]] = [{} for _ in range(E)]
         self.infos: list[dict[str, dict]] = [{} for _ in range(E)]
 
-    def clear_step(self) -> None:
-        self.reward[:] = 0.0
-        self.terminated[:] = False
-        self.truncated[:] = False
-        self.episode_end[:] = False
+    def clear_step(self, rows: slice = slice(None)) -> None:
+        self.reward[rows] = 0.0
+        self.terminated[rows] = False
+        self.truncated[rows] = False
+        self.episode_end[rows] = False
+        self.dropped[rows] = False
 
     def write_acting(self, e: int, cs: CopyStep) -> None:
         self.acting[e] = False
@@ -136,12 +146,12 @@ class StepBuffers:
             obs=self.obs, mask=self.mask, acting=self.acting, reward=self.reward,
             terminated=self.terminated, truncated=self.truncated, final_obs=self.final_obs,
             final_mask=self.final_mask, episode_end=self.episode_end, raw_obs=self.raw_obs,
-            infos=self.infos,
+            infos=self.infos, dropped=self.dropped,
         )
 
 
 def agent_blocks(dims: dict[str, int], num_envs: int, dtype: type,
-                 fill: bool = False) -> dict[str, Any]:
+                 fill: bool = False, alloc: Alloc = np.full) -> dict[str, Any]:
     """Per-agent ``[E, dim]`` arrays that are views into one ``[E, n, dim]`` block per width.
 
     Agents of equal width sit side by side in agent order, so a policy over several of them
@@ -153,7 +163,7 @@ def agent_blocks(dims: dict[str, int], num_envs: int, dtype: type,
         if dim == 0:
             out.update(dict.fromkeys(members))
             continue
-        block = np.full((num_envs, len(members), dim), fill, dtype)
+        block = alloc((num_envs, len(members), dim), fill, dtype)
         out.update({a: block[:, j] for j, a in enumerate(members)})
     return {a: out[a] for a in dims}
 
@@ -169,40 +179,39 @@ def describe_spaces(first: Any) -> tuple[list[str], dict[str, ObsView], dict[str
 
 
 class SyncVecEnv:
-    """``num_envs`` PettingZoo copies stepped one after another in this process."""
+    """``num_envs`` PettingZoo copies stepped one after another in this process.
+
+    A copy whose env raises in ``step``/``reset`` is rebuilt (see :class:`EnvCopies`);
+    ``max_failures`` failures of one copy in a row stop the run with the env's error.
+    """
 
     def __init__(self, make: Callable[[], Any], num_envs: int = 1,
-                 max_steps: int | None = None):
+                 max_steps: int | None = None, max_failures: int = 3):
         if num_envs < 1:
             raise ValueError(f"env.num_envs must be at least 1, got {num_envs}")
-        self.copies = [adapt(make(), max_steps) for _ in range(num_envs)]
+        self._copies = EnvCopies(make, range(num_envs), max_steps, max_failures)
+        self.copies = self._copies.copies
         self.num_envs = num_envs
         (self.agents, self.obs_views, self.action_views, self.observation_spaces,
          self.action_spaces) = describe_spaces(self.copies[0])
         self._buf = StepBuffers(self.agents, self.obs_views, self.action_views, num_envs)
+        self._dropped = 0
 
     def reset(self, seed: int | None) -> VecStep:
-        buf = self._buf
-        buf.clear_step()
-        for e, (copy, s) in enumerate(zip(self.copies, copy_seeds(seed, self.num_envs), strict=True)):
-            buf.write_acting(e, copy.reset(seed=s))
-        return buf.view()
+        self._copies.reset(self._buf, copy_seeds(seed, self.num_envs))
+        self._copies.take_failed()
+        return self._buf.view()
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
-        buf = self._buf
-        buf.clear_step()
-        views = self.action_views
-        for e, copy in enumerate(self.copies):
-            movers = buf.raw_obs[e]
-            if not movers:
-                continue
-            cs = copy.step({a: views[a].to_env(actions[a][e]) for a in movers})
-            buf.write_outcome(e, cs)
-            if cs.over:
-                buf.episode_end[e] = True
-                cs = copy.reset(seed=None)
-            buf.write_acting(e, cs)
-        return buf.view()
+        self._copies.step(self._buf, actions)
+        self._copies.take_failed()  # counted in _copies.failures; only workers report rows
+        self._dropped += int(np.count_nonzero(self._buf.dropped))
+        return self._buf.view()
+
+    def stats(self) -> dict[str, int]:
+        """Faults so far: env copies that raised, episodes abandoned, workers replaced."""
+        return {"env_failures": self._copies.failures, "episodes_dropped": self._dropped,
+                "worker_restarts": 0}
 
     def current_step(self) -> VecStep:
         """The step the copies are at now (what the last reset/step returned)."""
@@ -215,5 +224,4 @@ class SyncVecEnv:
         return self.copies[e].render()
 
     def close(self) -> None:
-        for copy in self.copies:
-            copy.close()
+        self._copies.close()

@@ -1,0 +1,155 @@
+"""Env copies that write their steps into buffers, reset themselves, and outlive envs that raise.
+
+:class:`EnvCopies` drives copies ``rows`` of a vector env: all of them in-process for
+``SyncVecEnv``, a slice of them inside each worker of ``AsyncVecEnv``. When a copy's env raises
+in ``step`` or ``reset``, the copy is rebuilt from ``make`` and reset with a fresh seed derived
+from its reset seed and how often it has been rebuilt, so the failed episode is not replayed.
+A step that fails abandons the episode: the copy's row carries no rewards or flags from it, is
+marked ``dropped``, and already holds the new episode's observations. ``max_failures`` failures
+of one copy in a row (no successful step between them) raise :class:`EnvCrashError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from interplay.envs.adapters import AECAdapter, CopyStep, EnvContractError, ParallelAdapter, adapt
+
+if TYPE_CHECKING:
+    from interplay.envs.vector import StepBuffers
+
+
+class EnvCrashError(RuntimeError):
+    """An env copy raised ``max_failures`` times in a row; carries the env's last error."""
+
+    def __init__(self, copy: int, phase: str, env_step: int, failures: int,
+                 original: BaseException | None, traceback_text: str):
+        self.copy = copy
+        self.phase = phase
+        self.env_step = env_step
+        self.failures = failures
+        self.original = original
+        self.traceback_text = traceback_text
+        super().__init__(
+            f"env copy {copy} raised in {phase} (at its step {env_step}) {failures} time(s) in a "
+            f"row, the limit set by env.max_failures; giving up. The env's error:\n"
+            f"{traceback_text.rstrip()}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.copy, self.phase, self.env_step, self.failures, self.original,
+                             self.traceback_text))
+
+
+class EnvCopies:
+    """Copies ``rows`` of a vector env, stepped one after another into a :class:`StepBuffers`.
+
+    ``entropy`` (each copy's last reset seed) and ``rebuilds`` (how often each was rebuilt)
+    carry the seed derivation over to a replacement when the copies move to a new process.
+    """
+
+    def __init__(self, make: Callable[[], Any], rows: range, max_steps: int | None,
+                 max_failures: int = 3, entropy: list[int | None] | None = None,
+                 rebuilds: list[int] | None = None):
+        if max_failures < 1:
+            raise ValueError(f"env.max_failures must be at least 1, got {max_failures}")
+        self.make = make
+        self.rows = rows
+        self.max_steps = max_steps
+        self.max_failures = max_failures
+        self.copies: list[AECAdapter | ParallelAdapter] = [adapt(make(), max_steps) for _ in rows]
+        self.failures = 0  # every time a copy raised
+        self.failed: list[int] = []  # rows that raised, in order, until take_failed()
+        n = len(rows)
+        self._entropy = list(entropy) if entropy is not None else [None] * n
+        self._rebuilds = list(rebuilds) if rebuilds is not None else [0] * n
+        self._streak = [0] * n
+        self._slice = slice(rows.start, rows.stop)
+
+    def reset(self, buf: StepBuffers, seeds: list[int | None]) -> None:
+        """Reset every copy, copy ``rows[i]`` with ``seeds[i]``."""
+        buf.clear_step(self._slice)
+        for i, (e, seed) in enumerate(zip(self.rows, seeds, strict=True)):
+            self._entropy[i] = seed
+            buf.write_acting(e, self._reset(i, seed))
+
+    def step(self, buf: StepBuffers, actions: dict[str, np.ndarray]) -> None:
+        """Step every copy that has agents to move; copies whose episode ended reset."""
+        buf.clear_step(self._slice)
+        views = buf.action_views
+        for i, e in enumerate(self.rows):
+            movers = buf.raw_obs[e]
+            if not movers:
+                continue
+            moves = {a: views[a].to_env(actions[a][e]) for a in movers}
+            try:
+                cs = self.copies[i].step(moves)
+            except EnvContractError:
+                raise
+            except Exception as err:
+                buf.dropped[e] = True
+                buf.write_acting(e, self._rebuild(i, "step()", err))
+                continue
+            self._streak[i] = 0
+            buf.write_outcome(e, cs)
+            if cs.over:
+                buf.episode_end[e] = True
+                cs = self._reset(i, None)
+            buf.write_acting(e, cs)
+
+    def restart(self, buf: StepBuffers) -> None:
+        """Start every copy afresh with a new derived seed, dropping the episodes under way."""
+        buf.clear_step(self._slice)
+        for i, e in enumerate(self.rows):
+            self._rebuilds[i] += 1
+            buf.write_acting(e, self._reset(i, self._derived_seed(i)))
+            buf.dropped[e] = True
+
+    def take_failed(self) -> list[int]:
+        """The rows that raised since the last call, once per failure."""
+        failed, self.failed = self.failed, []
+        return failed
+
+    def close(self) -> None:
+        for copy in self.copies:
+            copy.close()
+
+    def _reset(self, i: int, seed: int | None) -> CopyStep:
+        try:
+            return self.copies[i].reset(seed=seed)
+        except EnvContractError:
+            raise
+        except Exception as err:
+            return self._rebuild(i, "reset()", err)
+
+    def _rebuild(self, i: int, phase: str, err: Exception) -> CopyStep:
+        """Replace copy ``i`` with a fresh env, reset with a new seed; retry up to the limit."""
+        while True:
+            self.failures += 1
+            self._streak[i] += 1
+            self.failed.append(self.rows[i])
+            if self._streak[i] >= self.max_failures:
+                text = "".join(traceback.format_exception(err))
+                raise EnvCrashError(self.rows[i], phase, self.copies[i].t, self._streak[i], err,
+                                    text) from err
+            with contextlib.suppress(Exception):  # a broken env may not close; it goes anyway
+                self.copies[i].close()
+            self._rebuilds[i] += 1
+            try:
+                self.copies[i] = adapt(self.make(), self.max_steps)
+                return self.copies[i].reset(seed=self._derived_seed(i))
+            except EnvContractError:
+                raise
+            except Exception as again:
+                err, phase = again, "reset() of a rebuilt copy"
+
+    def _derived_seed(self, i: int) -> int:
+        """A seed that depends on the copy's reset seed and its rebuild count, never equal to it."""
+        entropy = self._entropy[i]
+        seq = np.random.SeedSequence(entropy, spawn_key=(self._rebuilds[i],))
+        return int(seq.generate_state(1)[0])

@@ -1,0 +1,382 @@
+"""The async vector env: same steps as the sync one, and it survives envs and workers that fail."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from faulty_envs import flaky_counter, hanging, no_agents
+from helpers import read_metrics
+
+from interplay.config import load, validate
+from interplay.envs.adapters import EnvContractError
+from interplay.envs.async_vec import AsyncVecEnv, WorkerError
+from interplay.envs.copies import EnvCrashError
+from interplay.envs.registry import env_factory
+from interplay.envs.vector import SyncVecEnv, VecStep
+from interplay.trainer import make_vec_env, train
+
+TESTS = Path(__file__).parent
+SRC = TESTS.parent / "src"
+
+
+@pytest.fixture(autouse=True)
+def deadline():
+    """No test here may hang the suite: each gets 60 s, then fails."""
+    def expire(signum, frame):
+        raise TimeoutError("test took longer than 60 s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def random_actions(env, step: VecStep, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Legal random actions for every agent in every copy."""
+    out = {}
+    for a, view in env.action_views.items():
+        mask = step.mask[a]
+        if mask is None:
+            out[a] = rng.integers(0, view.space.n, size=env.num_envs)
+        else:
+            out[a] = np.array([rng.choice(np.flatnonzero(row)) if row.any() else 0 for row in mask])
+    return out
+
+
+def assert_same(got: VecStep, want: VecStep, where: str) -> None:
+    for name in ("acting", "reward", "terminated", "truncated", "episode_end", "dropped"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=f"{where}: {name}")
+    for name in ("obs", "final_obs", "mask", "final_mask"):
+        for a, arr in getattr(want, name).items():
+            other = getattr(got, name)[a]
+            if arr is None:
+                assert other is None, f"{where}: {name}[{a}]"
+            else:
+                np.testing.assert_array_equal(other, arr, err_msg=f"{where}: {name}[{a}]")
+    if got.raw_obs is not None:
+        for e, (g, w) in enumerate(zip(got.raw_obs, want.raw_obs, strict=True)):
+            assert g.keys() == w.keys(), f"{where}: raw_obs[{e}]"
+            for a in w:
+                _same_tree(g[a], w[a], f"{where}: raw_obs[{e}][{a}]")
+
+
+def _same_tree(got, want, where: str) -> None:
+    if isinstance(want, dict):
+        assert got.keys() == want.keys(), where
+        for k in want:
+            _same_tree(got[k], want[k], f"{where}[{k}]")
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=where)
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def assert_gone(pids: list[int], shm_name: str, within: float = 5.0) -> None:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if not any(alive(p) for p in pids) and not Path(f"/dev/shm/{shm_name}").exists():
+            return
+        time.sleep(0.05)
+    left = [p for p in pids if alive(p)]
+    raise AssertionError(f"left behind: workers {left}, segment exists: "
+                         f"{Path(f'/dev/shm/{shm_name}').exists()}")
+
+
+@pytest.mark.parametrize("env_id,max_steps", [
+    ("mpe2.simple_spread_v3", 25),
+    ("pettingzoo.classic.connect_four_v3", None),
+    ("interplay.envs.toy:shifting_crowd", None),
+])
+def test_async_returns_exactly_what_sync_returns(env_id, max_steps):
+    make = env_factory(env_id)
+    sync = SyncVecEnv(make, 3, max_steps)
+    with AsyncVecEnv(make, 3, max_steps, num_workers=2, raw_obs=True, step_timeout_s=20) as env:
+        assert env.agents == sync.agents
+        want, got = sync.reset(7), env.reset(7)
+        assert_same(got, want, "reset")
+        rng = np.random.default_rng(0)
+        arrays = {name: getattr(got, name) for name in ("acting", "reward", "episode_end")}
+        ends = 0
+        for t in range(60):
+            actions = random_actions(sync, want, rng)
+            want, got = sync.step(actions), env.step(actions)
+            assert_same(got, want, f"step {t}")
+            ends += int(want.episode_end.sum())
+            assert all(getattr(got, name) is arr for name, arr in arrays.items())
+        assert ends > 0
+        assert env.stats() == {"env_failures": 0, "episodes_dropped": 0, "worker_restarts": 0}
+    sync.close()
+
+
+def test_without_raw_obs_none_crosses_the_pipe():
+    with AsyncVecEnv(env_factory("interplay.envs.toy:shifting_crowd"), 2, num_workers=1) as env:
+        step = env.reset(0)
+        assert step.raw_obs is None and step.infos is None
+        assert step.acting.any()
+
+
+def run_and_check_returns(env, steps: int, seed: int) -> tuple[int, int]:
+    """Step ``env`` randomly; every finished episode's returns must be the plain loop's."""
+    step = env.reset(seed)
+    rng = np.random.default_rng(seed)
+    taken: list[list[dict]] = [[] for _ in range(env.num_envs)]
+    got = [defaultdict(float) for _ in range(env.num_envs)]
+    finished = dropped = 0
+    for _ in range(steps):
+        actions = random_actions(env, step, rng)
+        for e in range(env.num_envs):
+            taken[e].append({a: int(actions[a][e]) for a in env.agents})
+        step = env.step(actions)
+        for e in range(env.num_envs):
+            if step.dropped[e]:
+                assert not step.reward[e].any() and not step.episode_end[e]
+                assert not (step.terminated[e] | step.truncated[e]).any()
+                taken[e], got[e] = [], defaultdict(float)
+                dropped += 1
+                continue
+            for j, a in enumerate(env.agents):
+                got[e][a] += step.reward[e, j]
+            if step.episode_end[e]:
+                assert dict(got[e]) == plain_loop_returns(taken[e])
+                taken[e], got[e] = [], defaultdict(float)
+                finished += 1
+    return finished, dropped
+
+
+def plain_loop_returns(actions: list[dict]) -> dict[str, float]:
+    env = flaky_counter(p=0.0)
+    env.reset(seed=0)
+    total: dict[str, float] = defaultdict(float)
+    for move in actions:
+        _, rewards, *_ = env.step({a: move[a] for a in env.agents})
+        for a, r in rewards.items():
+            total[a] += r
+    assert not env.agents, "the episode did not end where the vector env said it did"
+    return dict(total)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_flaky_env_is_rebuilt_and_finished_returns_are_exact(kind):
+    make = lambda: flaky_counter(p=0.08, reset_p=0.1)  # noqa: E731
+    env = (SyncVecEnv(make, 4, max_failures=5) if kind == "sync" else
+           AsyncVecEnv(make, 4, num_workers=2, max_failures=5, step_timeout_s=20))
+    try:
+        finished, dropped = run_and_check_returns(env, 150, seed=3)
+        stats = env.stats()
+    finally:
+        env.close()
+    assert finished > 20 and dropped > 5
+    assert stats["episodes_dropped"] == dropped
+    assert stats["env_failures"] >= dropped  # resets fail too, without dropping anything
+    assert stats["worker_restarts"] == 0
+
+
+def test_faults_replay_identically_in_sync_and_async():
+    make = lambda: flaky_counter(p=0.1, reset_p=0.1)  # noqa: E731
+    sync = SyncVecEnv(make, 3, max_failures=5)
+    with AsyncVecEnv(make, 3, num_workers=2, max_failures=5, step_timeout_s=20) as env:
+        want, got = sync.reset(11), env.reset(11)
+        rng = np.random.default_rng(1)
+        for t in range(80):
+            actions = random_actions(sync, want, rng)
+            want, got = sync.step(actions), env.step(actions)
+            assert_same(got, want, f"step {t}")
+        assert env.stats() == sync.stats() and sync.stats()["env_failures"] > 0
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_copy_that_keeps_failing_stops_with_the_env_error(kind):
+    make = lambda: flaky_counter(p=1.0)  # noqa: E731
+    env = (SyncVecEnv(make, 2, max_failures=3) if kind == "sync" else
+           AsyncVecEnv(make, 2, num_workers=2, max_failures=3, step_timeout_s=20))
+    try:
+        env.reset(0)
+        actions = {a: np.zeros(2, np.int64) for a in env.agents}
+        for _ in range(2):  # each failure drops the episode; the rebuilt copy fails again
+            assert env.step(actions).dropped.all()
+        with pytest.raises(EnvCrashError, match="env copy 0 raised in step") as info:
+            env.step(actions)
+    finally:
+        env.close()
+    err = info.value
+    assert isinstance(err.original, RuntimeError) and "flaky step at t=0" in str(err.original)
+    assert "Traceback" in err.traceback_text and "flaky step at t=0" in err.traceback_text
+    assert err.failures == 3
+
+
+def test_an_env_error_in_a_worker_arrives_as_itself():
+    ours = set(Path("/dev/shm").glob(f"interplay_{os.getpid()}_*"))
+    with pytest.raises(EnvContractError, match="possible_agents") as info:
+        AsyncVecEnv(no_agents, 2, num_workers=2)
+    assert "Traceback" in str(info.value.__cause__)  # where it happened, in the worker
+    assert mp.active_children() == []
+    assert set(Path("/dev/shm").glob(f"interplay_{os.getpid()}_*")) <= ours
+
+
+def test_killed_worker_is_replaced_and_its_episodes_dropped():
+    make = lambda: flaky_counter(p=0.0)  # noqa: E731
+    with AsyncVecEnv(make, 4, num_workers=2, step_timeout_s=20) as env:
+        step = env.reset(0)
+        rng = np.random.default_rng(0)
+        for _ in range(3):
+            step = env.step(random_actions(env, step, rng))
+        before = env.worker_pids()
+        os.kill(before[1], signal.SIGKILL)
+        step = env.step(random_actions(env, step, rng))
+        np.testing.assert_array_equal(step.dropped, [False, False, True, True])
+        assert not step.reward[2:].any() and step.acting[2:].all()
+        np.testing.assert_array_equal(step.obs["a_0"][2:], [[0, 0], [0, 0]])
+        assert env.worker_pids()[0] == before[0] and env.worker_pids()[1] != before[1]
+        assert env.stats() == {"env_failures": 0, "episodes_dropped": 2, "worker_restarts": 1}
+        finished, dropped = run_and_check_returns(env, 20, seed=5)
+        assert finished > 0 and dropped == 0
+
+
+def test_killed_worker_with_restarts_off_is_a_clear_error():
+    with AsyncVecEnv(lambda: flaky_counter(p=0.0), 4, num_workers=2, max_restarts=0) as env:
+        step = env.reset(0)
+        pids = env.worker_pids()
+        os.kill(pids[1], signal.SIGKILL)
+        start = time.monotonic()
+        with pytest.raises(WorkerError, match=r"worker 1 .*killed by signal SIGKILL.*max_restarts=0"):
+            env.step(random_actions(env, step, np.random.default_rng(0)))
+        assert time.monotonic() - start < 5
+        assert_gone(pids, env.shm_name, within=2)  # the env closed itself
+
+
+def test_hung_worker_is_killed_and_replaced_after_the_timeout(tmp_path):
+    trigger = tmp_path / "hang"
+    make = lambda: hanging(trigger=str(trigger))  # noqa: E731
+    with AsyncVecEnv(make, 2, num_workers=2, step_timeout_s=1.0) as env:
+        step = env.reset(0)
+        pids = env.worker_pids()
+        rng = np.random.default_rng(0)
+        step = env.step(random_actions(env, step, rng))
+        trigger.touch()
+        start = time.monotonic()
+        step = env.step(random_actions(env, step, rng))
+        took = time.monotonic() - start
+        assert 1.0 <= took < 6.0  # the timeout, then a replacement starts
+        assert step.dropped.sum() == 1 and env.stats()["worker_restarts"] == 1
+        assert not trigger.exists()
+        hung = pids[int(np.flatnonzero(step.dropped)[0])]
+        assert not alive(hung)
+        env.step(random_actions(env, step, rng))
+
+
+def test_hung_worker_with_restarts_off_names_the_timeout(tmp_path):
+    trigger = tmp_path / "hang"
+    make = lambda: hanging(trigger=str(trigger))  # noqa: E731
+    with AsyncVecEnv(make, 1, step_timeout_s=0.5, max_restarts=0) as env:
+        step = env.reset(0)
+        trigger.touch()
+        with pytest.raises(WorkerError, match=r"worker 0 .*did not answer within 0.5 s"):
+            env.step(random_actions(env, step, np.random.default_rng(0)))
+
+
+def test_close_leaves_nothing_behind_and_can_be_repeated():
+    env = AsyncVecEnv(lambda: flaky_counter(p=0.0), 3, num_workers=2)
+    env.reset(0)
+    pids, name = env.worker_pids(), env.shm_name
+    assert Path(f"/dev/shm/{name}").exists() and all(alive(p) for p in pids)
+    env.close()
+    env.close()
+    assert_gone(pids, name, within=1)
+    assert mp.active_children() == []
+    with pytest.raises(RuntimeError, match="closed"):
+        env.reset(0)
+
+
+def test_an_exception_leaves_nothing_behind():
+    with pytest.raises(ValueError, match="boom"), \
+            AsyncVecEnv(lambda: flaky_counter(p=0.0), 2, num_workers=2) as env:
+        env.reset(0)
+        pids, name = env.worker_pids(), env.shm_name
+        raise ValueError("boom")
+    assert_gone(pids, name, within=1)
+
+
+MAIN = """
+import json, sys, numpy as np
+from faulty_envs import flaky_counter
+from interplay.envs.async_vec import AsyncVecEnv
+
+env = AsyncVecEnv(lambda: flaky_counter(p=0.0), 2, num_workers=2)
+env.reset(0)
+print(json.dumps({"pids": env.worker_pids(), "shm": env.shm_name}), flush=True)
+if sys.argv[1] == "raise":
+    raise RuntimeError("the main process fails")
+actions = {a: np.zeros(2, np.int64) for a in env.agents}
+while True:
+    env.step(actions)
+"""
+
+
+@pytest.mark.parametrize("how", ["raise", "SIGTERM", "SIGINT"])
+def test_a_dying_main_process_leaves_nothing_behind(how):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)])}
+    proc = subprocess.Popen([sys.executable, "-c", MAIN, how], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        info = json.loads(line)
+        if how != "raise":
+            time.sleep(0.2)
+            proc.send_signal(getattr(signal, how))
+        code = proc.wait(timeout=10)
+        err = proc.stderr.read()
+    finally:
+        proc.kill()
+    assert code == {"raise": 1, "SIGTERM": -signal.SIGTERM, "SIGINT": -signal.SIGINT}[how], err
+    assert_gone(info["pids"], info["shm"])
+    assert "leaked" not in err  # the env cleaned up, not Python's resource tracker
+
+
+def test_config_picks_the_async_env():
+    cfg = validate({"env": {"id": "interplay.envs.toy:shifting_crowd", "num_envs": 2,
+                            "vectorization": "async", "num_workers": 1, "step_timeout_s": 5,
+                            "max_restarts": 0, "max_failures": 2}})
+    env, copies = make_vec_env(cfg)
+    try:
+        assert isinstance(env, AsyncVecEnv) and copies is None
+        assert (env.step_timeout_s, env.max_restarts, env.max_failures) == (5, 0, 2)
+        assert len(env.worker_pids()) == 1 and not env.raw_obs
+    finally:
+        env.close()
+
+
+def always_one(obs, agent):
+    return 1
+
+
+def test_training_on_async_copies_reports_what_sync_reports(tmp_path):
+    overrides = [
+        "env.id=interplay.envs.toy:shifting_crowd", "train.steps=100", "log.every=20",
+        "log.console=false", "env.num_envs=3", "policies.a.type=scripted",
+        f"policies.a.fn={__name__}:always_one",
+    ]
+    rows = {}
+    for kind in ("sync", "async"):
+        train(load([], [*overrides, f"env.vectorization={kind}", "env.num_workers=2"]),
+              tmp_path / kind)
+        rows[kind] = [{k: v for k, v in r.items() if not k.endswith("_s")}  # timings differ
+                      for r in read_metrics(tmp_path / kind)]
+    assert rows["async"] == rows["sync"] and any(r["episodes_in_report"] for r in rows["sync"])

@@ -1,0 +1,44 @@
+"""Running mean and variance, merged batch by batch; for observations and returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class RunningMeanStd:
+    """Mean and variance of every row seen so far (Chan et al.'s parallel merge)."""
+
+    def __init__(self, shape: tuple[int, ...] = (), eps: float = 1e-4):
+        self.mean = np.zeros(shape, np.float64)
+        self.var = np.ones(shape, np.float64)
+        self.count = eps
+
+    def update(self, x: np.ndarray) -> None:
+        if x.shape[0] == 0:
+            return
+        mean, var, n = x.mean(axis=0), x.var(axis=0), x.shape[0]
+        total = self.count + n
+        delta = mean - self.mean
+        self.mean = self.mean + delta * n / total
+        self.var = (self.var * self.count + var * n + delta**2 * self.count * n / total) / total
+        self.count = total
+
+    @property
+    def std(self) -> np.ndarray:
+        return np.sqrt(self.var + 1e-8)
+
+    def normalize(self, x: np.ndarray, clip: float | None = None) -> np.ndarray:
+        out = (x - self.mean) / self.std
+        if clip is not None:
+            out = np.clip(out, -clip, clip)
+        return out.astype(np.float32)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean.copy(), "var": self.var.copy(), "count": float(self.count)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.mean = np.array(state["mean"], np.float64)
+        self.var = np.array(state["var"], np.float64)
+        self.count = float(state["count"])

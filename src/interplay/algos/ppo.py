@@ -1,0 +1,368 @@
+"""``algo.name: ippo`` and ``mappo``: proximal policy optimisation for groups of agents.
+
+One implementation; the two names are presets. Each trained policy has an actor and a critic
+network, shared by all of its agents or one per agent. IPPO's critic sees what the agent sees;
+MAPPO's also sees the joint observation of its env copy: the concatenation of what every agent
+trained here saw in that step (for the MPE tasks that is exactly the env's global state).
+
+Acting samples from the current policy with frozen observation statistics; each transition
+keeps its log-probability. Every ``rollout`` steps, ``update`` evaluates the critic on the
+stored observations and next observations, computes advantages per stream (see ``gae``),
+then runs epochs × minibatches of clipped policy-gradient, value and entropy steps.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from interplay.actors import ActBatch
+from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
+from interplay.algos.distributions import ActionDist
+from interplay.algos.gae import gae
+from interplay.algos.networks import NetSettings, PerAgent, mlp
+from interplay.algos.normalize import RunningMeanStd
+from interplay.config import ConfigError
+from interplay.mapping import PolicySpec
+from interplay.transitions import Transitions, concat
+
+OBS_CLIP = 10.0  # normalised observations are clipped to +-this
+
+
+class PPOSettings(AlgoSettings):
+    rollout: int = Field(100, ge=1)
+    """Env steps per copy between two updates."""
+    epochs: int = Field(10, ge=1)
+    """Passes over each rollout per update."""
+    minibatches: int = Field(2, ge=1)
+    """Gradient steps per epoch (each on an equal share of the rollout)."""
+    lr: float = Field(7e-4, gt=0)
+    """Adam's learning rate at the start."""
+    lr_decay_steps: int = Field(0, ge=0)
+    """Env steps per copy over which the learning rate falls linearly to zero (train.steps /
+    env.num_envs anneals over the whole run); 0 keeps it constant."""
+    gamma: float = Field(0.99, ge=0, le=1)
+    """Discount per transition (per agent turn in turn-based envs)."""
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    """GAE's lambda: 0 is one-step TD, 1 is Monte Carlo."""
+    clip: float = Field(0.2, gt=0)
+    """PPO's clip range for the probability ratio."""
+    ent_coef: float = Field(0.01, ge=0)
+    """Weight of the entropy bonus."""
+    vf_coef: float = Field(0.5, ge=0)
+    """Weight of the value loss."""
+    max_grad_norm: float = Field(0.5, gt=0)
+    """Gradient-norm clip, applied to the actor and to the critic separately."""
+    norm_adv: bool = True
+    """Normalise advantages over each rollout."""
+    norm_value: bool = False
+    """The critic predicts returns standardised by their running mean and std (on spread this
+    made the policy worse; on speaker_listener it did no harm)."""
+    norm_obs: bool = True
+    """Standardise observations by their running mean and std (updated after each update)."""
+    centralised_critic: bool = False
+    """The critic also sees the joint observation of the agent's env copy (MAPPO)."""
+    share_params: bool = True
+    """One actor and one critic for all agents of a policy; false gives each agent its own."""
+    net: NetSettings = Field(default_factory=NetSettings)
+    """Hidden layers of the actor and critic networks."""
+    policy_nets: dict[str, NetSettings] = Field(default_factory=dict)
+    """Per-policy replacements of ``net``, by policy id."""
+    log_std_init: float = 0.0
+    """Initial log-std of the Gaussian policy for Box actions."""
+
+
+class MAPPOSettings(PPOSettings):
+    centralised_critic: bool = True
+    """The critic also sees the joint observation of the agent's env copy (MAPPO)."""
+
+
+class _Policy:
+    """One trained policy's networks, optimiser and normalisers."""
+
+    def __init__(self, spec: PolicySpec, s: PPOSettings, net: NetSettings, critic_in: int,
+                 device: str):
+        k = len(spec.agents)
+        self.spec = spec
+        self.dist = ActionDist(spec.action_view)
+        dist = self.dist
+        self.actor = PerAgent(lambda: torch.nn.Sequential(
+            mlp(spec.obs_dim, dist.net_out, net, 0.01), dist.head(s.log_std_init)),
+            k, s.share_params).to(device)
+        self.critic = PerAgent(lambda: mlp(critic_in, 1, net, 1.0), k, s.share_params).to(device)
+        self.optimizer = torch.optim.Adam(
+            [*self.actor.parameters(), *self.critic.parameters()], lr=s.lr, eps=1e-5)
+        self.obs_norm = RunningMeanStd((spec.obs_dim,)) if s.norm_obs else None
+        self.ret_norm = RunningMeanStd() if s.norm_value else None
+
+    def observe(self, obs: np.ndarray) -> np.ndarray:
+        """What the networks see: observations standardised with the frozen statistics."""
+        if self.obs_norm is None:
+            return obs.astype(np.float32)
+        return self.obs_norm.normalize(obs, OBS_CLIP)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "obs_norm": None if self.obs_norm is None else self.obs_norm.state_dict(),
+            "ret_norm": None if self.ret_norm is None else self.ret_norm.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        for norm, key in ((self.obs_norm, "obs_norm"), (self.ret_norm, "ret_norm")):
+            if norm is not None:
+                norm.load_state_dict(state[key])
+
+
+class PPOActor:
+    """Samples one policy's actions (greedy when not exploring) and keeps their log-probs."""
+
+    squashed = True  # Box actions live in [-1, 1] for the Gaussian; the runner maps them
+    wants_env_obs = False
+
+    def __init__(self, policy: _Policy, rng: np.random.Generator, device: str):
+        self.policy = policy
+        self.rng = rng
+        self.device = device
+
+    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        p = self.policy
+        n = batch.obs.shape[0]
+        with torch.no_grad():
+            obs = torch.from_numpy(p.observe(batch.obs)).to(self.device)
+            out = p.actor(obs, _tensor(_slots(batch, p), self.device))
+            mask = _mask_tensor(batch.mask, self.device)
+            action = p.dist.sample(out, mask, self.rng, explore)
+            logp, _ = p.dist.log_prob_entropy(out, mask, action)
+        view = p.spec.action_view
+        return (action.cpu().numpy().astype(view.dtype).reshape(n, *view.shape),
+                {"logp": logp.cpu().numpy()})
+
+
+class PPO(Algorithm):
+    Settings = PPOSettings
+    settings: PPOSettings
+
+    def __init__(self, settings: PPOSettings, specs: dict[str, PolicySpec], device: str,
+                 seed: int):
+        super().__init__(settings, specs, device, seed)
+        self.trained = [pid for pid, spec in specs.items() if spec.trainable]
+        for pid in settings.policy_nets:
+            if pid not in self.trained:
+                raise ConfigError(
+                    f"algo.policy_nets.{pid}: no trained policy is called {pid!r}; "
+                    f"trained policies are {self.trained}")
+        # The joint observation: every trained agent's observation side by side.
+        self.joint_at: dict[str, int] = {}
+        width = 0
+        for pid in self.trained:
+            self.joint_at[pid] = width
+            width += len(specs[pid].agents) * specs[pid].obs_dim
+        self.joint_dim = width if settings.centralised_critic else 0
+        self.policies: dict[str, _Policy] = {}
+        with torch.random.fork_rng(devices=[]):
+            for pid in self.trained:
+                torch.manual_seed(int(rng_for(seed, self.name, "init", pid).integers(2**63)))
+                net = settings.policy_nets.get(pid, settings.net)
+                self.policies[pid] = _Policy(specs[pid], settings, net,
+                                             specs[pid].obs_dim + self.joint_dim, device)
+        self.act_rngs = {pid: rng_for(seed, self.name, "act", pid) for pid in self.trained}
+        self.shuffle_rng = rng_for(seed, self.name, "shuffle")
+        self._actors = {pid: PPOActor(self.policies[pid], self.act_rngs[pid], device)
+                        for pid in self.trained}
+        self._rollout: list[tuple[int, str, Transitions]] = []  # (step in rollout, pid, batch)
+        self._step = 0  # steps into the current rollout
+        self._past_steps = 0  # steps per copy before the current rollout
+        self.updates = 0
+
+    def actor(self, pid: str) -> PPOActor:
+        return self._actors[pid]
+
+    def collect(self, pid: str, batch: Transitions) -> None:
+        if pid in self.policies and len(batch):
+            self._rollout.append((self._step, pid, batch))
+
+    def ready(self) -> bool:
+        """Counts a step (the loop asks once per step); true when the rollout is full."""
+        self._step += 1
+        return self._step >= self.settings.rollout
+
+    # -- update: bootstrap, advantages, epochs x minibatches ------------------------------
+    def update(self) -> dict[str, float]:
+        s = self.settings
+        frac = 1.0
+        if s.lr_decay_steps:
+            frac = max(0.0, 1.0 - self._past_steps / s.lr_decay_steps)
+        data = {pid: self._gather(pid) for pid in self.trained}
+        data = {pid: d for pid, d in data.items() if d is not None}
+        if s.centralised_critic and data:
+            self._add_joint(data)
+        metrics: dict[str, float] = {"lr": s.lr * frac}
+        for pid, d in data.items():
+            metrics.update(self._learn(pid, d, s.lr * frac))
+        for pid, d in data.items():
+            norm = self.policies[pid].obs_norm
+            if norm is not None:
+                norm.update(d["raw_obs"])
+        self._rollout = []
+        self._past_steps += self._step
+        self._step = 0
+        self.updates += 1
+        return metrics
+
+    def _gather(self, pid: str) -> dict[str, np.ndarray] | None:
+        parts = [(t, b) for t, p, b in self._rollout if p == pid]
+        if not parts:
+            return None
+        b = concat([b for _, b in parts])
+        policy = self.policies[pid]
+        return {
+            "raw_obs": b.obs, "obs": policy.observe(b.obs), "next_obs": policy.observe(b.next_obs),
+            "action": b.action, "logp": b.extras["logp"], "mask": b.mask,
+            "reward": b.reward, "terminated": b.terminated, "truncated": b.truncated,
+            "env": b.env, "slot": b.slot,
+            "step": np.concatenate([np.full(len(b), t) for t, b in parts]),
+        }
+
+    def _add_joint(self, data: dict[str, dict[str, np.ndarray]]) -> None:
+        """Append to each row's critic input the joint observation of its copy at that step."""
+        steps = max(int(d["step"].max()) for d in data.values()) + 1
+        copies = max(int(d["env"].max()) for d in data.values()) + 1
+        for key in ("obs", "next_obs"):
+            joint = np.zeros((steps, copies, self.joint_dim), np.float32)
+            for pid, d in data.items():
+                dim = self.specs[pid].obs_dim
+                cols = self.joint_at[pid] + d["slot"][:, None] * dim + np.arange(dim)
+                joint[d["step"][:, None], d["env"][:, None], cols] = d[key]
+            for d in data.values():
+                d["critic_" + key] = np.concatenate([d[key], joint[d["step"], d["env"]]], axis=1)
+
+    def _learn(self, pid: str, d: dict[str, np.ndarray], lr: float) -> dict[str, float]:
+        s = self.settings
+        p = self.policies[pid]
+        dev = self.device
+        obs, slot = _tensor(d["obs"], dev), _tensor(d["slot"], dev)
+        critic_obs = _tensor(d.get("critic_obs", d["obs"]), dev)
+        critic_next = _tensor(d.get("critic_next_obs", d["next_obs"]), dev)
+        action, logp_old = _tensor(d["action"], dev), _tensor(d["logp"], dev)
+        mask = _mask_tensor(d["mask"], dev)
+
+        with torch.no_grad():
+            value = p.critic(critic_obs, slot).squeeze(1).cpu().numpy().astype(np.float64)
+            next_value = p.critic(critic_next, slot).squeeze(1).cpu().numpy().astype(np.float64)
+        if p.ret_norm is not None:
+            value = value * p.ret_norm.std + p.ret_norm.mean
+            next_value = next_value * p.ret_norm.std + p.ret_norm.mean
+        stream = d["env"].astype(np.int64) * len(p.spec.agents) + d["slot"]
+        adv, ret = gae(d["reward"], value, next_value, d["terminated"], d["truncated"], stream,
+                       s.gamma, s.gae_lambda)
+        explained = 1.0 - np.var(ret - value) / max(np.var(ret), 1e-8)
+        target = ret
+        if p.ret_norm is not None:
+            p.ret_norm.update(ret)
+            target = (ret - p.ret_norm.mean) / p.ret_norm.std
+        if s.norm_adv:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        adv_t, target_t = _tensor(adv.astype(np.float32), dev), _tensor(target.astype(np.float32), dev)
+
+        for group in p.optimizer.param_groups:
+            group["lr"] = lr
+        n = len(adv)
+        size = -(-n // s.minibatches)
+        sums = np.zeros(5)
+        for _ in range(s.epochs):
+            order = _tensor(self.shuffle_rng.permutation(n), dev)
+            for start in range(0, n, size):
+                i = order[start:start + size]
+                out = p.actor(obs[i], slot[i])
+                logp, entropy = p.dist.log_prob_entropy(out, None if mask is None else mask[i],
+                                                        action[i])
+                log_ratio = logp - logp_old[i]
+                ratio = log_ratio.exp()
+                a = adv_t[i]
+                policy_loss = -torch.min(ratio * a, ratio.clamp(1 - s.clip, 1 + s.clip) * a).mean()
+                value_loss = 0.5 * (p.critic(critic_obs[i], slot[i]).squeeze(1) - target_t[i]).pow(2).mean()
+                loss = policy_loss - s.ent_coef * entropy.mean() + s.vf_coef * value_loss
+                p.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(p.actor.parameters(), s.max_grad_norm)
+                torch.nn.utils.clip_grad_norm_(p.critic.parameters(), s.max_grad_norm)
+                p.optimizer.step()
+                with torch.no_grad():
+                    sums += [policy_loss.item(), value_loss.item(), entropy.mean().item(),
+                             ((ratio - 1) - log_ratio).mean().item(),
+                             ((ratio - 1).abs() > s.clip).float().mean().item()]
+        sums /= s.epochs * -(-n // size)
+        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
+        out = {f"{name}/{pid}": float(v) for name, v in zip(names, sums, strict=True)}
+        out[f"explained_variance/{pid}"] = float(explained)
+        return out
+
+    # -- state -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return copy.deepcopy({
+            "policies": {pid: p.state_dict() for pid, p in self.policies.items()},
+            "act_rngs": {pid: r.bit_generator.state for pid, r in self.act_rngs.items()},
+            "shuffle_rng": self.shuffle_rng.bit_generator.state,
+            "rollout": [{"step": t, "pid": pid, "batch": dataclasses.asdict(b)}
+                        for t, pid, b in self._rollout],
+            "step": self._step, "past_steps": self._past_steps, "updates": self.updates,
+        })
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = copy.deepcopy(state)
+        for pid, p in self.policies.items():
+            p.load_state_dict(state["policies"][pid])
+            self.act_rngs[pid].bit_generator.state = state["act_rngs"][pid]
+        self.shuffle_rng.bit_generator.state = state["shuffle_rng"]
+        self._rollout = [(r["step"], r["pid"], Transitions(**r["batch"])) for r in state["rollout"]]
+        self._step, self._past_steps = state["step"], state["past_steps"]
+        self.updates = state["updates"]
+
+
+@register
+class IPPO(PPO):
+    """Independent PPO: each critic sees only its own agent's observation."""
+
+    name = "ippo"
+
+
+@register
+class MAPPO(PPO):
+    """Multi-agent PPO: critics also see the joint observation of the env copy."""
+
+    name = "mappo"
+    Settings = MAPPOSettings
+
+
+def _slots(batch: ActBatch, p: _Policy) -> np.ndarray:
+    """Which of the policy's agents each row belongs to."""
+    if batch.slot is not None:
+        return batch.slot
+    n, k = batch.obs.shape[0], len(p.spec.agents)
+    if k == 1 or len(p.actor.nets) == 1:
+        return np.zeros(n, np.int64)
+    if n % k:
+        raise ValueError(f"policy {p.spec.id!r} has one network per agent, but the batch does "
+                         "not say which agent each row belongs to (ActBatch.slot)")
+    return np.arange(n) % k
+
+
+def _tensor(x: np.ndarray, device: str) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+
+
+def _mask_tensor(mask: np.ndarray | None, device: str) -> torch.Tensor | None:
+    """Legal actions as a tensor, or None when every action is legal (nothing to mask)."""
+    if mask is None or mask.all():
+        return None
+    return _tensor(mask, device)

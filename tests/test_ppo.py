@@ -1,0 +1,300 @@
+"""The PPO family (ippo, mappo): masks, the joint critic input, exact resume, and smoke runs of
+every registered algorithm on every toy env it supports."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from interplay.actors import ActBatch
+from interplay.algos import REGISTRY
+from interplay.algos.distributions import ActionDist
+from interplay.algos.ppo import PPO
+from interplay.config import ConfigError, load, validate
+from interplay.envs.toy import Move, ScriptedTurnGame
+from interplay.runner import Runner
+from interplay.spaces import action_view
+from interplay.statecodec import decode, encode
+from interplay.trainer import make_actors, make_algorithm, make_specs, make_vec_env, train
+
+FAST = {"rollout": 16, "epochs": 2, "minibatches": 2}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small networks run fastest on one thread, and do not fight other work for cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def turn_game() -> ScriptedTurnGame:
+    """Three players in rotation for ten moves, paid on others' turns too; truncated at 8."""
+    plan = [Move(rewards={"player_0": 1.0, "player_2": -0.5}), Move(rewards={"player_1": 2.0}),
+            Move(rewards={"player_2": 1.0}, terminate=["player_1"]), Move(skip=1)] * 3
+    return ScriptedTurnGame(n_agents=3, plan=plan, truncate_after=8)
+
+
+TOY_ENVS = {
+    "spread": {"id": "spread", "num_envs": 8},
+    "spread_continuous": {"id": "spread", "num_envs": 8, "kwargs": {"continuous_actions": True}},
+    "speaker_listener": {"id": "speaker_listener", "num_envs": 8},
+    "scripted_turn_game": {"id": "test_ppo:turn_game", "num_envs": 2},
+    "connect_four": {"id": "pettingzoo.classic.connect_four_v3", "num_envs": 2},
+}
+
+
+def build(env: dict, algo: dict, seed: int = 0, **train_kw):
+    cfg = validate({"env": env, "algo": algo, "train": {"seed": seed, **train_kw},
+                    "log": {"console": False}})
+    vec, copies = make_vec_env(cfg)
+    specs = make_specs(cfg, vec)
+    algorithm = make_algorithm(cfg, specs, "cpu")
+    runner = Runner(vec, specs, make_actors(cfg, specs, algorithm),
+                    {p for p, s in specs.items() if s.trainable}, copies=copies)
+    return cfg, algorithm, runner
+
+
+def drive(runner: Runner, algo, steps: int, seed: int | None = 0) -> list[dict]:
+    """The trainer's loop, bare: collect every step, update when ready."""
+    if seed is not None:
+        runner.reset(seed)
+    metrics = []
+    for _ in range(steps):
+        for pid, batch in runner.step(explore=True).items():
+            algo.collect(pid, batch)
+        if algo.ready():
+            metrics.append(algo.update())
+    return metrics
+
+
+# -- smoke: every registered algorithm on every toy env it can train ----------------------
+@pytest.mark.parametrize("env_name", list(TOY_ENVS))
+@pytest.mark.parametrize("algo_name", sorted(REGISTRY))
+def test_every_algorithm_trains_on_every_toy_env_it_supports(algo_name, env_name, tmp_path):
+    cls = REGISTRY[algo_name]
+    env = TOY_ENVS[env_name]
+    cfg = validate({"env": env})
+    vec, _ = make_vec_env(cfg)
+    try:
+        kinds = {v.kind for v in vec.action_views.values()}
+        turn_based = not vec.reset(0).acting.all()
+    finally:
+        vec.close()
+    if not kinds <= cls.action_kinds or (turn_based and not cls.turn_based):
+        pytest.skip(f"{algo_name} declares it cannot train {env_name}")
+    algo = {"name": algo_name, **(FAST if issubclass(cls.Settings, REGISTRY["ippo"].Settings) else {})}
+    cfg = validate({"env": env, "algo": algo,
+                    "train": {"steps": 300, "seed": 1}, "log": {"console": False, "every": 100}})
+    result = train(cfg, tmp_path)
+    assert result.env_steps >= 300
+    for row in result.rows:
+        learned = {k: v for k, v in row.items() if k.startswith(("policy_loss/", "value_loss/"))}
+        assert all(math.isfinite(v) for v in learned.values())
+    if algo_name in ("ippo", "mappo"):
+        assert any(k.startswith("policy_loss/") for k in result.rows[-1])
+
+
+# -- masks --------------------------------------------------------------------------------
+def test_sampled_actions_respect_masks_for_discrete_and_multi_discrete():
+    rng = np.random.default_rng(0)
+    for space in (spaces.Discrete(6), spaces.MultiDiscrete([3, 4, 2])):
+        dist = ActionDist(action_view(space, "a"))
+        logits = torch.randn(500, dist.net_out) * 5
+        mask = rng.random((500, dist.net_out)) < 0.4
+        for start, size in zip(np.cumsum([0, *dist.sizes[:-1]]), dist.sizes, strict=True):
+            mask[np.arange(500), start + rng.integers(size, size=500)] = True  # one legal each
+        tmask = torch.from_numpy(mask)
+        for explore in (True, False):
+            action = dist.sample(logits, tmask, rng, explore).reshape(500, -1).numpy()
+            for j, start in enumerate(np.cumsum([0, *dist.sizes[:-1]])):
+                assert mask[np.arange(500), start + action[:, j]].all()
+        logp, entropy = dist.log_prob_entropy(logits, tmask, dist.sample(logits, tmask, rng, True))
+        assert torch.isfinite(logp).all() and torch.isfinite(entropy).all()
+
+
+def test_a_masked_policy_never_plays_an_illegal_move_in_connect_four(tmp_path):
+    cfg = load([], ["env.id=pettingzoo.classic.connect_four_v3", "algo.name=ippo",
+                    "algo.rollout=32", "algo.epochs=2", "train.steps=1000", "log.every=500",
+                    "log.console=false"])
+    result = train(cfg, tmp_path)
+    for row in result.rows:
+        # An illegal move costs the mover -1 with no +1 to the other: the game stops being
+        # zero-sum. A legal game sums to 0.
+        assert row["episode_return_min"] == 0 and row["episode_return_max"] == 0
+
+
+def test_gaussian_log_prob_matches_torch():
+    dist = ActionDist(action_view(spaces.Box(-1, 1, (3,)), "a"))
+    out = torch.cat([torch.randn(4, 3), torch.full((4, 3), -0.5)], dim=1)
+    action = dist.sample(out, None, np.random.default_rng(0), True)
+    logp, entropy = dist.log_prob_entropy(out, None, action)
+    ref = torch.distributions.Normal(out[:, :3], out[:, 3:].exp())
+    torch.testing.assert_close(logp, ref.log_prob(action).sum(1))
+    torch.testing.assert_close(entropy, ref.entropy().sum(1))
+    torch.testing.assert_close(dist.sample(out, None, np.random.default_rng(0), False), out[:, :3])
+
+
+# -- the centralised critic -----------------------------------------------------------------
+def test_mappo_critic_sees_every_agent_of_its_copy_at_that_step():
+    _, algo, runner = build(TOY_ENVS["speaker_listener"], {"name": "mappo", **FAST})
+    assert algo.joint_dim == 3 + 11
+    runner.reset(0)
+    steps = []
+    for _ in range(3):
+        closed = runner.step()
+        steps.append(closed)
+        for pid, batch in closed.items():
+            algo.collect(pid, batch)
+        algo.ready()
+    data = {pid: algo._gather(pid) for pid in algo.trained}
+    algo._add_joint(data)
+    speaker, listener = data["speaker"], data["listener"]
+    for t in range(3):
+        s_rows = np.flatnonzero(speaker["step"] == t)
+        l_rows = np.flatnonzero(listener["step"] == t)
+        for key in ("obs", "next_obs"):
+            crit = listener["critic_" + key][l_rows]
+            by_env = np.argsort(speaker["env"][s_rows])
+            np.testing.assert_array_equal(crit[:, :11], listener[key][l_rows])
+            np.testing.assert_array_equal(crit[:, 11:14],
+                                          speaker[key][s_rows][by_env][listener["env"][l_rows]])
+            np.testing.assert_array_equal(crit[:, 14:], listener[key][l_rows])
+
+
+def test_ippo_critic_sees_only_its_own_observation():
+    _, algo, _ = build(TOY_ENVS["spread"], {"name": "ippo"})
+    assert algo.joint_dim == 0
+    net = algo.policies["agent"].critic.nets[0][0]
+    assert net.in_features == 18
+
+
+def test_per_agent_parameters_give_each_agent_its_own_networks():
+    _, algo, runner = build(TOY_ENVS["spread"], {"name": "mappo", "share_params": False, **FAST})
+    policy = algo.policies["agent"]
+    assert len(policy.actor.nets) == len(policy.critic.nets) == 3
+    before = [n[0][0].weight.clone() for n in policy.actor.nets]
+    drive(runner, algo, 16)
+    after = [n[0][0].weight for n in policy.actor.nets]
+    assert all(not torch.equal(b, a) for b, a in zip(before, after, strict=True))
+    # Rows go to their own agent's network.
+    obs = np.random.default_rng(0).normal(size=(3, 18)).astype(np.float32)
+    actor = algo.actor("agent")
+    with torch.no_grad():
+        x = torch.from_numpy(policy.observe(obs))
+        outs = [policy.actor.nets[j](x[j:j + 1]) for j in range(3)]
+        mixed = policy.actor(x, torch.tensor([0, 1, 2]))
+    torch.testing.assert_close(mixed, torch.cat(outs))
+    actions, extras = actor.act(ActBatch(obs=obs, mask=None, slot=np.arange(3)), explore=False)
+    assert actions.shape == (3,) and extras["logp"].shape == (3,)
+
+
+def test_policy_nets_override_the_default_net_and_unknown_policies_are_named():
+    _, algo, _ = build(TOY_ENVS["speaker_listener"],
+                       {"name": "mappo", "policy_nets": {"speaker": {"hidden": [8]}}})
+    assert algo.policies["speaker"].actor.nets[0][0][0].out_features == 8
+    assert algo.policies["listener"].actor.nets[0][0][0].out_features == 64
+    with pytest.raises(ConfigError, match=r"algo.policy_nets.speeker"):
+        build(TOY_ENVS["speaker_listener"], {"name": "mappo", "policy_nets": {"speeker": {}}})
+
+
+def test_bad_settings_name_the_key():
+    with pytest.raises(ConfigError, match=r"algo.ent_coeff: unknown key; did you mean algo.ent_coef"):
+        build(TOY_ENVS["spread"], {"name": "ippo", "ent_coeff": 0.1})
+    with pytest.raises(ConfigError, match=r"algo.minibatches"):
+        build(TOY_ENVS["spread"], {"name": "ippo", "minibatches": 0})
+
+
+def test_presets_differ_only_in_their_defaults():
+    ippo, mappo = REGISTRY["ippo"], REGISTRY["mappo"]
+    assert ippo.__bases__ == mappo.__bases__ == (PPO,)
+    assert not ippo.Settings(name="ippo").centralised_critic
+    assert mappo.Settings(name="mappo").centralised_critic
+
+
+# -- exact resume -----------------------------------------------------------------------------
+class Twin:
+    """Acts with one actor and checks that another gives the very same actions and extras."""
+
+    def __init__(self, main, other):
+        self.main, self.other = main, other
+        self.squashed, self.wants_env_obs = main.squashed, main.wants_env_obs
+
+    def act(self, batch, explore):
+        a, extras = self.main.act(batch, explore)
+        b, other = self.other.act(batch, explore)
+        np.testing.assert_array_equal(a, b)
+        for k in extras:
+            np.testing.assert_array_equal(extras[k], other[k])
+        return a, extras
+
+
+def checkpointed(state: dict) -> dict:
+    """``state`` after the trip through a checkpoint file."""
+    buf = io.BytesIO()
+    torch.save(encode(state), buf)
+    buf.seek(0)
+    return decode(torch.load(buf, weights_only=True))
+
+
+@pytest.mark.parametrize("env_name,algo", [
+    ("spread", {"name": "mappo", "norm_value": True}),
+    ("spread_continuous", {"name": "ippo", "share_params": False}),
+    ("scripted_turn_game", {"name": "ippo"}),
+])
+def test_state_dict_round_trip_continues_exactly(env_name, algo):
+    algo = {**algo, **FAST, "rollout": 10}
+    _, first, runner = build(TOY_ENVS[env_name], algo)
+    drive(runner, first, 25)  # two updates and half a rollout
+    _, second, _ = build(TOY_ENVS[env_name], algo, seed=99)
+    second.load_state_dict(checkpointed(first.state_dict()))
+    for g in runner.groups:
+        g.actor = Twin(first.actor(g.spec.id), second.actor(g.spec.id))
+    for _ in range(20):
+        for pid, batch in runner.step(explore=True).items():
+            first.collect(pid, batch)
+            second.collect(pid, batch)
+        ready = first.ready()
+        assert second.ready() == ready
+        if ready:
+            assert first.update() == second.update()
+    for pid in first.policies:
+        for a, b in zip(first.policies[pid].actor.parameters(),
+                        second.policies[pid].actor.parameters(), strict=True):
+            assert torch.equal(a, b)
+
+
+# -- learning (slow) ------------------------------------------------------------------------
+def greedy_return(runner_env: dict, algo, episodes: int = 100) -> float:
+    cfg = validate({"env": {**runner_env, "num_envs": 20}})
+    vec, copies = make_vec_env(cfg)
+    specs = make_specs(cfg, vec)
+    runner = Runner(vec, specs, {pid: algo.actor(pid) for pid in specs}, copies=copies)
+    runner.reset(123)
+    while runner.episodes < episodes:
+        runner.step(explore=False)
+    summary = runner.window.summary()
+    return float(np.mean([v for k, v in summary.items() if k.startswith("agent_return_mean/")]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo_name", ["ippo", "mappo"])
+def test_spread_beats_random(algo_name):
+    env = {"id": "spread", "num_envs": 64}
+    _, algo, runner = build(env, {"name": algo_name, "rollout": 50})
+    drive(runner, algo, 50 * 60)  # 192k env steps
+    assert greedy_return(env, algo) > -22.0  # random: -26.4
+
+
+@pytest.mark.slow
+def test_speaker_listener_beats_random():
+    env = {"id": "speaker_listener", "num_envs": 64}
+    _, algo, runner = build(env, {"name": "mappo", "rollout": 50})
+    drive(runner, algo, 50 * 60)
+    assert greedy_return(env, algo) > -30.0  # random: -40.8

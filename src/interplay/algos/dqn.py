@@ -136,13 +136,14 @@ class DQNActor:
         p = self.policy
         device = self.algo.device
         with torch.no_grad():
-            q = p.online(torch.as_tensor(batch.obs, device=device))
-            mask = None if batch.mask is None else torch.as_tensor(batch.mask, device=device)
-            greedy = masked_q(q, mask).argmax(dim=1).cpu().numpy()
+            # The runner may hand a read-only view of its buffers; torch wants writable memory.
+            q = p.online(torch.as_tensor(np.require(batch.obs, requirements="W"), device=device))
+        q = q.cpu().numpy()
+        legal = batch.mask if batch.mask is not None else np.ones(q.shape, bool)
+        greedy = np.where(legal, q, -np.inf).argmax(axis=1)
         if not explore:
             return greedy, {}
         n = len(greedy)
-        legal = batch.mask if batch.mask is not None else np.ones((n, q.shape[1]), bool)
         random = masked_uniform(p.act_rng, legal)
         take = p.act_rng.random(n) < self.algo.epsilon()
         return np.where(take, random, greedy), {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -289,3 +290,17 @@ def test_vs_needs_two_players_and_an_importable_opponent(claim_random_run, tmp_p
     train(load([], ["env.id=spread", "train.steps=10", *QUIET]), run)
     code = main(["eval", str(run), "--vs", "random"])
     assert code == 2 and "two-player" in capsys.readouterr().err
+
+
+PRESETS = Path(__file__).resolve().parent.parent / "configs"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("preset", "games", "min_win", "max_loss"), [
+    ("dqn_tictactoe.yaml", 1000, 0.85, 0.02),
+    ("dqn_connect_four.yaml", 500, 0.90, 1.0),
+])
+def test_self_play_presets_beat_random_on_both_seats(tmp_path, preset, games, min_win, max_loss):
+    train(load([PRESETS / preset], QUIET), tmp_path)
+    report = evaluate(tmp_path, vs="random", episodes=games)
+    assert report["win_rate"] >= min_win and report["loss_rate"] <= max_loss, report

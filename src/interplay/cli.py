@@ -33,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--render", metavar="OUT.gif", help="also write a GIF of one episode")
     e.add_argument("--seed", type=int, help="seed of the eval episodes (default: from the run's)")
     e.add_argument("--out", help="where to write the report (default: RUN_DIR/eval.json)")
+    e.add_argument("--vs", metavar="random|module:function",
+                   help="two-player games: play the trained policy on each seat (half the "
+                        "games each) against this opponent and report win/draw/loss rates")
     e.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE")
 
     c = sub.add_parser("check", help="check an env against PettingZoo's API and interplay's rules")
@@ -85,7 +88,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         evaluate(args.run_dir, checkpoint=args.checkpoint, episodes=args.episodes,
                  env_id=args.env, overrides=args.set, render=args.render, seed=args.seed,
-                 out=args.out)
+                 out=args.out, vs=args.vs)
         return 0
     if args.command == "check":
         from interplay.check import check_env

@@ -13,13 +13,19 @@ from rich.table import Table
 from interplay.config import Config, ConfigError
 from interplay.envs.registry import native_env_class
 from interplay.experiment import Experiment, build_eval_runner, check_spaces, derived_seed, open_run
+from interplay.versus import play_versus, print_versus
 
 
 def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episodes: int = 20,
              env_id: str | None = None, overrides: list[str] = (), render: str | Path | None = None,
-             seed: int | None = None, out: str | Path | None = None,
+             seed: int | None = None, out: str | Path | None = None, vs: str | None = None,
              console: Console | None = None) -> dict[str, Any]:
-    """Score the run's policies over ``episodes`` episodes; writes and returns ``eval.json``."""
+    """Score the run's policies over ``episodes`` episodes; writes and returns ``eval.json``.
+
+    With ``vs`` (``random`` or ``module:function``) the trained side plays a two-player game
+    against that opponent, half the games on each seat, and the report gives win, draw and
+    loss rates (see :mod:`interplay.versus`).
+    """
     run_dir = Path(run_dir)
     if episodes < 1:
         raise ConfigError(f"--episodes must be at least 1, got {episodes}")
@@ -29,20 +35,12 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
         check_spaces(state["spaces"], exp.specs, what="the run's own env")
         exp.algo.load_state_dict(state["algo"])
         target = env_id or cfg.env.id
-        runner = build_eval_runner(cfg, exp, min(cfg.env.num_envs, episodes), target)
-        try:
-            runner.window.limit = episodes
-            runner.reset(derived_seed(cfg.train.seed if seed is None else seed, "eval"))
-            while len(runner.window) < episodes:
-                runner.step(explore=False)
-            report: dict[str, Any] = {
-                "phase": "eval", "env": str(target), "checkpoint": str(path),
-                "env_steps": runner.env_steps, "agent_steps": runner.agent_steps,
-                "episodes": len(runner.window),
-            }
-            report.update(runner.window.summary())
-        finally:
-            runner.env.close()
+        if vs is not None:
+            report = {"phase": "eval", "env": str(target), "checkpoint": str(path)}
+            report.update(play_versus(cfg, exp.env.agents, exp.specs, exp.actors, vs, episodes,
+                                      cfg.train.seed if seed is None else seed, target))
+        else:
+            report = _score(cfg, exp, episodes, target, path, seed)
         if render is not None:
             report["render"] = str(render_gif(cfg, exp, target, Path(render)))
     finally:
@@ -51,7 +49,29 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
     tmp = dest.with_name(f".{dest.name}.tmp")
     tmp.write_text(json.dumps(report, indent=2) + "\n")
     os.replace(tmp, dest)
-    print_table(report, exp, console or Console())
+    if vs is not None:
+        print_versus(report, console or Console())
+    else:
+        print_table(report, exp, console or Console())
+    return report
+
+
+def _score(cfg: Config, exp: Experiment, episodes: int, target: Any, path: Path,
+           seed: int | None) -> dict[str, Any]:
+    runner = build_eval_runner(cfg, exp, min(cfg.env.num_envs, episodes), target)
+    try:
+        runner.window.limit = episodes
+        runner.reset(derived_seed(cfg.train.seed if seed is None else seed, "eval"))
+        while len(runner.window) < episodes:
+            runner.step(explore=False)
+        report: dict[str, Any] = {
+            "phase": "eval", "env": str(target), "checkpoint": str(path),
+            "env_steps": runner.env_steps, "agent_steps": runner.agent_steps,
+            "episodes": len(runner.window),
+        }
+        report.update(runner.window.summary())
+    finally:
+        runner.env.close()
     return report
 
 

@@ -1,0 +1,282 @@
+"""``algo.name: dqn``: deep Q-learning for discrete actions, one Q-network per trained policy.
+
+Each trained policy has an online and a target network (dueling by default) shared by all of
+its agents, an Adam optimiser and a replay buffer of its agents' transitions. Acting is
+epsilon-greedy over the legal actions, epsilon falling linearly with the steps taken. Every
+``train_every`` steps after ``learning_starts``, each policy takes ``gradient_steps`` steps
+on batches drawn uniformly from its buffer: n-step returns per agent stream (turn-based games
+included: one transition per turn of the agent), bootstrapped with the target network at the
+action the online network prefers among the legal ones at the next observation (double Q),
+not bootstrapped where an agent's episode terminated, bootstrapped where it was truncated.
+
+Steps are steps of the training loop, i.e. env steps per copy (with ``env.num_envs`` copies
+the env steps are that many times more), as in every algorithm here.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+from pydantic import Field
+from torch import nn
+
+from interplay.actors import ActBatch, masked_uniform
+from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
+from interplay.algos.networks import ACTIVATIONS, NetSettings, mlp
+from interplay.mapping import PolicySpec
+from interplay.replay import ReplayBuffer, Sample
+from interplay.runner import NonFiniteError
+from interplay.transitions import Transitions
+
+
+class DQNSettings(AlgoSettings):
+    lr: float = Field(5e-4, gt=0)
+    """Adam's learning rate."""
+    gamma: float = Field(0.99, ge=0, le=1)
+    """Discount per transition (per agent turn in turn-based envs)."""
+    n_step: int = Field(1, ge=1)
+    """Transitions of one agent folded into each return before bootstrapping."""
+    batch_size: int = Field(64, ge=1)
+    """Transitions per gradient step."""
+    buffer_size: int = Field(100_000, ge=1)
+    """Transitions each policy's replay buffer holds; the oldest go first."""
+    save_buffer: bool = True
+    """Keep the replay buffers in checkpoints, so that a resumed run continues exactly."""
+    learning_starts: int = Field(1_000, ge=0)
+    """Steps before the first update."""
+    train_every: int = Field(1, ge=1)
+    """Steps between two updates."""
+    gradient_steps: int = Field(1, ge=1)
+    """Gradient steps per update and policy."""
+    target_every: int = Field(500, ge=1)
+    """Gradient steps between two target-network updates."""
+    tau: float = Field(1.0, gt=0, le=1)
+    """Each target update moves the target this far towards the online network (1 = copy)."""
+    double: bool = True
+    """Double Q-learning: the online network picks the next action, the target values it."""
+    dueling: bool = True
+    """Dueling head: Q = V + A - mean(A)."""
+    epsilon_start: float = Field(1.0, ge=0, le=1)
+    """Chance of a uniformly random legal action at the start."""
+    epsilon_end: float = Field(0.05, ge=0, le=1)
+    """That chance after ``exploration_steps`` and from then on."""
+    exploration_steps: int = Field(10_000, ge=0)
+    """Steps over which epsilon falls linearly from start to end."""
+    max_grad_norm: float = Field(10.0, gt=0)
+    """Gradient-norm clip."""
+    huber_delta: float = Field(1.0, gt=0)
+    """Where the Huber loss turns from quadratic to linear."""
+    net: NetSettings = Field(default_factory=lambda: NetSettings(hidden=[128, 128], activation="relu"))
+    """Hidden layers of the Q-networks."""
+
+
+# -- networks ---------------------------------------------------------------------------------
+class QNet(nn.Module):
+    """Observation -> one value per action, with an optional dueling head."""
+
+    def __init__(self, obs_dim: int, n_actions: int, net: NetSettings, dueling: bool):
+        super().__init__()
+        *body, width = net.hidden or [obs_dim]
+        if net.hidden:
+            trunk = NetSettings(hidden=body, activation=net.activation)
+            self.trunk = nn.Sequential(mlp(obs_dim, width, trunk, np.sqrt(2)),
+                                       ACTIVATIONS[net.activation]())
+        else:
+            self.trunk = nn.Identity()
+        head = NetSettings(hidden=[], activation=net.activation)
+        self.advantage = mlp(width, n_actions, head, 1.0)
+        self.value = mlp(width, 1, head, 1.0) if dueling else None
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        h = self.trunk(obs)
+        adv = self.advantage(h)
+        if self.value is None:
+            return adv
+        return self.value(h) + adv - adv.mean(dim=1, keepdim=True)
+
+
+def masked_q(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Q-values with illegal actions at -inf."""
+    return q if mask is None else q.masked_fill(~mask, float("-inf"))
+
+
+class _Policy:
+    """What one trained policy learns with: networks, optimiser, replay buffer, RNGs."""
+
+    def __init__(self, spec: PolicySpec, s: DQNSettings, seed: int, device: str):
+        self.spec = spec
+        view = spec.action_view
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(rng_for(seed, "dqn", "init", spec.id).integers(2**63)))
+            self.online = QNet(spec.obs_dim, view.mask_dim, s.net, s.dueling).to(device)
+        self.target = copy.deepcopy(self.online).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=s.lr)
+        self.buffer = ReplayBuffer(s.buffer_size, spec.obs_dim, view.shape, view.dtype,
+                                   view.mask_dim)
+        self.act_rng = rng_for(seed, "dqn", "act", spec.id)
+        self.sample_rng = rng_for(seed, "dqn", "sample", spec.id)
+        self.updates = 0  # gradient steps taken
+
+
+# -- acting -----------------------------------------------------------------------------------
+class DQNActor:
+    """Epsilon-greedy over the legal actions; greedy when not exploring."""
+
+    squashed = False
+    wants_env_obs = False
+
+    def __init__(self, algo: DQN, policy: _Policy):
+        self.algo = algo
+        self.policy = policy
+
+    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        p = self.policy
+        device = self.algo.device
+        with torch.no_grad():
+            # The runner may hand a read-only view of its buffers; torch wants writable memory.
+            q = p.online(torch.as_tensor(np.require(batch.obs, requirements="W"), device=device))
+        q = q.cpu().numpy()
+        legal = batch.mask if batch.mask is not None else np.ones(q.shape, bool)
+        greedy = np.where(legal, q, -np.inf).argmax(axis=1)
+        if not explore:
+            return greedy, {}
+        n = len(greedy)
+        random = masked_uniform(p.act_rng, legal)
+        take = p.act_rng.random(n) < self.algo.epsilon()
+        return np.where(take, random, greedy), {}
+
+
+# -- the algorithm: collect, decide, learn ------------------------------------------------
+@register
+class DQN(Algorithm):
+    name = "dqn"
+    Settings = DQNSettings
+    action_kinds = frozenset({"discrete"})
+    turn_based = True
+
+    def __init__(self, settings: DQNSettings, specs: dict[str, PolicySpec], device: str,
+                 seed: int):
+        super().__init__(settings, specs, device, seed)
+        self.policies = {pid: _Policy(spec, settings, seed, device)
+                         for pid, spec in specs.items() if spec.trainable}
+        self._actors = {pid: DQNActor(self, p) for pid, p in self.policies.items()}
+        self.steps = 0  # steps of the loop (env steps per copy)
+        self.copies = 1  # env copies seen in transitions, to name env steps in errors
+
+    def actor(self, pid: str) -> DQNActor:
+        return self._actors[pid]
+
+    def epsilon(self) -> float:
+        s = self.settings
+        frac = min(1.0, self.steps / s.exploration_steps) if s.exploration_steps else 1.0
+        return s.epsilon_start + frac * (s.epsilon_end - s.epsilon_start)
+
+    def collect(self, pid: str, batch: Transitions) -> None:
+        if pid in self.policies and len(batch):
+            self.policies[pid].buffer.add(batch, pid)
+            self.copies = max(self.copies, int(batch.env.max()) + 1)
+
+    def ready(self) -> bool:
+        """Counts a step (the loop asks once per step); true when an update is due."""
+        self.steps += 1
+        s = self.settings
+        return (self.steps >= s.learning_starts and self.steps % s.train_every == 0
+                and any(len(p.buffer) >= s.batch_size for p in self.policies.values()))
+
+    def update(self) -> dict[str, float]:
+        s = self.settings
+        metrics: dict[str, float] = {"epsilon": self.epsilon()}
+        for pid, p in self.policies.items():
+            if len(p.buffer) < s.batch_size:
+                continue
+            sums = np.zeros(3)
+            for _ in range(s.gradient_steps):
+                batch = p.buffer.sample(s.batch_size, p.sample_rng, s.n_step, s.gamma)
+                sums += self._learn(pid, p, batch)
+            loss, q_mean, target_mean = sums / s.gradient_steps
+            metrics.update({f"loss/{pid}": loss, f"q_mean/{pid}": q_mean,
+                            f"target_mean/{pid}": target_mean,
+                            f"buffer_size/{pid}": float(len(p.buffer))})
+        return metrics
+
+    def _learn(self, pid: str, p: _Policy, b: Sample) -> np.ndarray:
+        s = self.settings
+        obs = _tensor(b.obs, self.device)
+        action = _tensor(b.action, self.device).long()
+        target = td_target(p.online, p.target, b, s.double, self.device)
+        q = p.online(obs).gather(1, action[:, None]).squeeze(1)
+        loss = nn.functional.huber_loss(q, target, delta=s.huber_delta)
+        if not torch.isfinite(loss):
+            raise NonFiniteError(
+                f"policy {pid!r}: the DQN loss is {loss.item()} at env step "
+                f"{self.steps * self.copies} (gradient step {p.updates}); check rewards and "
+                "observations for huge values, or lower algo.lr"
+            )
+        p.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(p.online.parameters(), s.max_grad_norm)
+        p.optimizer.step()
+        p.updates += 1
+        if p.updates % s.target_every == 0:
+            with torch.no_grad():
+                for t, o in zip(p.target.parameters(), p.online.parameters(), strict=True):
+                    if s.tau == 1.0:
+                        t.copy_(o)
+                    else:
+                        t.lerp_(o, s.tau)
+        return np.array([loss.item(), q.mean().item(), target.mean().item()])
+
+    # -- state ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return copy.deepcopy({
+            "steps": self.steps, "copies": self.copies,
+            "policies": {pid: {
+                "online": p.online.state_dict(), "target": p.target.state_dict(),
+                "optimizer": p.optimizer.state_dict(), "updates": p.updates,
+                "act_rng": p.act_rng.bit_generator.state,
+                "sample_rng": p.sample_rng.bit_generator.state,
+                "buffer": p.buffer.state_dict() if self.settings.save_buffer else None,
+            } for pid, p in self.policies.items()},
+        })
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = copy.deepcopy(state)
+        self.steps, self.copies = state["steps"], state["copies"]
+        for pid, p in self.policies.items():
+            saved = state["policies"][pid]
+            p.online.load_state_dict(saved["online"])
+            p.target.load_state_dict(saved["target"])
+            p.optimizer.load_state_dict(saved["optimizer"])
+            p.updates = saved["updates"]
+            p.act_rng.bit_generator.state = saved["act_rng"]
+            p.sample_rng.bit_generator.state = saved["sample_rng"]
+            if saved["buffer"] is None:
+                p.buffer.clear()
+            else:
+                p.buffer.load_state_dict(saved["buffer"])
+
+
+def td_target(online: nn.Module, target: nn.Module, b: Sample, double: bool,
+              device: str) -> torch.Tensor:
+    """R + gamma^n * Q_target(s', a*) with a* the best legal action at s' (by the online net
+    when ``double``); no bootstrap where the episode terminated or s' has no legal action."""
+    with torch.no_grad():
+        next_obs = _tensor(b.next_obs, device)
+        next_mask = None if b.next_mask is None else _tensor(b.next_mask, device)
+        q_target = target(next_obs)
+        chooser = online(next_obs) if double else q_target
+        best = masked_q(chooser, next_mask).argmax(dim=1, keepdim=True)
+        next_value = q_target.gather(1, best).squeeze(1)
+        bootstrap = ~_tensor(b.terminated, device)
+        if next_mask is not None:
+            bootstrap &= next_mask.any(dim=1)
+        discount = _tensor(b.discount.astype(np.float32), device)
+        reward = _tensor(b.reward.astype(np.float32), device)
+        return reward + torch.where(bootstrap, discount * next_value, torch.zeros_like(reward))
+
+
+def _tensor(x: np.ndarray, device: str) -> torch.Tensor:
+    return torch.as_tensor(x, device=device)

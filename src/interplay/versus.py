@@ -1,0 +1,154 @@
+"""A trained policy against a fixed opponent in a two-player game: ``interplay eval --vs``.
+
+The trained side plays each seat in half of the games (the first seat gets the odd one), greedy,
+against a random player (``random``, legal actions only) or a scripted one (``module:function``,
+called as ``fn(observation, agent_id)`` with the env's own observation). A game is won, drawn or
+lost as the trained side's final return is positive, zero or negative.
+
+Each seat's games are spread over the env copies with a fixed quota per copy, fixed before the
+first game, so that short games (quick wins or quick losses) are not over-counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from interplay.actors import Actor, RandomActor, ScriptedActor
+from interplay.algos.base import rng_for
+from interplay.callbacks import CallbackList, Callbacks
+from interplay.config import Config, ConfigError, PolicyConfig
+from interplay.mapping import PolicySpec, load_callable
+from interplay.runner import Runner
+from interplay.spaces import same_space
+from interplay.trainer import make_specs, make_vec_env
+
+OUTCOMES = ("win", "draw", "loss")
+
+
+def play_versus(cfg: Config, agents: list[str], specs: dict[str, PolicySpec],
+                actors: dict[str, Actor], opponent: str, episodes: int, seed: int,
+                env_id: Any = None) -> dict[str, Any]:
+    """Play ``episodes`` greedy games of the trained policies against ``opponent``; the rates.
+
+    ``agents`` are the seats in the env's order, ``specs`` and ``actors`` the run's policies.
+    """
+    if len(agents) != 2:
+        raise ConfigError(f"--vs is for two-player games; this env has agents {agents}")
+    if episodes < 2:
+        raise ConfigError(f"--vs plays each seat: --episodes must be at least 2, got {episodes}")
+    opp_id = "opponent"
+    while opp_id in specs:
+        opp_id += "_"
+    report: dict[str, Any] = {"vs": opponent}
+    results: list[np.ndarray] = []
+    for i, seat in enumerate(agents):
+        pid = _trained_on(seat, specs)
+        n = episodes // 2 + (i < episodes % 2)
+        mapping = {
+            pid: specs[pid].config.model_copy(update={"agents": [seat]}),
+            opp_id: _opponent_config(opponent, agents[1 - i]),
+        }
+        returns = _play(cfg, mapping, pid, opp_id, specs[pid], actors[pid], opponent, seat, n,
+                        seed, env_id)
+        results.append(returns)
+        report[f"policy/{seat}"] = pid
+        report[f"episodes/{seat}"] = n
+        report.update({f"{k}/{seat}": v for k, v in _rates(returns).items()})
+    every = np.concatenate(results)
+    report["episodes"] = len(every)
+    report.update(_rates(every))
+    return report
+
+
+def _trained_on(seat: str, specs: dict[str, PolicySpec]) -> str:
+    """The policy that plays ``seat`` for the trained side: its own if trained, else the only one."""
+    own = next(pid for pid, s in specs.items() if seat in s.agents)
+    if specs[own].trainable:
+        return own
+    trained = [pid for pid, s in specs.items() if s.trainable]
+    if len(trained) != 1:
+        raise ConfigError(
+            f"--vs: seat {seat!r} was played by the {specs[own].config.type} policy {own!r} and "
+            f"the run trained {len(trained)} policies {trained}; nothing to put on that seat"
+        )
+    return trained[0]
+
+
+def _opponent_config(opponent: str, seat: str) -> PolicyConfig:
+    if opponent == "random":
+        return PolicyConfig(type="random", agents=[seat])
+    load_callable(opponent, "--vs")  # fails early, naming the option
+    return PolicyConfig(type="scripted", fn=opponent, agents=[seat])
+
+
+def _play(cfg: Config, mapping: dict[str, PolicyConfig], pid: str, opp_id: str,
+          trained: PolicySpec, actor: Actor, opponent: str, seat: str, n: int, seed: int,
+          env_id: Any) -> np.ndarray:
+    """The trained side's final returns on ``seat`` over ``n`` games."""
+    train = cfg.train.model_copy(update={"self_play": False, "policy_mapping_fn": None})
+    seat_cfg = cfg.model_copy(update={"policies": mapping, "train": train})
+    num_envs = min(cfg.env.num_envs, n)
+    env, copies = make_vec_env(seat_cfg, num_envs=num_envs, env_id=env_id)
+    try:
+        specs = make_specs(seat_cfg, env)
+        for kind in ("obs_space", "action_space"):
+            if not same_space(getattr(specs[pid], kind), getattr(trained, kind)):
+                raise ConfigError(
+                    f"--vs: policy {pid!r} was made for {getattr(trained, kind)} but seat "
+                    f"{seat!r} has {getattr(specs[pid], kind)}"
+                )
+        opp_spec = specs[opp_id]
+        if opponent == "random":
+            opp: Actor = RandomActor(opp_spec, rng_for(seed, "vs", "random", seat))
+        else:
+            opp = ScriptedActor(opp_spec, load_callable(opponent, "--vs"))
+        quota = [n // num_envs + (e < n % num_envs) for e in range(num_envs)]
+        record = _Outcomes(seat, quota)
+        runner = Runner(env, specs, {pid: actor, opp_id: opp}, set(), CallbackList([record]), copies)
+        runner.reset(int(rng_for(seed, "vs", seat).integers(2**31 - 1)))
+        while not record.done():
+            runner.step(explore=False)
+    finally:
+        env.close()
+    return np.concatenate([np.asarray(r, np.float64) for r in record.returns])
+
+
+class _Outcomes(Callbacks):
+    """The first ``quota[e]`` final returns of ``seat`` in each copy ``e``."""
+
+    def __init__(self, seat: str, quota: list[int]):
+        self.seat = seat
+        self.quota = quota
+        self.returns: list[list[float]] = [[] for _ in quota]
+
+    def on_episode_end(self, *, episode: Any, env_index: int, runner: Any) -> None:
+        got = self.returns[env_index]
+        if len(got) < self.quota[env_index]:
+            got.append(episode.returns.get(self.seat, 0.0))
+
+    def done(self) -> bool:
+        return all(len(r) >= q for r, q in zip(self.returns, self.quota, strict=True))
+
+
+def _rates(returns: np.ndarray) -> dict[str, float]:
+    n = max(len(returns), 1)
+    return {"win_rate": float((returns > 0).sum() / n), "draw_rate": float((returns == 0).sum() / n),
+            "loss_rate": float((returns < 0).sum() / n), "return_mean": float(returns.mean())}
+
+
+def print_versus(report: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"vs {report['vs']} on {report['env']} over {report['episodes']} games, "
+                        "greedy")
+    for name in ("trained side", "policy", "games", "win", "draw", "loss"):
+        table.add_column(name, justify="left" if name in ("trained side", "policy") else "right")
+    seats = [k.split("/", 1)[1] for k in report if k.startswith("episodes/")]
+    for seat in seats:
+        table.add_row(f"on seat {seat}", report[f"policy/{seat}"], str(report[f"episodes/{seat}"]),
+                      *(f"{report[f'{o}_rate/{seat}']:.1%}" for o in OUTCOMES))
+    table.add_row("both seats", "", str(report["episodes"]),
+                  *(f"{report[f'{o}_rate']:.1%}" for o in OUTCOMES))
+    console.print(table)

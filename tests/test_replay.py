@@ -1,0 +1,181 @@
+"""The replay buffer: storage, overwriting, n-step returns per agent stream, state."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import make_runner
+
+from interplay.envs.toy import Move
+from interplay.replay import ReplayBuffer
+from interplay.statecodec import decode, encode
+from interplay.transitions import Transitions
+
+
+def rows(obs, next_obs, reward, env=0, slot=0, terminated=False, truncated=False, action=0,
+         mask=None, next_mask=None) -> Transitions:
+    """A batch of transitions from columns (scalars repeat)."""
+    obs = np.asarray(obs, np.float32).reshape(-1, 1)
+    n = len(obs)
+
+    def col(x, dtype):
+        return np.broadcast_to(np.asarray(x, dtype), (n,)).copy()
+
+    return Transitions(
+        obs=obs, action=col(action, np.int64), reward=col(reward, np.float64),
+        next_obs=np.asarray(next_obs, np.float32).reshape(-1, 1),
+        terminated=col(terminated, bool), truncated=col(truncated, bool), env=col(env, np.int64),
+        slot=col(slot, np.int64), mask=mask, next_mask=next_mask, extras={},
+    )
+
+
+def episode(buf: ReplayBuffer, rewards, start=0.0, end="terminated", env=0, slot=0):
+    """One stream's episode, one transition per add, observations start, start+1, ..."""
+    for i, r in enumerate(rewards):
+        last = i == len(rewards) - 1
+        buf.add(rows([start + i], [start + i + 1], [r], env=env, slot=slot,
+                     terminated=last and end == "terminated", truncated=last and end == "truncated"))
+
+
+def test_rows_are_stored_and_the_oldest_overwritten():
+    buf = ReplayBuffer(4, 1)
+    buf.add(rows([0, 1, 2], [1, 2, 3], [0.0, 1.0, 2.0], env=[0, 1, 2]))
+    assert len(buf) == 3
+    buf.add(rows([3, 4], [4, 5], [3.0, 4.0], env=[0, 1]))
+    assert len(buf) == 4 and buf.added == 5
+    assert sorted(buf.reward) == [1.0, 2.0, 3.0, 4.0]
+    s = buf.sample(100, np.random.default_rng(0))
+    assert set(s.reward) == {1.0, 2.0, 3.0, 4.0}
+    assert (s.next_obs[:, 0] == s.obs[:, 0] + 1).all()
+
+
+def test_sampling_is_uniform_and_follows_the_generator():
+    buf = ReplayBuffer(10, 1)
+    buf.add(rows(np.arange(10), np.arange(10) + 1, np.arange(10.0), env=np.arange(10)))
+    a = buf.sample(20_000, np.random.default_rng(3))
+    b = buf.sample(20_000, np.random.default_rng(3))
+    assert (a.index == b.index).all()
+    counts = np.bincount(a.index, minlength=10)
+    assert counts.min() > 1800 and counts.max() < 2200
+
+
+@pytest.mark.parametrize("end", ["terminated", "truncated"])
+def test_n_step_returns_by_hand(end):
+    buf = ReplayBuffer(16, 1)
+    episode(buf, [1.0, 2.0, 3.0, 4.0], end=end)
+    g = 0.5
+    s = buf.gather(np.arange(4), n_step=3, gamma=g)
+    assert s.reward.tolist() == [1 + g * 2 + g * g * 3, 2 + g * 3 + g * g * 4, 3 + g * 4, 4]
+    assert s.steps.tolist() == [3, 3, 2, 1]
+    assert s.discount.tolist() == [g**3, g**3, g**2, g]
+    assert s.next_obs[:, 0].tolist() == [3, 4, 4, 4]
+    ended = [False, True, True, True]
+    assert s.terminated.tolist() == (ended if end == "terminated" else [False] * 4)
+    assert s.truncated.tolist() == (ended if end == "truncated" else [False] * 4)
+    one = buf.gather(np.arange(4), n_step=1, gamma=g)
+    assert one.reward.tolist() == [1, 2, 3, 4] and one.steps.tolist() == [1] * 4
+
+
+def test_returns_stop_at_the_episode_end_of_their_own_stream():
+    buf = ReplayBuffer(32, 1)
+    # Two seats of one copy and one seat of another, interleaved as in a turn-based game.
+    for i in range(3):
+        buf.add(rows([10 * i], [10 * (i + 1)], [1.0], env=0, slot=0, terminated=i == 2))
+        buf.add(rows([100 + 10 * i], [100 + 10 * (i + 1)], [-1.0], env=0, slot=1))
+        buf.add(rows([500 + i], [500 + i + 1], [2.0], env=1, slot=0))
+    episode(buf, [5.0, 6.0], start=30.0)  # seat 0's next episode continues observation 30
+    s = buf.gather(np.arange(len(buf)), n_step=4, gamma=1.0)
+    by_obs = dict(zip(s.obs[:, 0].tolist(), zip(s.reward, s.steps, strict=True), strict=True))
+    assert by_obs[0.0] == (3.0, 3) and by_obs[20.0] == (1.0, 1)  # stops at the termination
+    assert by_obs[30.0] == (11.0, 2)
+    assert by_obs[100.0] == (-3.0, 3)  # not ended: stops where its rows run out
+    assert by_obs[500.0] == (6.0, 3)
+
+
+def test_a_row_that_does_not_continue_the_stream_is_not_linked():
+    buf = ReplayBuffer(8, 1)
+    buf.add(rows([0], [1], [1.0]))
+    buf.add(rows([7], [8], [1.0]))  # the env was restarted in between: obs 7 is not next_obs 1
+    assert buf.gather(np.array([0]), n_step=3).steps.tolist() == [1]
+
+
+def test_returns_stop_where_the_next_row_was_overwritten():
+    buf = ReplayBuffer(3, 1)
+    episode(buf, [1.0, 1.0, 1.0, 1.0, 1.0], end="none")
+    # Rows 2, 3, 4 are left; row 4's successor never came and row 1 is gone.
+    s = buf.gather(np.arange(3), n_step=5, gamma=1.0)
+    assert sorted(zip(s.obs[:, 0].tolist(), s.steps.tolist(), strict=True)) == [(2, 3), (3, 2), (4, 1)]
+    buf.add(rows([5], [6], [1.0]))  # overwrites row 2: the chain from 3 still reaches it
+    s = buf.gather(np.arange(3), n_step=5, gamma=1.0)
+    assert sorted(zip(s.obs[:, 0].tolist(), s.steps.tolist(), strict=True)) == [(3, 3), (4, 2), (5, 1)]
+
+
+def test_one_stream_twice_in_one_batch_is_added_in_order():
+    buf = ReplayBuffer(8, 1)
+    buf.add(rows([0, 1], [1, 2], [1.0, 2.0], env=0, slot=0))
+    s = buf.gather(np.array([0]), n_step=2, gamma=1.0)
+    assert s.reward.tolist() == [3.0]
+
+
+def test_masks_are_kept_and_the_last_step_gives_next_mask():
+    buf = ReplayBuffer(8, 1, mask_dim=3)
+    m0, m1, m2 = np.array([[1, 0, 1]], bool), np.array([[0, 1, 1]], bool), np.array([[1, 1, 0]], bool)
+    buf.add(rows([0], [1], [0.0], mask=m0, next_mask=m1))
+    buf.add(rows([1], [2], [0.0], mask=m1, next_mask=m2))
+    s = buf.gather(np.array([0]), n_step=2)
+    assert (s.mask == m0).all() and (s.next_mask == m2).all()
+
+
+def test_state_round_trip_through_the_checkpoint_codec():
+    buf = ReplayBuffer(5, 1, mask_dim=2)
+    for e in range(3):
+        episode(buf, [1.0, 2.0], start=10.0 * e, env=e, end="none")
+    other = ReplayBuffer(5, 1, mask_dim=2)
+    other.load_state_dict(decode(encode(buf.state_dict())))
+    a = buf.sample(50, np.random.default_rng(1), n_step=3, gamma=0.9)
+    b = other.sample(50, np.random.default_rng(1), n_step=3, gamma=0.9)
+    assert all((getattr(a, k) == getattr(b, k)).all() for k in vars(a) if getattr(a, k) is not None)
+    # The streams carry on after loading: the next row still links to the last one.
+    for x in (buf, other):
+        x.add(rows([12], [13], [4.0], env=0))
+    assert (buf.gather(np.arange(5), 3, 0.9).reward == other.gather(np.arange(5), 3, 0.9).reward).all()
+    small = ReplayBuffer(5, 1, mask_dim=2)
+    small.add(rows([0], [1], [0.0]))
+    assert small.state_dict()["arrays"]["obs"].shape == (1, 1)  # only filled rows are saved
+    with pytest.raises(ValueError, match="buffer size"):
+        ReplayBuffer(6, 1, mask_dim=2).load_state_dict(buf.state_dict())
+
+
+def test_n_step_returns_of_a_turn_based_game_match_the_env_rewards():
+    """Runner-booked transitions of a 3-player game with rewards to everyone, gathered back."""
+    plan = [Move(rewards={"player_0": 1.0, "player_2": 0.5}), Move(rewards={"player_1": 2.0}),
+            Move(rewards={"player_0": -1.0}, skip=1), Move(rewards={"player_1": 3.0, "player_2": 1.0}),
+            Move(rewards={"player_2": -2.0}), Move(), Move(rewards={"player_0": 4.0})]
+    runner = make_runner({
+        "env": {"id": "interplay.envs.toy:scripted_turn_game", "num_envs": 2,
+                "kwargs": {"n_agents": 3, "plan": plan}},
+        "train": {"self_play": True},
+    })
+    runner.reset(0)
+    buf = ReplayBuffer(1000, runner.specs["shared"].obs_dim, mask_dim=3)
+    streams: dict[tuple[int, int], list[tuple[float, bool]]] = {}
+    for _ in range(40):
+        for t in runner.step().values():
+            buf.add(t, "shared")
+            for e, s, r, d in zip(t.env, t.slot, t.reward, t.terminated, strict=True):
+                streams.setdefault((int(e), int(s)), []).append((float(r), bool(d)))
+    g, n = 0.9, 3
+    expected = []
+    for seq in streams.values():
+        for i in range(len(seq)):
+            ret, k = 0.0, 0
+            while k < n and i + k < len(seq):
+                ret += g**k * seq[i + k][0]
+                k += 1
+                if seq[i + k - 1][1]:
+                    break
+            expected.append((k, round(ret, 9)))
+    s = buf.gather(np.arange(len(buf)), n_step=n, gamma=g)
+    got = sorted(zip(s.steps.tolist(), np.round(s.reward, 9).tolist(), strict=True))
+    assert len(got) == buf.added > 20
+    assert got == sorted(expected)

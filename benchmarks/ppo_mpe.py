@@ -19,8 +19,9 @@ import torch
 
 from interplay.callbacks import Callbacks
 from interplay.config import Config, load
+from interplay.experiment import train
 from interplay.runner import Runner
-from interplay.trainer import make_specs, make_vec_env, train
+from interplay.trainer import make_specs, make_vec_env
 
 
 class KeepRunner(Callbacks):

@@ -23,7 +23,8 @@ from interplay.envs.async_vec import AsyncVecEnv, WorkerError
 from interplay.envs.copies import EnvCrashError
 from interplay.envs.registry import env_factory
 from interplay.envs.vector import SyncVecEnv, VecStep
-from interplay.trainer import make_vec_env, train
+from interplay.experiment import train
+from interplay.trainer import make_vec_env
 
 TESTS = Path(__file__).parent
 SRC = TESTS.parent / "src"

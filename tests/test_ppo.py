@@ -17,10 +17,11 @@ from interplay.algos.distributions import ActionDist
 from interplay.algos.ppo import PPO
 from interplay.config import ConfigError, load, validate
 from interplay.envs.toy import Move, ScriptedTurnGame
+from interplay.experiment import train
 from interplay.runner import Runner
 from interplay.spaces import action_view
 from interplay.statecodec import decode, encode
-from interplay.trainer import make_actors, make_algorithm, make_specs, make_vec_env, train
+from interplay.trainer import make_actors, make_algorithm, make_specs, make_vec_env
 
 FAST = {"rollout": 16, "epochs": 2, "minibatches": 2}
 

@@ -109,7 +109,7 @@ class Experiment:
             "algo": self.algo.state_dict(),
             "actors": {p: a.state_dict() for p, a in self.actors.items() if hasattr(a, "state_dict")},
             "runner": self.runner.state_dict(),
-            "env": capture(self.env),
+            "env": capture(self.env) if getattr(self.env, "snapshot_supported", True) else None,
             "learner": dict(self.learner),
         }
 
@@ -118,8 +118,9 @@ class Experiment:
             raise CheckpointError(f"checkpoint state format {state.get('format')!r} is not {STATE_FORMAT}")
         check_spaces(state["spaces"], self.specs)
         self.runner.reset(self.cfg.train.seed)  # builds everything a snapshot fills back in
-        restore(self.env, state["env"])
-        self.runner.load_state_dict(state["runner"])
+        if state["env"] is not None:
+            restore(self.env, state["env"])
+        self.runner.load_state_dict(state["runner"], episodes=state["env"] is not None)
         self.algo.load_state_dict(state["algo"])
         for pid, s in state["actors"].items():
             self.actors[pid].load_state_dict(s)

@@ -167,21 +167,27 @@ class Runner:
             "groups": groups,
         }
 
-    def load_state_dict(self, state: dict) -> None:
-        """Continue from :meth:`state_dict`; the env must already be back at its own state."""
+    def load_state_dict(self, state: dict, episodes: bool = True) -> None:
+        """Continue from :meth:`state_dict`; the env must already be back at its own state.
+
+        With ``episodes`` False (an env whose copies could not be saved) only the counters and
+        the report window come back, and the freshly reset episodes go on from there.
+        """
         self.env_steps, self.agent_steps, self.episodes = state["counters"]
         t, w = self.tracker, self.window
-        tr = state["tracker"]
-        t.ret[...], t.seen[...], t.length[...] = tr["ret"], tr["seen"], tr["length"]
-        t._next_id = tr["next_id"]
-        for ep, ep_id, custom in zip(t.current, tr["ids"], tr["custom"], strict=True):
-            ep.id, ep.custom = ep_id, [tuple(c) for c in custom]
         wd = state["window"]
         w.reset()
         w.totals, w.lengths = list(wd["totals"]), list(wd["lengths"])
         w.by_agent.update({k: list(v) for k, v in wd["by_agent"].items()})
         w.by_policy.update({k: list(v) for k, v in wd["by_policy"].items()})
         w.custom = {k: (r, list(v)) for k, (r, v) in wd["custom"].items()}
+        if not episodes:
+            return
+        tr = state["tracker"]
+        t.ret[...], t.seen[...], t.length[...] = tr["ret"], tr["seen"], tr["length"]
+        t._next_id = tr["next_id"]
+        for ep, ep_id, custom in zip(t.current, tr["ids"], tr["custom"], strict=True):
+            ep.id, ep.custom = ep_id, [tuple(c) for c in custom]
         for g in self.groups:
             entry = state["groups"][g.spec.id]
             if g.book is not None:

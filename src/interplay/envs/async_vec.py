@@ -185,7 +185,11 @@ class AsyncVecEnv:
     Returns exactly what :class:`SyncVecEnv` returns for the same seeds and actions. Set
     ``raw_obs`` when a scripted policy needs the env's own observations (and ``infos``);
     otherwise ``VecStep.raw_obs`` is None. ``stats()`` counts the faults survived.
+    The copies live in other processes, so checkpoints cannot hold them: a resumed run
+    starts fresh episodes (``snapshot_supported`` is False).
     """
+
+    snapshot_supported = False
 
     def __init__(self, make: Callable[[], Any], num_envs: int = 1, max_steps: int | None = None,
                  num_workers: int | None = None, step_timeout_s: float = 60.0,

@@ -189,7 +189,11 @@ class Experiment:
         c["wall_s"] = now - start
         rate = (self.runner.env_steps - self._last_steps) / max(now - self._last_t, 1e-9)
         self._last_t, self._last_steps = now, self.runner.env_steps
-        self._emit(loggers, result, train_row(self.runner, c["wall_s"], rate, self.learner))
+        row = train_row(self.runner, c["wall_s"], rate, self.learner)
+        stats = getattr(self.env, "stats", None)
+        if stats is not None:
+            row.update(stats())
+        self._emit(loggers, result, row)
 
     def _test(self, loggers: Loggers, result: Result) -> None:
         row = self.test_phase(self.counters["wall_s"])

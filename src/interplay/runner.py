@@ -268,8 +268,14 @@ class Runner:
                 f"{step.reward[e, i]} at env step {self.env_steps}"
             )
         ended_agents = step.terminated | step.truncated
+        dropped = step.dropped if step.dropped is not None and step.dropped.any() else None
         closed: dict[str, list[Transitions]] = {}
         for g in self.groups:
+            if dropped is not None:  # an env copy raised: its partial episode goes, unbooked
+                if g.book is not None:
+                    g.book.discard(dropped)
+                if g.stack is not None:
+                    g.stack.clear(dropped)
             parts: list[Transitions] = []
             closed[g.spec.id] = parts
             if g.book is not None:
@@ -321,6 +327,11 @@ class Runner:
     def _episodes(self, step: VecStep, stepped: np.ndarray) -> None:
         tracker = self.tracker
         tracker.stepped(stepped, step.reward, step.terminated | step.truncated)
+        if step.dropped is not None and step.dropped.any():
+            for e in np.nonzero(step.dropped)[0]:
+                tracker.drop(int(e))
+                self.callbacks.on_episode_start(
+                    episode=tracker.current[e], env_index=int(e), runner=self)
         if self.callbacks.wants_steps:
             for e in np.nonzero(stepped)[0]:
                 episode = tracker.current[e]

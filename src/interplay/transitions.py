@@ -112,6 +112,12 @@ class TransitionBook:
         self.acc[e, s] = 0.0
         return out
 
+    def discard(self, copies: np.ndarray) -> None:
+        """Abandon everything open in ``copies`` (their episode was dropped)."""
+        self.open[copies] = False
+        self.acc[copies] = 0.0
+        self.pending[copies] = 0.0
+
     def forget_pending(self, copies: np.ndarray) -> None:
         """A new episode starts in ``copies``: rewards held for agents that never acted lapse."""
         self.pending[copies] = 0.0

@@ -219,6 +219,14 @@ def test_presets_differ_only_in_their_defaults():
     assert mappo.Settings(name="mappo").centralised_critic
 
 
+def test_a_non_finite_loss_stops_the_update_naming_the_policy():
+    _, algo, runner = build(TOY_ENVS["spread"], {"name": "ippo", **FAST})
+    drive(runner, algo, 5)
+    algo._rollout[0][2].reward[0] = np.nan
+    with pytest.raises(FloatingPointError, match=r"policy 'agent': the PPO loss is nan"):
+        algo.update()
+
+
 # -- exact resume -----------------------------------------------------------------------------
 class Twin:
     """Acts with one actor and checks that another gives the very same actions and extras."""

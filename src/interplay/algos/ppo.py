@@ -199,16 +199,18 @@ class PPO(Algorithm):
     # -- update: bootstrap, advantages, epochs x minibatches ------------------------------
     def update(self) -> dict[str, float]:
         s = self.settings
-        frac = 1.0
+        lr = s.lr
         if s.lr_decay_steps:
-            frac = max(0.0, 1.0 - self._past_steps / s.lr_decay_steps)
+            lr *= max(0.0, 1.0 - self._past_steps / s.lr_decay_steps)
         data = {pid: self._gather(pid) for pid in self.trained}
         data = {pid: d for pid, d in data.items() if d is not None}
         if s.centralised_critic and data:
             self._add_joint(data)
-        metrics: dict[str, float] = {"lr": s.lr * frac}
+        metrics: dict[str, float] = {"lr": lr}
         for pid, d in data.items():
-            metrics.update(self._learn(pid, d, s.lr * frac))
+            adv, target, explained = self._advantages(pid, d)
+            metrics.update(self._optimise(pid, d, adv, target, lr))
+            metrics[f"explained_variance/{pid}"] = explained
         for pid, d in data.items():
             norm = self.policies[pid].obs_norm
             if norm is not None:
@@ -220,6 +222,7 @@ class PPO(Algorithm):
         return metrics
 
     def _gather(self, pid: str) -> dict[str, np.ndarray] | None:
+        """The rollout of one policy as arrays, observations standardised as when acting."""
         parts = [(t, b) for t, p, b in self._rollout if p == pid]
         if not parts:
             return None
@@ -234,7 +237,11 @@ class PPO(Algorithm):
         }
 
     def _add_joint(self, data: dict[str, dict[str, np.ndarray]]) -> None:
-        """Append to each row's critic input the joint observation of its copy at that step."""
+        """Append to each row's critic input the joint observation of its copy at that step.
+
+        Agents that closed no transition in that step (turn-based envs, agents that left)
+        leave zeros in their place.
+        """
         steps = max(int(d["step"].max()) for d in data.values()) + 1
         copies = max(int(d["env"].max()) for d in data.values()) + 1
         for key in ("obs", "next_obs"):
@@ -246,34 +253,43 @@ class PPO(Algorithm):
             for d in data.values():
                 d["critic_" + key] = np.concatenate([d[key], joint[d["step"], d["env"]]], axis=1)
 
-    def _learn(self, pid: str, d: dict[str, np.ndarray], lr: float) -> dict[str, float]:
+    def _advantages(self, pid: str, d: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, float]:
+        """Advantages, the critic's targets, and how much of the returns' variance it explains."""
         s = self.settings
         p = self.policies[pid]
-        dev = self.device
-        obs, slot = _tensor(d["obs"], dev), _tensor(d["slot"], dev)
-        critic_obs = _tensor(d.get("critic_obs", d["obs"]), dev)
-        critic_next = _tensor(d.get("critic_next_obs", d["next_obs"]), dev)
-        action, logp_old = _tensor(d["action"], dev), _tensor(d["logp"], dev)
-        mask = _mask_tensor(d["mask"], dev)
-
+        slot = _tensor(d["slot"], self.device)
         with torch.no_grad():
-            value = p.critic(critic_obs, slot).squeeze(1).cpu().numpy().astype(np.float64)
-            next_value = p.critic(critic_next, slot).squeeze(1).cpu().numpy().astype(np.float64)
+            value, next_value = (
+                p.critic(_tensor(d.get("critic_" + key, d[key]), self.device), slot)
+                .squeeze(1).cpu().numpy().astype(np.float64)
+                for key in ("obs", "next_obs"))
         if p.ret_norm is not None:
             value = value * p.ret_norm.std + p.ret_norm.mean
             next_value = next_value * p.ret_norm.std + p.ret_norm.mean
         stream = d["env"].astype(np.int64) * len(p.spec.agents) + d["slot"]
         adv, ret = gae(d["reward"], value, next_value, d["terminated"], d["truncated"], stream,
                        s.gamma, s.gae_lambda)
-        explained = 1.0 - np.var(ret - value) / max(np.var(ret), 1e-8)
+        explained = float(1.0 - np.var(ret - value) / max(np.var(ret), 1e-8))
         target = ret
         if p.ret_norm is not None:
             p.ret_norm.update(ret)
             target = (ret - p.ret_norm.mean) / p.ret_norm.std
         if s.norm_adv:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        adv_t, target_t = _tensor(adv.astype(np.float32), dev), _tensor(target.astype(np.float32), dev)
+        return adv, target, explained
 
+    def _optimise(self, pid: str, d: dict[str, np.ndarray], adv: np.ndarray, target: np.ndarray,
+                  lr: float) -> dict[str, float]:
+        """Epochs x minibatches of clipped policy-gradient, value and entropy steps."""
+        s = self.settings
+        p = self.policies[pid]
+        dev = self.device
+        obs, slot = _tensor(d["obs"], dev), _tensor(d["slot"], dev)
+        critic_obs = _tensor(d.get("critic_obs", d["obs"]), dev)
+        action, logp_old = _tensor(d["action"], dev), _tensor(d["logp"], dev)
+        mask = _mask_tensor(d["mask"], dev)
+        adv_t = _tensor(adv.astype(np.float32), dev)
+        target_t = _tensor(target.astype(np.float32), dev)
         for group in p.optimizer.param_groups:
             group["lr"] = lr
         n = len(adv)
@@ -284,14 +300,20 @@ class PPO(Algorithm):
             for start in range(0, n, size):
                 i = order[start:start + size]
                 out = p.actor(obs[i], slot[i])
-                logp, entropy = p.dist.log_prob_entropy(out, None if mask is None else mask[i],
-                                                        action[i])
+                logp, entropy = p.dist.log_prob_entropy(
+                    out, None if mask is None else mask[i], action[i])
                 log_ratio = logp - logp_old[i]
                 ratio = log_ratio.exp()
                 a = adv_t[i]
                 policy_loss = -torch.min(ratio * a, ratio.clamp(1 - s.clip, 1 + s.clip) * a).mean()
-                value_loss = 0.5 * (p.critic(critic_obs[i], slot[i]).squeeze(1) - target_t[i]).pow(2).mean()
+                value = p.critic(critic_obs[i], slot[i]).squeeze(1)
+                value_loss = 0.5 * (value - target_t[i]).pow(2).mean()
                 loss = policy_loss - s.ent_coef * entropy.mean() + s.vf_coef * value_loss
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(
+                        f"policy {pid!r}: the PPO loss is {loss.item()} in update {self.updates} "
+                        f"(policy loss {policy_loss.item()}, value loss {value_loss.item()}, "
+                        f"entropy {entropy.mean().item()})")
                 p.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(p.actor.parameters(), s.max_grad_norm)
@@ -303,9 +325,7 @@ class PPO(Algorithm):
                              ((ratio - 1).abs() > s.clip).float().mean().item()]
         sums /= s.epochs * -(-n // size)
         names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
-        out = {f"{name}/{pid}": float(v) for name, v in zip(names, sums, strict=True)}
-        out[f"explained_variance/{pid}"] = float(explained)
-        return out
+        return {f"{name}/{pid}": float(v) for name, v in zip(names, sums, strict=True)}
 
     # -- state -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: setup
-	$(BIN)/interplay train $(ARGS)
+	$(BIN)/interplay train configs/quickstart.yaml $(ARGS)
 
 test: setup
 	$(BIN)/python -m pytest -m "not slow" -q $(PYTEST_ARGS)

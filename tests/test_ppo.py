@@ -218,6 +218,13 @@ def test_presets_differ_only_in_their_defaults():
     assert mappo.Settings(name="mappo").centralised_critic
 
 
+def test_learning_rate_falls_linearly_to_zero_over_lr_decay_steps():
+    _, algo, runner = build(TOY_ENVS["spread"], {"name": "ippo", **FAST, "lr": 1e-3,
+                                                 "lr_decay_steps": 32})
+    rates = [m["lr"] for m in drive(runner, algo, 16 * 3)]
+    assert rates == pytest.approx([1e-3, 0.5e-3, 0.0])
+
+
 def test_a_non_finite_loss_stops_the_update_naming_the_policy():
     _, algo, runner = build(TOY_ENVS["spread"], {"name": "ippo", **FAST})
     drive(runner, algo, 5)

@@ -219,6 +219,13 @@ def test_presets_differ_only_in_their_defaults():
     assert mappo.Settings(name="mappo").centralised_critic
 
 
+def test_learning_rate_falls_linearly_to_zero_over_lr_decay_steps():
+    _, algo, runner = build(TOY_ENVS["spread"], {"name": "ippo", **FAST, "lr": 1e-3,
+                                                 "lr_decay_steps": 32})
+    rates = [m["lr"] for m in drive(runner, algo, 16 * 3)]
+    assert rates == pytest.approx([1e-3, 0.5e-3, 0.0])
+
+
 def test_a_non_finite_loss_stops_the_update_naming_the_policy():
     _, algo, runner = build(TOY_ENVS["spread"], {"name": "ippo", **FAST})
     drive(runner, algo, 5)
@@ -295,15 +302,52 @@ def greedy_return(runner_env: dict, algo, episodes: int = 100) -> float:
 @pytest.mark.slow
 @pytest.mark.parametrize("algo_name", ["ippo", "mappo"])
 def test_spread_beats_random(algo_name):
-    env = {"id": "spread", "num_envs": 64}
-    _, algo, runner = build(env, {"name": algo_name, "rollout": 50})
-    drive(runner, algo, 50 * 60)  # 192k env steps
-    assert greedy_return(env, algo) > -22.0  # random: -26.4
+    env = {"id": "spread", "num_envs": 128}
+    _, algo, runner = build(env, {"name": algo_name}, seed=3)
+    drive(runner, algo, 100 * 40)  # 512k env steps, about a minute
+    score = greedy_return(env, algo)
+    print(f"{algo_name} spread greedy return after 512k steps: {score:.2f}")
+    assert score > -22.0  # random: -26.4
 
 
 @pytest.mark.slow
 def test_speaker_listener_beats_random():
-    env = {"id": "speaker_listener", "num_envs": 64}
-    _, algo, runner = build(env, {"name": "mappo", "rollout": 50})
-    drive(runner, algo, 50 * 60)
-    assert greedy_return(env, algo) > -30.0  # random: -40.8
+    env = {"id": "speaker_listener", "num_envs": 128}
+    _, algo, runner = build(env, {"name": "mappo", "ent_coef": 0.0}, seed=3)
+    drive(runner, algo, 100 * 40)
+    score = greedy_return(env, algo)
+    print(f"mappo speaker_listener greedy return after 512k steps: {score:.2f}")
+    assert score > -30.0  # random: -40.8
+
+
+@pytest.mark.slow
+def test_continuous_spread_beats_random():
+    env = {"id": "spread", "num_envs": 128, "kwargs": {"continuous_actions": True}}
+    _, algo, runner = build(env, {"name": "ippo"}, seed=3)
+    drive(runner, algo, 100 * 40)
+    score = greedy_return(env, algo)
+    print(f"ippo continuous spread greedy return after 512k steps: {score:.2f}")
+    assert score > -22.0  # random: -25.5
+
+
+@pytest.mark.slow
+def test_turn_based_connect_four_beats_a_random_opponent():
+    cfg = validate({
+        "env": {"id": "pettingzoo.classic.connect_four_v3", "num_envs": 16},
+        "algo": {"name": "ippo", "rollout": 64},
+        "policies": {"me": {"agents": ["player_0"]},
+                     "other": {"agents": ["player_1"], "type": "random"}},
+        "train": {"seed": 3},
+    })
+    vec, copies = make_vec_env(cfg)
+    specs = make_specs(cfg, vec)
+    algo = make_algorithm(cfg, specs, "cpu")
+    actors = make_actors(cfg, specs, algo)
+    drive(Runner(vec, specs, actors, {"me"}, copies=copies), algo, 64 * 50)  # 51k moves
+    runner = Runner(vec, specs, actors, copies=copies)
+    runner.reset(123)
+    while runner.episodes < 200:
+        runner.step(explore=False)
+    score = runner.window.summary()["policy_return_mean/me"]
+    print(f"ippo connect four greedy return against random after 51k moves: {score:.2f}")
+    assert score > 0.5  # a random first player: about 0.1

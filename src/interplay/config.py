@@ -94,6 +94,8 @@ class TrainConfig(Section):
     """Callback classes as ``module:Class``."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where networks and learner batches live."""
+    torch_threads: int = Field(1, ge=0)
+    """CPU threads torch may use; small networks run fastest on one, 0 leaves torch's default."""
     test_frequency: int = Field(-1, ge=-1)
     """Env steps between test phases (greedy policies on a separate eval env); -1 = none."""
     test_episodes: int = Field(10, ge=1)

@@ -72,6 +72,8 @@ def spaces_of(specs: dict) -> dict[str, list[str]]:
 class Experiment:
     def __init__(self, cfg: Config, run_dir: Path, callbacks: list[Callbacks] = ()):
         seed_everything(cfg.train.seed)
+        if cfg.train.torch_threads:
+            torch.set_num_threads(cfg.train.torch_threads)
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.device = resolve_device(cfg.train.device)

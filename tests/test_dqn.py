@@ -27,15 +27,6 @@ QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 TTT = "pettingzoo.classic.tictactoe_v3"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny networks: a second thread only adds waiting, more so on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 class Table(nn.Module):
     """Q-values read from a table: the observation is a one-hot row index."""
 

@@ -26,15 +26,6 @@ from interplay.trainer import make_actors, make_algorithm, make_specs, make_vec_
 FAST = {"rollout": 16, "epochs": 2, "minibatches": 2}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small networks run fastest on one thread, and do not fight other work for cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def turn_game() -> ScriptedTurnGame:
     """Three players in rotation for ten moves, paid on others' turns too; truncated at 8."""
     plan = [Move(rewards={"player_0": 1.0, "player_2": -0.5}), Move(rewards={"player_1": 2.0}),

@@ -27,7 +27,10 @@ lint: setup
 	$(BIN)/ruff check src tests benchmarks
 
 bench: setup
-	for b in benchmarks/*.py; do $(BIN)/python $$b; done
+	$(BIN)/python benchmarks/runner_overhead.py
+	$(BIN)/python benchmarks/native_env_speed.py
+	$(BIN)/python benchmarks/async_scaling.py
+	$(BIN)/python benchmarks/ppo_mpe.py configs/ippo_spread.yaml --eval-env mpe2.simple_spread_v3
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -225,7 +225,6 @@ class Experiment:
         ev.window.reset()
         ev.window.limit = cfg.train.test_episodes
         ev.reset(derived_seed(cfg.train.seed, "test", str(self.counters["tests"])))
-        ev.env_steps = ev.agent_steps = ev.episodes = 0
         self.counters["tests"] += 1
         start = time.perf_counter()
         while len(ev.window) < cfg.train.test_episodes:

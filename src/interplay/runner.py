@@ -128,14 +128,11 @@ class Runner:
                 env=copies[e] if copies else env, env_index=e, runner=self)
 
     def reset(self, seed: int | None) -> None:
+        """Start fresh episodes in every copy, with the counters at zero."""
+        self.env_steps = self.agent_steps = self.episodes = 0
         for e in range(self.env.num_envs):
             self.tracker.drop(e)
-        for g in self.groups:
-            if g.book is not None:
-                g.book.open[:] = False
-                g.book.pending[:] = 0.0
-            if g.stack is not None:
-                g.stack.buf[:] = 0.0
+        self._abandon(np.ones(self.env.num_envs, bool))
         step = self.env.reset(seed)
         self._observe(step)
         self._step = step
@@ -270,12 +267,9 @@ class Runner:
         ended_agents = step.terminated | step.truncated
         dropped = step.dropped if step.dropped is not None and step.dropped.any() else None
         closed: dict[str, list[Transitions]] = {}
+        if dropped is not None:  # an env copy raised: its partial episode goes, unbooked
+            self._abandon(dropped)
         for g in self.groups:
-            if dropped is not None:  # an env copy raised: its partial episode goes, unbooked
-                if g.book is not None:
-                    g.book.discard(dropped)
-                if g.stack is not None:
-                    g.stack.clear(dropped)
             parts: list[Transitions] = []
             closed[g.spec.id] = parts
             if g.book is not None:
@@ -313,6 +307,14 @@ class Runner:
                 t = g.book.close(acts, g.obs, g.mask, zeros, zeros)
                 if t is not None:
                     closed[g.spec.id].append(t)
+
+    def _abandon(self, copies: np.ndarray) -> None:
+        """Forget the open transitions and stacked frames of ``copies`` ([E] bool)."""
+        for g in self.groups:
+            if g.book is not None:
+                g.book.discard(copies)
+            if g.stack is not None:
+                g.stack.clear(copies)
 
     def _check_finite(self, g: _Group, obs: np.ndarray, what: str) -> None:
         # One sum screens the whole batch; only a failure pays for finding the culprit.

@@ -61,14 +61,16 @@ def test_transitions_carry_every_reward_exactly_once(plan, num_envs, stack, self
         for pid, t in runner.step().items():
             batches.append((runner.specs[pid].agents, t))
     still_open = sum(int(g.book.open.sum()) for g in runner.groups)
+    held = sum(len(h) for h in runner.holds.values())  # closed, its episode still going
     closed = sum(len(t) for _, t in batches)
-    assert started == closed + still_open  # every opened transition closes exactly once
+    assert started == closed + held + still_open  # every opened transition closes exactly once
 
     # Reference: one episode of the same game, the standard way, without the runner's cut.
     reference = ScriptedTurnGame(n, moves, truncate_after=truncate)
     expected = aec_returns(reference, 0, lambda o, a: 0)[0]
     for (_e, agent), episodes in _episodes_per_stream(batches).items():
-        for ep in episodes[:-1]:  # finished episodes only
+        assert episodes[-1] == []  # only whole episodes are handed out
+        for ep in episodes[:-1]:
             assert sum(1 for r in ep if r[1] or r[2]) == 1 and (ep[-1][1] or ep[-1][2])
             if cut is None:
                 assert sum(r[0] for r in ep) == expected[agent]

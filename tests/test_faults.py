@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
+import numpy as np
 import pytest
 from helpers import read_metrics
 
+from interplay.actors import ActBatch
+from interplay.algos.base import REGISTRY, Algorithm, register
 from interplay.cli import main
 from interplay.config import load
 from interplay.experiment import train
+from interplay.transitions import Transitions
 
 
 def two(obs, agent):
@@ -30,6 +36,61 @@ def test_flaky_env_episodes_that_finish_are_exact(tmp_path, vectorization):
     last = rows[-1]
     assert last["env_failures"] > 0 and last["episodes_dropped"] == last["env_failures"]
     assert last["episodes"] + last["episodes_dropped"] >= 1200 // 6 - 4
+
+
+class _Twos:
+    squashed = False
+    wants_env_obs = False
+
+    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict]:
+        return np.full(len(batch.obs), 2), {}
+
+
+class Recorder(Algorithm):
+    """Acts like ``two`` and keeps every transition handed to it."""
+
+    name = "fault_recorder"
+    seen: list[Transitions] = []
+
+    def actor(self, pid: str) -> _Twos:
+        return _Twos()
+
+    def collect(self, pid: str, batch: Transitions) -> None:
+        Recorder.seen.append(batch)
+
+
+def _delivered_episodes(batches: list[Transitions]) -> list[list[float]]:
+    """Per (copy, agent) stream, the rewards of each run of transitions up to a done flag (an
+    episode, or a dropped one's fragment run together with the next), the run still going at
+    the end of training left out."""
+    runs: dict[tuple[int, int], list[list[float]]] = defaultdict(lambda: [[]])
+    for t in batches:
+        for e, s, r, end in zip(t.env, t.slot, t.reward, t.terminated | t.truncated, strict=True):
+            runs[int(e), int(s)][-1].append(float(r))
+            if end:
+                runs[int(e), int(s)].append([])
+    return [ep for eps in runs.values() for ep in eps[:-1]]
+
+
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+@pytest.mark.parametrize("mode", ["complete_episodes", "truncate_episodes"])
+def test_no_fragment_of_a_dropped_episode_reaches_the_learner(tmp_path, vectorization, mode):
+    if Recorder.name not in REGISTRY:
+        register(Recorder)
+    Recorder.seen = []
+    cfg = load([], ["env.id=faulty_envs:flaky_counter", "env.kwargs.p=0.04", "env.num_envs=4",
+                    f"env.vectorization={vectorization}", "env.max_failures=50",
+                    f"algo.name={Recorder.name}", f"train.batch_mode={mode}",
+                    "train.steps=1200", "log.console=false", "checkpoint.at_end=false"])
+    train(cfg, tmp_path)
+    episodes = _delivered_episodes(Recorder.seen)
+    whole = [ep for ep in episodes if len(ep) == 6 and sum(ep) in (27, 48)]
+    dropped = read_metrics(tmp_path)[-1]["episodes_dropped"]
+    assert dropped > 0 and len(whole) > 100
+    if mode == "complete_episodes":
+        assert whole == episodes  # every episode handed out is whole and exact
+    else:  # handed out step by step: the dropped episodes' beginnings were learned from
+        assert len(whole) < len(episodes)
 
 
 def test_a_learning_run_survives_flaky_copies(tmp_path):

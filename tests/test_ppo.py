@@ -138,17 +138,15 @@ def test_mappo_critic_sees_every_agent_of_its_copy_at_that_step():
     _, algo, runner = build(TOY_ENVS["speaker_listener"], {"name": "mappo", **FAST})
     assert algo.joint_dim == 3 + 11
     runner.reset(0)
-    steps = []
-    for _ in range(3):
-        closed = runner.step()
-        steps.append(closed)
-        for pid, batch in closed.items():
+    for _ in range(30):  # past the end of the first episodes (25 steps)
+        for pid, batch in runner.step().items():
             algo.collect(pid, batch)
         algo.ready()
     data = {pid: algo._gather(pid) for pid in algo.trained}
     algo._add_joint(data)
     speaker, listener = data["speaker"], data["listener"]
-    for t in range(3):
+    assert len(np.unique(listener["step"])) == 25
+    for t in np.unique(listener["step"]):
         s_rows = np.flatnonzero(speaker["step"] == t)
         l_rows = np.flatnonzero(listener["step"] == t)
         for key in ("obs", "next_obs"):
@@ -172,7 +170,7 @@ def test_per_agent_parameters_give_each_agent_its_own_networks():
     policy = algo.policies["agent"]
     assert len(policy.actor.nets) == len(policy.critic.nets) == 3
     before = [n[0][0].weight.clone() for n in policy.actor.nets]
-    drive(runner, algo, 16)
+    drive(runner, algo, 32)  # the first episodes end at step 25
     after = [n[0][0].weight for n in policy.actor.nets]
     assert all(not torch.equal(b, a) for b, a in zip(before, after, strict=True))
     # Rows go to their own agent's network.
@@ -218,9 +216,9 @@ def test_learning_rate_falls_linearly_to_zero_over_lr_decay_steps():
 
 
 def test_a_non_finite_loss_stops_the_update_naming_the_policy():
-    _, algo, runner = build(TOY_ENVS["spread"], {"name": "ippo", **FAST})
-    drive(runner, algo, 5)
-    algo._rollout[0][2].reward[0] = np.nan
+    _, algo, runner = build(TOY_ENVS["spread"], {"name": "ippo", **FAST, "rollout": 64})
+    drive(runner, algo, 25)  # one whole episode, no update yet
+    algo._rollout[0][1].reward[0] = np.nan
     with pytest.raises(FloatingPointError, match=r"policy 'agent': the PPO loss is nan"):
         algo.update()
 

@@ -26,6 +26,7 @@ def rows(obs, next_obs, reward, env=0, slot=0, terminated=False, truncated=False
         next_obs=np.asarray(next_obs, np.float32).reshape(-1, 1),
         terminated=col(terminated, bool), truncated=col(truncated, bool), env=col(env, np.int64),
         slot=col(slot, np.int64), mask=mask, next_mask=next_mask, extras={},
+        step=np.zeros(n, np.int64),
     )
 
 

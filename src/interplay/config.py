@@ -85,6 +85,11 @@ class TrainConfig(Section):
     """The one seed every RNG (python, numpy, torch, env copies) is derived from."""
     max_steps_per_episode: int | None = Field(None, ge=1)
     """Cut episodes after this many env steps, as truncation (not termination)."""
+    batch_mode: Literal["complete_episodes", "truncate_episodes"] = "complete_episodes"
+    """``complete_episodes``: the learner gets a copy's transitions when its episode ends, so an
+    episode dropped because its env raised never reaches it; ``truncate_episodes``: each
+    transition as soon as it closes (sooner on long episodes, but a dropped episode's earlier
+    transitions may already have been learned from)."""
     self_play: bool = False
     """One policy on every seat."""
     policy_mapping_fn: str | None = None

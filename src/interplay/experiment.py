@@ -85,7 +85,8 @@ class Experiment:
             self.callbacks = make_callbacks(cfg)
             self.callbacks.callbacks.extend(callbacks)
             collect = {p for p, s in self.specs.items() if s.trainable and cfg.algo.name != "random"}
-            self.runner = Runner(self.env, self.specs, self.actors, collect, self.callbacks, copies)
+            self.runner = Runner(self.env, self.specs, self.actors, collect, self.callbacks, copies,
+                                 complete_episodes=cfg.train.batch_mode == "complete_episodes")
         except BaseException:
             self.env.close()
             raise

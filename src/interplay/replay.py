@@ -69,11 +69,14 @@ class ReplayBuffer:
         if n > self.capacity:
             raise ValueError(f"cannot add {n} transitions at once to a buffer of {self.capacity}")
         stream = t.env.astype(np.int64) * (int(t.slot.max()) + 1) + t.slot
-        if len(np.unique(stream)) < n:  # a stream closed twice in one batch: add them in order
-            first = np.zeros(n, bool)
-            first[np.unique(stream, return_index=True)[1]] = True
-            self.add(_rows(t, first), source)
-            self.add(_rows(t, ~first), source)
+        if len(np.unique(stream)) < n:  # several rows of one stream (a whole episode, say)
+            order = np.argsort(stream, kind="stable")
+            ranked = stream[order]
+            starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+            rank = np.empty(n, np.int64)  # 0 for a stream's first row in the batch, 1, ...
+            rank[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+            for r in range(int(rank.max()) + 1):  # in order, one row per stream at a time
+                self.add(t.select(rank == r), source)
             return
         serials = self.added + np.arange(n)
         pos = serials % self.capacity
@@ -171,14 +174,3 @@ class ReplayBuffer:
 _ARRAYS = ("obs", "next_obs", "action", "reward", "terminated", "truncated", "mask", "next_mask",
            "serial", "next")
 
-
-def _rows(t: Transitions, keep: np.ndarray) -> Transitions:
-    def pick(x: np.ndarray | None) -> np.ndarray | None:
-        return None if x is None else x[keep]
-
-    return Transitions(
-        obs=t.obs[keep], action=t.action[keep], reward=t.reward[keep], next_obs=t.next_obs[keep],
-        terminated=t.terminated[keep], truncated=t.truncated[keep], env=t.env[keep],
-        slot=t.slot[keep], mask=pick(t.mask), next_mask=pick(t.next_mask),
-        extras={k: v[keep] for k, v in t.extras.items()},
-    )

@@ -3,10 +3,15 @@
 Per step, every policy gets one batched call covering all copies and all of its agents that
 must act. The runner books rewards into per-agent transitions (see ``transitions``), keeps the
 stacked observations each policy sees, tracks episode returns, and calls callbacks.
+
+By default a copy's transitions are handed out only when its episode ends (``complete_episodes``),
+so an episode dropped because its env raised never reaches a learner, not even in part. With
+``complete_episodes=False`` each transition is handed out in the step it closes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +21,7 @@ from interplay.callbacks import CallbackList
 from interplay.envs.vector import VecEnv, VecStep
 from interplay.episodes import EpisodeTracker, Window
 from interplay.mapping import PolicySpec
-from interplay.transitions import FrameStack, TransitionBook, Transitions, concat
+from interplay.transitions import EpisodeHold, FrameStack, TransitionBook, Transitions, concat
 
 
 class NonFiniteError(FloatingPointError):
@@ -89,7 +94,7 @@ class _Reader:
 class Runner:
     def __init__(self, env: VecEnv, specs: dict[str, PolicySpec], actors: dict[str, Actor],
                  collect: set[str] = frozenset(), callbacks: CallbackList | None = None,
-                 copies: list | None = None):
+                 copies: list | None = None, complete_episodes: bool = True):
         self.env = env
         self.specs = specs
         self.callbacks = callbacks or CallbackList([])
@@ -121,15 +126,18 @@ class Runner:
         self.env_steps = 0
         self.agent_steps = 0
         self.episodes = 0
+        self.steps = 0  # calls of step() since reset
         self._step: VecStep | None = None
         self.collecting = bool(collect)
+        self.holds = ({g.spec.id: EpisodeHold() for g in self.groups if g.book is not None}
+                      if complete_episodes else None)
         for e in range(E):
             self.callbacks.on_env_created(
                 env=copies[e] if copies else env, env_index=e, runner=self)
 
     def reset(self, seed: int | None) -> None:
         """Start fresh episodes in every copy, with the counters at zero."""
-        self.env_steps = self.agent_steps = self.episodes = 0
+        self.env_steps = self.agent_steps = self.episodes = self.steps = 0
         for e in range(self.env.num_envs):
             self.tracker.drop(e)
         self._abandon(np.ones(self.env.num_envs, bool))
@@ -152,9 +160,11 @@ class Runner:
                                  "action": b.action, "mask": b.mask, "extras": b.extras}
             if g.stack is not None:
                 entry["stack"] = g.stack.buf
+            if self.holds is not None and g.spec.id in self.holds:
+                entry["held"] = [dataclasses.asdict(t) for t in self.holds[g.spec.id].parts]
             groups[g.spec.id] = entry
         return {
-            "counters": [self.env_steps, self.agent_steps, self.episodes],
+            "counters": [self.env_steps, self.agent_steps, self.episodes, self.steps],
             "tracker": {"ret": t.ret, "seen": t.seen, "length": t.length, "next_id": t._next_id,
                         "ids": [ep.id for ep in t.current],
                         "custom": [list(ep.custom) for ep in t.current]},
@@ -170,7 +180,7 @@ class Runner:
         With ``episodes`` False (an env whose copies could not be saved) only the counters and
         the report window come back, and the freshly reset episodes go on from there.
         """
-        self.env_steps, self.agent_steps, self.episodes = state["counters"]
+        self.env_steps, self.agent_steps, self.episodes, self.steps = state["counters"]
         t, w = self.tracker, self.window
         wd = state["window"]
         w.reset()
@@ -196,6 +206,8 @@ class Runner:
                 b.extras = {k: np.array(v) for k, v in saved["extras"].items()}
             if g.stack is not None:
                 g.stack.buf[...] = entry["stack"]
+            if self.holds is not None and g.spec.id in self.holds:
+                self.holds[g.spec.id].parts = [Transitions(**t) for t in entry.get("held", [])]
         step = self.env.current_step()
         for g in self.groups:
             g.acts = step.acting[:, g.cols_sel]
@@ -205,7 +217,11 @@ class Runner:
         self._step = step
 
     def step(self, explore: bool = True) -> dict[str, Transitions]:
-        """One step of every copy; returns the transitions each collecting policy closed."""
+        """One step of every copy; returns the transitions handed to each collecting policy.
+
+        Those are the transitions closed in this step, or, holding whole episodes, those of
+        every copy whose episode ended in this step.
+        """
         step = self._step
         if step is None:
             raise RuntimeError("call reset(seed) before step()")
@@ -219,11 +235,20 @@ class Runner:
         self.agent_steps += int(np.count_nonzero(acting))
         self.env_steps += int(np.count_nonzero(stepped))
         step = self.env.step(self._actions)
+        self.steps += 1
         closed = self._close(step)
         self._observe(step, closed)
         self._step = step
         self._episodes(step, stepped)
-        return {pid: concat(parts) for pid, parts in closed.items() if parts}
+        out = {pid: concat(parts) for pid, parts in closed.items() if parts}
+        if self.holds is None:
+            return out
+        for pid, t in out.items():
+            self.holds[pid].add(t)
+        if not step.episode_end.any():
+            return {}
+        released = {pid: h.release(step.episode_end) for pid, h in self.holds.items()}
+        return {pid: t for pid, t in released.items() if t is not None}
 
     def _act(self, g: _Group, acts: np.ndarray, n: int, step: VecStep, explore: bool) -> None:
         e, s = np.nonzero(acts)
@@ -282,7 +307,7 @@ class Runner:
                 if g.book is not None:
                     fmask = None if g.mask is None else g.read_final_mask(step.final_mask)
                     t = g.book.close(ended, view, fmask, step.terminated[:, g.cols_sel],
-                                     step.truncated[:, g.cols_sel])
+                                     step.truncated[:, g.cols_sel], self.steps)
                     if t is not None:
                         parts.append(t)
                 if g.stack is not None:
@@ -304,12 +329,14 @@ class Runner:
             g.mask = None if g.spec.action_view.mask_dim == 0 else g.read_mask(step.mask)
             if closed is not None and g.book is not None:
                 zeros = np.zeros(acts.shape, bool)
-                t = g.book.close(acts, g.obs, g.mask, zeros, zeros)
+                t = g.book.close(acts, g.obs, g.mask, zeros, zeros, self.steps)
                 if t is not None:
                     closed[g.spec.id].append(t)
 
     def _abandon(self, copies: np.ndarray) -> None:
-        """Forget the open transitions and stacked frames of ``copies`` ([E] bool)."""
+        """Forget the open and held transitions and stacked frames of ``copies`` ([E] bool)."""
+        for hold in (self.holds or {}).values():
+            hold.discard(copies)
         for g in self.groups:
             if g.book is not None:
                 g.book.discard(copies)

@@ -32,9 +32,23 @@ class Transitions:
     mask: np.ndarray | None  # [n, mask_dim] legal actions when acting
     next_mask: np.ndarray | None  # [n, mask_dim] legal actions at the next observation
     extras: dict[str, np.ndarray]  # what the actor returned beside the action (log-probs, values)
+    step: np.ndarray  # [n] int: the runner's step (since its reset) in which the transition closed
 
     def __len__(self) -> int:
         return int(self.reward.shape[0])
+
+    def select(self, keep: np.ndarray) -> Transitions:
+        """The rows where ``keep`` ([n] bool) is true, in order."""
+        def pick(x: np.ndarray | None) -> np.ndarray | None:
+            return None if x is None else x[keep]
+
+        return Transitions(
+            obs=self.obs[keep], action=self.action[keep], reward=self.reward[keep],
+            next_obs=self.next_obs[keep], terminated=self.terminated[keep],
+            truncated=self.truncated[keep], env=self.env[keep], slot=self.slot[keep],
+            mask=pick(self.mask), next_mask=pick(self.next_mask),
+            extras={k: v[keep] for k, v in self.extras.items()}, step=self.step[keep],
+        )
 
 
 class FrameStack:
@@ -94,7 +108,7 @@ class TransitionBook:
             store[e, s] = value
 
     def close(self, where: np.ndarray, next_obs: np.ndarray, next_mask: np.ndarray | None,
-              terminated: np.ndarray, truncated: np.ndarray) -> Transitions | None:
+              terminated: np.ndarray, truncated: np.ndarray, step: int) -> Transitions | None:
         """Close the open transitions at ``where`` ``[E, k]``; None if there were none."""
         sel = where & self.open
         if not sel.any():
@@ -107,7 +121,7 @@ class TransitionBook:
             truncated=truncated[e, s].copy(), env=e, slot=s,
             mask=None if self.mask is None else self.mask[e, s],
             next_mask=None if next_mask is None else next_mask[e, s],
-            extras={k: v[e, s] for k, v in self.extras.items()},
+            extras={k: v[e, s] for k, v in self.extras.items()}, step=np.full(len(e), step),
         )
         self.acc[e, s] = 0.0
         return out
@@ -137,4 +151,47 @@ def concat(parts: list[Transitions]) -> Transitions:
         terminated=cat("terminated"), truncated=cat("truncated"), env=cat("env"),
         slot=cat("slot"), mask=cat("mask"), next_mask=cat("next_mask"),
         extras={k: np.concatenate([p.extras[k] for p in parts]) for k in parts[0].extras},
+        step=cat("step"),
     )
+
+
+class EpisodeHold:
+    """Closed transitions held back until their copy's episode ends.
+
+    A learner then only ever sees whole episodes: when a copy's episode is dropped (its env
+    raised), what it had closed so far is thrown away here instead of having been learned from.
+    Rows come out in the order they went in, so each agent's transitions stay in time order.
+    """
+
+    def __init__(self) -> None:
+        self.parts: list[Transitions] = []
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self.parts)
+
+    def add(self, t: Transitions) -> None:
+        self.parts.append(t)
+
+    def release(self, ended: np.ndarray) -> Transitions | None:
+        """Take out the rows of the copies whose episode ended (``ended`` is [E] bool)."""
+        out, keep = self._split(ended)
+        self.parts = keep
+        return concat(out) if out else None
+
+    def discard(self, copies: np.ndarray) -> None:
+        """Throw away the rows of ``copies`` ([E] bool)."""
+        self.parts = self._split(copies)[1]
+
+    def _split(self, copies: np.ndarray) -> tuple[list[Transitions], list[Transitions]]:
+        taken: list[Transitions] = []
+        kept: list[Transitions] = []
+        for part in self.parts:
+            sel = copies[part.env]
+            if sel.all():
+                taken.append(part)
+            elif not sel.any():
+                kept.append(part)
+            else:
+                taken.append(part.select(sel))
+                kept.append(part.select(~sel))
+        return taken, kept

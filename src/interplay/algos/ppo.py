@@ -179,7 +179,7 @@ class PPO(Algorithm):
         self.shuffle_rng = rng_for(seed, self.name, "shuffle")
         self._actors = {pid: PPOActor(self.policies[pid], self.act_rngs[pid], device)
                         for pid in self.trained}
-        self._rollout: list[tuple[int, str, Transitions]] = []  # (step in rollout, pid, batch)
+        self._rollout: list[tuple[str, Transitions]] = []
         self._step = 0  # steps into the current rollout
         self._past_steps = 0  # steps per copy before the current rollout
         self.updates = 0
@@ -189,7 +189,7 @@ class PPO(Algorithm):
 
     def collect(self, pid: str, batch: Transitions) -> None:
         if pid in self.policies and len(batch):
-            self._rollout.append((self._step, pid, batch))
+            self._rollout.append((pid, batch))
 
     def ready(self) -> bool:
         """Counts a step (the loop asks once per step); true when the rollout is full."""
@@ -223,17 +223,16 @@ class PPO(Algorithm):
 
     def _gather(self, pid: str) -> dict[str, np.ndarray] | None:
         """The rollout of one policy as arrays, observations standardised as when acting."""
-        parts = [(t, b) for t, p, b in self._rollout if p == pid]
+        parts = [b for p, b in self._rollout if p == pid]
         if not parts:
             return None
-        b = concat([b for _, b in parts])
+        b = concat(parts)
         policy = self.policies[pid]
         return {
             "raw_obs": b.obs, "obs": policy.observe(b.obs), "next_obs": policy.observe(b.next_obs),
             "action": b.action, "logp": b.extras["logp"], "mask": b.mask,
             "reward": b.reward, "terminated": b.terminated, "truncated": b.truncated,
-            "env": b.env, "slot": b.slot,
-            "step": np.concatenate([np.full(len(b), t) for t, b in parts]),
+            "env": b.env, "slot": b.slot, "step": b.step,
         }
 
     def _add_joint(self, data: dict[str, dict[str, np.ndarray]]) -> None:
@@ -242,16 +241,21 @@ class PPO(Algorithm):
         Agents that closed no transition in that step (turn-based envs, agents that left)
         leave zeros in their place.
         """
-        steps = max(int(d["step"].max()) for d in data.values()) + 1
+        steps, at = np.unique(np.concatenate([d["step"] for d in data.values()]),
+                              return_inverse=True)
+        bounds = np.cumsum([0] + [len(d["step"]) for d in data.values()])
+        for d, lo, hi in zip(data.values(), bounds[:-1], bounds[1:], strict=True):
+            d["step_index"] = at[lo:hi]
         copies = max(int(d["env"].max()) for d in data.values()) + 1
         for key in ("obs", "next_obs"):
-            joint = np.zeros((steps, copies, self.joint_dim), np.float32)
+            joint = np.zeros((len(steps), copies, self.joint_dim), np.float32)
             for pid, d in data.items():
                 dim = self.specs[pid].obs_dim
                 cols = self.joint_at[pid] + d["slot"][:, None] * dim + np.arange(dim)
-                joint[d["step"][:, None], d["env"][:, None], cols] = d[key]
+                joint[d["step_index"][:, None], d["env"][:, None], cols] = d[key]
             for d in data.values():
-                d["critic_" + key] = np.concatenate([d[key], joint[d["step"], d["env"]]], axis=1)
+                d["critic_" + key] = np.concatenate([d[key], joint[d["step_index"], d["env"]]],
+                                                    axis=1)
 
     def _advantages(self, pid: str, d: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, float]:
         """Advantages, the critic's targets, and how much of the returns' variance it explains."""
@@ -333,8 +337,7 @@ class PPO(Algorithm):
             "policies": {pid: p.state_dict() for pid, p in self.policies.items()},
             "act_rngs": {pid: r.bit_generator.state for pid, r in self.act_rngs.items()},
             "shuffle_rng": self.shuffle_rng.bit_generator.state,
-            "rollout": [{"step": t, "pid": pid, "batch": dataclasses.asdict(b)}
-                        for t, pid, b in self._rollout],
+            "rollout": [{"pid": pid, "batch": dataclasses.asdict(b)} for pid, b in self._rollout],
             "step": self._step, "past_steps": self._past_steps, "updates": self.updates,
         })
 
@@ -344,7 +347,7 @@ class PPO(Algorithm):
             p.load_state_dict(state["policies"][pid])
             self.act_rngs[pid].bit_generator.state = state["act_rngs"][pid]
         self.shuffle_rng.bit_generator.state = state["shuffle_rng"]
-        self._rollout = [(r["step"], r["pid"], Transitions(**r["batch"])) for r in state["rollout"]]
+        self._rollout = [(r["pid"], Transitions(**r["batch"])) for r in state["rollout"]]
         self._step, self._past_steps = state["step"], state["past_steps"]
         self.updates = state["updates"]
 

@@ -84,6 +84,27 @@ class Hanging(FlakyCounter):
         raise AssertionError("unreachable")
 
 
+class NanReward(FlakyCounter):
+    """A :class:`FlakyCounter` that never raises, but pays ``a_1`` NaN once ``after`` steps
+    have passed (counting over all episodes of this copy)."""
+
+    def __init__(self, after: int = 50, **kwargs):
+        super().__init__(p=0.0, **kwargs)
+        self.after = after
+        self.total = 0
+
+    def step(self, actions: dict):
+        obs, rewards, terms, truncs, infos = super().step(actions)
+        self.total += 1
+        if self.total > self.after:
+            rewards["a_1"] = float("nan")
+        return obs, rewards, terms, truncs, infos
+
+
+def nan_reward(**kwargs) -> NanReward:
+    return NanReward(**kwargs)
+
+
 def flaky_counter(**kwargs) -> FlakyCounter:
     return FlakyCounter(**kwargs)
 

@@ -106,3 +106,15 @@ def test_an_env_that_always_raises_stops_with_its_own_error(tmp_path, capsys):
                  "-s", "env.max_failures=3", "-s", "train.steps=100", "--run-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and "flaky step" in err
+
+
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_a_nan_reward_stops_the_run_naming_agent_policy_and_step(tmp_path, capsys, vectorization):
+    code = main(["train", "-s", "env.id=faulty_envs:nan_reward", "-s", "env.kwargs.after=40",
+                 "-s", "env.num_envs=2", "-s", f"env.vectorization={vectorization}",
+                 "-s", "algo.name=ippo", "-s", "policies.pair.agents=[a_0, a_1]",
+                 "-s", "train.steps=400", "--run-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "reward of agent 'a_1' (policy 'pair')" in err and "at env step 82" in err  # the 41st step of both copies
+    assert "Traceback" not in err

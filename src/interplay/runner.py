@@ -285,9 +285,11 @@ class Runner:
         """Book rewards and close the transitions of agents whose episode ended."""
         if not np.isfinite(step.reward.sum()):
             e, i = np.argwhere(~np.isfinite(step.reward))[0]
+            agent = self.env.agents[i]
+            owner = next((g.spec.id for g in self.groups if agent in g.spec.agents), None)
             raise NonFiniteError(
-                f"reward of agent {self.env.agents[i]!r} in env copy {e} is "
-                f"{step.reward[e, i]} at env step {self.env_steps}"
+                f"reward of agent {agent!r} (policy {owner!r}) in env copy {e} is "
+                f"{step.reward[e, i]} at env step {self.env_steps}; nothing was learned from it"
             )
         ended_agents = step.terminated | step.truncated
         dropped = step.dropped if step.dropped is not None and step.dropped.any() else None

@@ -14,6 +14,7 @@ from gymnasium import spaces
 from interplay.actors import ActBatch
 from interplay.algos import REGISTRY
 from interplay.algos.distributions import ActionDist
+from interplay.algos.gae import gae
 from interplay.algos.ppo import PPO
 from interplay.config import ConfigError, load, validate
 from interplay.envs.toy import Move, ScriptedTurnGame
@@ -340,3 +341,23 @@ def test_turn_based_connect_four_beats_a_random_opponent():
     score = runner.window.summary()["policy_return_mean/me"]
     print(f"ippo connect four greedy return against random after 51k moves: {score:.2f}")
     assert score > 0.5  # a random first player: about 0.1
+
+
+def test_advantages_reusing_next_values_equal_valuing_every_next_observation():
+    for name in ("ippo", "mappo"):
+        _, algo, runner = build(TOY_ENVS["spread"], {"name": name, **FAST, "rollout": 64,
+                                                     "norm_adv": False})
+        drive(runner, algo, 60)  # two whole episodes per copy, inside the first rollout
+        data = {pid: algo._gather(pid) for pid in algo.trained}
+        if algo.settings.centralised_critic:
+            algo._add_joint(data)
+        d, p = data["agent"], algo.policies["agent"]
+        adv, target, _ = algo._advantages("agent", d)
+        x, nx = d.get("critic_obs", d["obs"]), d.get("critic_next_obs", d["next_obs"])
+        stream = d["env"] * 3 + d["slot"]
+        want_adv, want_ret = gae(d["reward"], algo._values(p, x, d["slot"]),
+                                 algo._values(p, nx, d["slot"]), d["terminated"],
+                                 d["truncated"], stream, algo.settings.gamma,
+                                 algo.settings.gae_lambda)
+        np.testing.assert_allclose(adv, want_adv, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(target, want_ret, rtol=1e-6, atol=1e-6)

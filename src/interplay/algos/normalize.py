@@ -30,10 +30,11 @@ class RunningMeanStd:
         return np.sqrt(self.var + 1e-8)
 
     def normalize(self, x: np.ndarray, clip: float | None = None) -> np.ndarray:
-        out = (x - self.mean) / self.std
+        """``x`` standardised, in float32 (computed in it too: it is what networks take)."""
+        out = (x.astype(np.float32) - self.mean.astype(np.float32)) / self.std.astype(np.float32)
         if clip is not None:
-            out = np.clip(out, -clip, clip)
-        return out.astype(np.float32)
+            np.clip(out, -clip, clip, out=out)
+        return out
 
     def state_dict(self) -> dict[str, Any]:
         return {"mean": self.mean.copy(), "var": self.var.copy(), "count": float(self.count)}

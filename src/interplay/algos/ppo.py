@@ -24,7 +24,7 @@ from pydantic import Field
 from interplay.actors import ActBatch
 from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
 from interplay.algos.distributions import ActionDist
-from interplay.algos.gae import gae
+from interplay.algos.gae import gae, next_in_stream
 from interplay.algos.networks import NetSettings, PerAgent, mlp
 from interplay.algos.normalize import RunningMeanStd
 from interplay.config import ConfigError
@@ -261,16 +261,18 @@ class PPO(Algorithm):
         """Advantages, the critic's targets, and how much of the returns' variance it explains."""
         s = self.settings
         p = self.policies[pid]
-        slot = _tensor(d["slot"], self.device)
-        with torch.no_grad():
-            value, next_value = (
-                p.critic(_tensor(d.get("critic_" + key, d[key]), self.device), slot)
-                .squeeze(1).cpu().numpy().astype(np.float64)
-                for key in ("obs", "next_obs"))
-        if p.ret_norm is not None:
-            value = value * p.ret_norm.std + p.ret_norm.mean
-            next_value = next_value * p.ret_norm.std + p.ret_norm.mean
         stream = d["env"].astype(np.int64) * len(p.spec.agents) + d["slot"]
+        x, next_x = d.get("critic_obs", d["obs"]), d.get("critic_next_obs", d["next_obs"])
+        # A row's next input is mostly the next row's input: value those once.
+        nxt = next_in_stream(stream)
+        reuse = nxt >= 0
+        reuse[reuse] = (next_x[reuse] == x[nxt[reuse]]).all(axis=1)
+        rest = ~reuse & ~d["terminated"]  # a terminated row's next value is never used
+        value = self._values(p, x, d["slot"])
+        next_value = np.zeros_like(value)
+        next_value[reuse] = value[nxt[reuse]]
+        if rest.any():
+            next_value[rest] = self._values(p, next_x[rest], d["slot"][rest])
         adv, ret = gae(d["reward"], value, next_value, d["terminated"], d["truncated"], stream,
                        s.gamma, s.gae_lambda)
         explained = float(1.0 - np.var(ret - value) / max(np.var(ret), 1e-8))
@@ -281,6 +283,15 @@ class PPO(Algorithm):
         if s.norm_adv:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         return adv, target, explained
+
+    def _values(self, p: _Policy, x: np.ndarray, slot: np.ndarray) -> np.ndarray:
+        """The critic's values of inputs ``x``, in return units."""
+        with torch.no_grad():
+            v = p.critic(_tensor(x, self.device), _tensor(slot, self.device))
+        v = v.squeeze(1).cpu().numpy().astype(np.float64)
+        if p.ret_norm is not None:
+            v = v * p.ret_norm.std + p.ret_norm.mean
+        return v
 
     def _optimise(self, pid: str, d: dict[str, np.ndarray], adv: np.ndarray, target: np.ndarray,
                   lr: float) -> dict[str, float]:

@@ -102,6 +102,14 @@ def test_callbacks_add_custom_metrics_with_reductions(tmp_path):
     assert row["goals"] == pytest.approx(row["episode_return_mean"])
 
 
+def test_callbacks_given_to_train_get_every_hook_too(tmp_path):
+    register_env("crowd_cb2", ShiftingCrowd)
+    cfg = load([], ["env.id=crowd_cb2", "train.steps=50", "log.every=50", "log.console=false"])
+    train(cfg, tmp_path, callbacks=[QueueMetrics()])
+    row = read_metrics(tmp_path)[-1]
+    assert row["queue_len"] == 10 and row["queue_sum"] == 50 and row["final_len"] == 10
+
+
 class NaNReward(ShiftingCrowd):
     def step(self, actions):
         obs, rew, term, trunc, info = super().step(actions)

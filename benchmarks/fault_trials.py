@@ -162,11 +162,8 @@ def start_helpers() -> None:
 # -- run helpers ---------------------------------------------------------------------------
 
 class Episodes(Callbacks):
-    """Checks every finished episode against what the env pays for whole episodes.
-
-    Faults are set off from ``on_episode_end``: ``train(callbacks=...)`` never calls an
-    ``on_episode_step`` hook.
-    """
+    """Checks every finished episode against what the env pays for whole episodes; the
+    subclasses set their fault off between episodes."""
 
     def __init__(self) -> None:
         self.finished = 0

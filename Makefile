@@ -30,7 +30,8 @@ bench: setup
 	$(BIN)/python benchmarks/runner_overhead.py
 	$(BIN)/python benchmarks/native_env_speed.py
 	$(BIN)/python benchmarks/async_scaling.py
-	$(BIN)/python benchmarks/ppo_mpe.py configs/ippo_spread.yaml --eval-env mpe2.simple_spread_v3
+	$(BIN)/python benchmarks/ippo_speed.py
+	$(BIN)/python benchmarks/ppo_mpe.py configs/ippo_spread_fast.yaml --eval-env mpe2.simple_spread_v3
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import pickle
 
@@ -78,3 +79,18 @@ def test_a_checkpoint_that_runs_code_is_refused(spread_run, tmp_path, capsys):
     import os
 
     assert not os.path.exists("/tmp/interplay-pwned")
+
+
+def test_progress_bar_rate_is_training_speed_not_the_test_phase(tmp_path):
+    from rich.console import Console
+
+    from interplay.loggers import ConsoleLogger
+
+    log = ConsoleLogger(1000, enabled=True, console=Console(file=io.StringIO()))
+    log.report({"phase": "train", "env_steps": 500, "env_steps_per_s": 1234.0,
+                "episode_return_mean": -3.0})
+    log.report({"phase": "test", "env_steps": 500, "env_steps_per_s": 99999.0,
+                "episode_return_mean": -1.0})
+    fields = log.progress.tasks[0].fields
+    log.close()
+    assert fields["rate"] == "1,234" and fields["latest"] == "train -3.00  test -1.00"

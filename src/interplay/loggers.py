@@ -65,9 +65,10 @@ class ConsoleLogger:
         ret = row.get("episode_return_mean")
         if ret is not None:
             self.latest[row["phase"]] = f"{row['phase']} {ret:.2f}"
-        self.progress.update(
-            self.task, completed=row["env_steps"], rate=f"{row.get('env_steps_per_s', 0):,.0f}",
-            latest="  ".join(self.latest.values()))
+        fields = {"latest": "  ".join(self.latest.values())}
+        if row["phase"] == "train":  # a test row's rate is the eval env's, not training's
+            fields["rate"] = f"{row.get('env_steps_per_s', 0):,.0f}"
+        self.progress.update(self.task, completed=row["env_steps"], **fields)
 
     def summary(self, row: dict[str, Any], policies: list[str], agents: list[str]) -> None:
         self.close()

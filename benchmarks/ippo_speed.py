@@ -62,6 +62,27 @@ def train_speed(cfg: Config) -> float:
     return (last["env_steps"] - first["env_steps"]) / (last["wall_s"] - first["wall_s"])
 
 
+def native_config(config: str, steps: int) -> Config:
+    """The preset on native ``spread``, quiet, for ``steps`` env steps and ten reports."""
+    return load([config], [*QUIET, f"train.steps={steps}", f"log.every={max(steps // 10, 1)}"])
+
+
+def mpe2_config(config: str, steps: int, envs: int, rollout: int) -> Config:
+    """The preset on mpe2's ``simple_spread_v3`` with ``envs`` copies, quiet, five reports."""
+    return load([config], [*QUIET, f"env.id={MPE2}", f"env.num_envs={envs}",
+                           f"algo.rollout={rollout}", f"train.steps={steps}",
+                           f"log.every={max(steps // 5, 1)}"])
+
+
+def interplay_speeds(config: str, mpe2_steps: int, batch: int, envs: int,
+                     spread_steps: int) -> dict[str, float]:
+    """Training env steps/s on mpe2 (``envs`` copies, ``batch`` env steps per update) and on
+    native spread with the preset as it is: interplay's side of the library comparisons."""
+    mpe2 = mpe2_config(config, mpe2_steps, envs, max(batch // envs, 1))
+    return {"interplay_mpe2_train": train_speed(mpe2),
+            "interplay_spread_train": train_speed(native_config(config, spread_steps))}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--config", default="configs/ippo_spread_fast.yaml")
@@ -71,13 +92,10 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=3.0)
     args = p.parse_args()
     torch.set_num_threads(1)
-    native = load([args.config], [*QUIET, f"train.steps={args.steps}",
-                                  f"log.every={max(args.steps // 10, 1)}"])
+    native = native_config(args.config, args.steps)
     n = args.mpe2_envs
     rollout = max(native.algo.rollout * native.env.num_envs // n, 1)  # same rows per update
-    mpe2 = load([args.config], [*QUIET, f"env.id={MPE2}", f"env.num_envs={n}",
-                                f"algo.rollout={rollout}", f"train.steps={args.mpe2_steps}",
-                                f"log.every={max(args.mpe2_steps // 5, 1)}"])
+    mpe2 = mpe2_config(args.config, args.mpe2_steps, n, rollout)
     out = {
         "benchmark": "ippo_speed", "config": args.config, "cpus": os.cpu_count(),
         "load_avg_1m": round(os.getloadavg()[0], 2),

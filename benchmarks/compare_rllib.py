@@ -1,0 +1,105 @@
+"""IPPO training env-steps/s of interplay against RLlib's PPO, measured in the same run.
+
+    python benchmarks/compare_rllib.py [--steps 65536] [--batch 16384] [--envs 16] [--runners 0]
+
+Both train one policy shared by the three agents of mpe2's ``simple_spread_v3`` (discrete
+actions, 25 steps an episode) with separate [64, 64] ReLU actor and critic networks, ``--batch``
+env steps per update, two epochs of eight minibatches and one torch thread; both step
+``--envs`` copies in one process. RLlib samples in the driver by default (``--runners 0``),
+which on two cores beat one remote env runner: PPO waits for its samples, so a second process
+only adds the transfer. interplay then also trains on native ``spread`` with the
+``--config`` preset. Each rate is timed from the end of the first update or report, so set-up
+and start-up are left out. An env step is one step of one copy. Prints one JSON line; without
+``ray[rllib]`` (the ``compare-rllib`` extra) it prints a ``skipped`` line and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import time
+
+import torch
+from ippo_speed import interplay_speeds
+
+EPOCHS, MINIBATCHES, HIDDEN = 2, 8, [64, 64]
+
+
+def rllib_speed(steps: int, batch: int, envs: int, runners: int, seed: int) -> float:
+    """Env steps/s of RLlib PPO on mpe2's simple_spread_v3, from its first update on."""
+    import ray
+    from mpe2 import simple_spread_v3
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+    from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+    from ray.tune.registry import register_env
+
+    def make_env(_: dict) -> ParallelPettingZooEnv:
+        return ParallelPettingZooEnv(
+            simple_spread_v3.parallel_env(max_cycles=25, continuous_actions=False))
+
+    agent_rows = batch * 3  # one shared module learns from all three agents' steps
+    config = (
+        PPOConfig()
+        .environment("mpe2_simple_spread")
+        .framework("torch")
+        .env_runners(num_env_runners=runners, num_envs_per_env_runner=envs,
+                     num_cpus_per_env_runner=1)
+        .learners(num_learners=0)
+        .multi_agent(policies={"shared"}, policy_mapping_fn=lambda agent, *_, **__: "shared")
+        .rl_module(model_config=DefaultModelConfig(
+            fcnet_hiddens=HIDDEN, fcnet_activation="relu", vf_share_layers=False))
+        .training(train_batch_size_per_learner=batch, minibatch_size=agent_rows // MINIBATCHES,
+                  num_epochs=EPOCHS, lr=1e-3, gamma=0.99, lambda_=0.95, clip_param=0.2,
+                  entropy_coeff=0.01, vf_loss_coeff=0.5, grad_clip=0.5)
+        .debugging(seed=seed)
+    )
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    try:
+        register_env("mpe2_simple_spread", make_env)
+        algo = config.build_algo()
+        marks = []
+        while not marks or marks[-1][0] < steps:
+            sampled = algo.train()[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]
+            marks.append((sampled, time.perf_counter()))
+        algo.stop()
+    finally:
+        ray.shutdown()
+    (first, start), (last, end) = marks[0], marks[-1]
+    return (last - first) / (end - start)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=65_536, help="training env steps on mpe2")
+    p.add_argument("--batch", type=int, default=16_384, help="env steps per update on mpe2")
+    p.add_argument("--envs", type=int, default=16, help="mpe2 copies stepped together")
+    p.add_argument("--runners", type=int, default=0, help="RLlib env runners (0: the driver)")
+    p.add_argument("--spread-steps", type=int, default=2_000_000)
+    p.add_argument("--config", default="configs/ippo_spread_fast.yaml")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    try:
+        version = importlib.metadata.version("ray")
+        import ray.rllib  # noqa: F401
+    except ImportError as err:
+        print(json.dumps({"benchmark": "compare_rllib", "skipped": f"ray.rllib: {err}"}))
+        return
+    torch.set_num_threads(1)
+    ours = interplay_speeds(args.config, args.steps, args.batch, args.envs, args.spread_steps)
+    rllib = rllib_speed(args.steps, args.batch, args.envs, args.runners, args.seed)
+    print(json.dumps({
+        "benchmark": "compare_rllib", "rllib": version, "cpus": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2), "env": "mpe2.simple_spread_v3",
+        "steps": args.steps, "batch": args.batch, "envs": args.envs, "runners": args.runners,
+        "rllib_mpe2_train": round(rllib), **{k: round(v) for k, v in ours.items()},
+        "interplay_mpe2_over_rllib": round(ours["interplay_mpe2_train"] / rllib, 1),
+        "interplay_spread_over_rllib": round(ours["interplay_spread_train"] / rllib, 1),
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -18,15 +18,10 @@ copy. Prints one JSON line; without ``agilerl`` (the ``compare-agilerl`` extra) 
 
 from __future__ import annotations
 
-import argparse
-import importlib.metadata
-import json
-import os
 import time
 
 import numpy as np
-import torch
-from ippo_speed import interplay_speeds
+from ippo_speed import compare
 
 EPOCHS, MINIBATCHES = 2, 8
 NET = {"latent_dim": 64, "encoder_config": {"hidden_size": [64], "activation": "ReLU"},
@@ -77,32 +72,8 @@ def agilerl_speed(steps: int, batch: int, envs: int, seed: int) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=65_536, help="training env steps on mpe2")
-    p.add_argument("--batch", type=int, default=16_384, help="env steps per update on mpe2")
-    p.add_argument("--envs", type=int, default=8, help="mpe2 copies stepped together")
-    p.add_argument("--spread-steps", type=int, default=2_000_000)
-    p.add_argument("--config", default="configs/ippo_spread_fast.yaml")
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args()
-    try:
-        version = importlib.metadata.version("agilerl")
-        import agilerl.algorithms  # noqa: F401
-    except ImportError as err:
-        print(json.dumps({"benchmark": "compare_agilerl", "skipped": f"agilerl: {err}"}))
-        return
-    torch.set_num_threads(1)
-    ours = interplay_speeds(args.config, args.steps, args.batch, args.envs, args.spread_steps)
-    agilerl = agilerl_speed(args.steps, args.batch, args.envs, args.seed)
-    print(json.dumps({
-        "benchmark": "compare_agilerl", "agilerl": version, "cpus": os.cpu_count(),
-        "load_avg_1m": round(os.getloadavg()[0], 2), "env": "mpe2.simple_spread_v3",
-        "steps": args.steps, "batch": args.batch, "envs": args.envs,
-        "agilerl_mpe2_train": round(agilerl), **{k: round(v) for k, v in ours.items()},
-        "interplay_mpe2_over_agilerl": round(ours["interplay_mpe2_train"] / agilerl, 1),
-        "interplay_spread_over_agilerl": round(ours["interplay_spread_train"] / agilerl, 1),
-    }))
-
+    compare("agilerl", "agilerl", "agilerl.algorithms", 8,
+            lambda a: agilerl_speed(a.steps, a.batch, a.envs, a.seed))
 
 if __name__ == "__main__":
     main()

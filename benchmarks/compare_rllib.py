@@ -15,14 +15,10 @@ and start-up are left out. An env step is one step of one copy. Prints one JSON 
 
 from __future__ import annotations
 
-import argparse
-import importlib.metadata
-import json
 import os
 import time
 
-import torch
-from ippo_speed import interplay_speeds
+from ippo_speed import compare
 
 EPOCHS, MINIBATCHES, HIDDEN = 2, 8, [64, 64]
 
@@ -73,33 +69,10 @@ def rllib_speed(steps: int, batch: int, envs: int, runners: int, seed: int) -> f
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=65_536, help="training env steps on mpe2")
-    p.add_argument("--batch", type=int, default=16_384, help="env steps per update on mpe2")
-    p.add_argument("--envs", type=int, default=16, help="mpe2 copies stepped together")
-    p.add_argument("--runners", type=int, default=0, help="RLlib env runners (0: the driver)")
-    p.add_argument("--spread-steps", type=int, default=2_000_000)
-    p.add_argument("--config", default="configs/ippo_spread_fast.yaml")
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args()
-    try:
-        version = importlib.metadata.version("ray")
-        import ray.rllib  # noqa: F401
-    except ImportError as err:
-        print(json.dumps({"benchmark": "compare_rllib", "skipped": f"ray.rllib: {err}"}))
-        return
-    torch.set_num_threads(1)
-    ours = interplay_speeds(args.config, args.steps, args.batch, args.envs, args.spread_steps)
-    rllib = rllib_speed(args.steps, args.batch, args.envs, args.runners, args.seed)
-    print(json.dumps({
-        "benchmark": "compare_rllib", "rllib": version, "cpus": os.cpu_count(),
-        "load_avg_1m": round(os.getloadavg()[0], 2), "env": "mpe2.simple_spread_v3",
-        "steps": args.steps, "batch": args.batch, "envs": args.envs, "runners": args.runners,
-        "rllib_mpe2_train": round(rllib), **{k: round(v) for k, v in ours.items()},
-        "interplay_mpe2_over_rllib": round(ours["interplay_mpe2_train"] / rllib, 1),
-        "interplay_spread_over_rllib": round(ours["interplay_spread_train"] / rllib, 1),
-    }))
-
+    compare("rllib", "ray", "ray.rllib", 16,
+            lambda a: rllib_speed(a.steps, a.batch, a.envs, a.runners, a.seed),
+            lambda p: p.add_argument("--runners", type=int, default=0,
+                                     help="RLlib env runners (0: the driver)"))
 
 if __name__ == "__main__":
     main()

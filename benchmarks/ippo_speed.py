@@ -17,10 +17,13 @@ only add memory). An env step is one step of one copy. Prints one JSON line.
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.metadata
 import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 
 import torch
 from native_env_speed import mpe2_speed, native_speed
@@ -81,6 +84,39 @@ def interplay_speeds(config: str, mpe2_steps: int, batch: int, envs: int,
     mpe2 = mpe2_config(config, mpe2_steps, envs, max(batch // envs, 1))
     return {"interplay_mpe2_train": train_speed(mpe2),
             "interplay_spread_train": train_speed(native_config(config, spread_steps))}
+
+
+def compare(name: str, library: str, module: str, envs: int,
+            measure: Callable[[argparse.Namespace], float],
+            more_args: Callable[[argparse.ArgumentParser], None] = lambda p: None) -> None:
+    """The main of a ``compare_*.py`` benchmark: ``measure`` the other library's training
+    env-steps/s, interplay's alike, and print both with their ratios as one JSON line, or a
+    ``skipped`` line when ``module`` cannot be imported."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=65_536, help="training env steps on mpe2")
+    p.add_argument("--batch", type=int, default=16_384, help="env steps per update on mpe2")
+    p.add_argument("--envs", type=int, default=envs, help="mpe2 copies stepped together")
+    p.add_argument("--spread-steps", type=int, default=2_000_000)
+    p.add_argument("--config", default="configs/ippo_spread_fast.yaml")
+    p.add_argument("--seed", type=int, default=0)
+    more_args(p)
+    args = p.parse_args()
+    try:
+        version = importlib.metadata.version(library)
+        importlib.import_module(module)
+    except ImportError as err:
+        print(json.dumps({"benchmark": f"compare_{name}", "skipped": f"{module}: {err}"}))
+        return
+    torch.set_num_threads(1)
+    ours = interplay_speeds(args.config, args.steps, args.batch, args.envs, args.spread_steps)
+    theirs = measure(args)
+    print(json.dumps({
+        "benchmark": f"compare_{name}", name: version, "cpus": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2), "env": MPE2, **vars(args),
+        f"{name}_mpe2_train": round(theirs), **{k: round(v) for k, v in ours.items()},
+        f"interplay_mpe2_over_{name}": round(ours["interplay_mpe2_train"] / theirs, 1),
+        f"interplay_spread_over_{name}": round(ours["interplay_spread_train"] / theirs, 1),
+    }))
 
 
 def main() -> None:

@@ -155,11 +155,16 @@ def gumbel_softmax(logits: torch.Tensor, mask: torch.Tensor | None, temperature:
     tempered softmax of (logits + Gumbel noise); illegal actions are never drawn."""
     if mask is not None:
         logits = logits.masked_fill(~mask, MASKED)
-    u = rng.random(logits.shape).clip(1e-20, 1.0 - 1e-7)
-    gumbel = torch.from_numpy(-np.log(-np.log(u)).astype(np.float32)).to(logits.device)
+    gumbel = torch.from_numpy(gumbel_noise(rng, logits.shape)).to(logits.device)
     soft = torch.softmax((logits + gumbel) / temperature, dim=-1)
     hard = nn.functional.one_hot(soft.argmax(dim=-1), logits.shape[-1]).to(soft.dtype)
     return hard - soft.detach() + soft
+
+
+def gumbel_noise(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Standard Gumbel draws: argmax(logits + these) samples softmax(logits)."""
+    u = rng.random(shape).clip(1e-20, 1.0 - 1e-7)
+    return -np.log(-np.log(u)).astype(np.float32)
 
 
 def soft_update(target: nn.Module, online: nn.Module, tau: float) -> None:
@@ -205,8 +210,7 @@ class MADDPGActor:
         if p.discrete:
             legal = batch.mask if batch.mask is not None else np.ones(out.shape, bool)
             if explore:
-                u = p.act_rng.random(out.shape).clip(1e-20, 1.0 - 1e-7)
-                out = out - np.log(-np.log(u))
+                out = out + gumbel_noise(p.act_rng, out.shape)
             return np.where(legal, out, -np.inf).argmax(axis=1), {}
         action = out
         if explore:

@@ -3,6 +3,8 @@ trips, errors, and one learning run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -19,11 +21,12 @@ from interplay.algos.maddpg import (
 )
 from interplay.config import ConfigError, load
 from interplay.envs.toy import Move, ScriptedTurnGame
-from interplay.experiment import resume, train
+from interplay.experiment import Experiment, resume, train
 from interplay.replay import _rows
 from interplay.runner import NonFiniteError
 from interplay.transitions import Transitions
 
+PRESETS = Path(__file__).resolve().parent.parent / "configs"
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 SL = {"id": "speaker_listener", "num_envs": 4, "kwargs": {"continuous_actions": True}}
 SPREAD = {"id": "spread", "num_envs": 3, "kwargs": {"continuous_actions": True}}
@@ -332,6 +335,16 @@ def test_bad_settings_are_named_by_their_dotted_key(override, key, tmp_path):
     cfg = ["env.id=spread", "algo.name=matd3", override, *QUIET]
     with pytest.raises(ConfigError, match=key):
         train(load([], cfg), tmp_path)
+
+
+@pytest.mark.parametrize("preset", ["matd3_spread.yaml", "matd3_speaker_listener.yaml"])
+def test_presets_build_matd3_on_continuous_actions(preset, tmp_path):
+    exp = Experiment(load([PRESETS / preset], QUIET), tmp_path)
+    try:
+        assert exp.algo.name == "matd3"
+        assert all(s.action_view.kind == "box" for s in exp.specs.values())
+    finally:
+        exp.close()
 
 
 def test_matd3_is_maddpg_with_the_td3_flags():

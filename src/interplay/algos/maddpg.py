@@ -288,9 +288,10 @@ class MADDPG(Algorithm):
         self.copies = max(self.copies, int(batch.env.max()) + 1)
         p = self.policies[pid]
         ended = batch.terminated | batch.truncated
-        if ended.any():
+        if ended.any():  # their OU processes restart with the next episode
             e, j = batch.env[ended], batch.slot[ended]
-            p.ou[e[e < p.ou.shape[0]], j[e < p.ou.shape[0]]] = 0.0
+            known = e < p.ou.shape[0]
+            p.ou[e[known], j[known]] = 0.0
 
     def ready(self) -> bool:
         """Counts a step (the loop asks once per step), stores its joint rows; true when a

@@ -50,7 +50,8 @@ def build(env: dict, algo: dict, seed: int = 0, **train_kw):
     specs = make_specs(cfg, vec)
     algorithm = make_algorithm(cfg, specs, "cpu")
     runner = Runner(vec, specs, make_actors(cfg, specs, algorithm),
-                    {p for p, s in specs.items() if s.trainable}, copies=copies)
+                    {p for p, s in specs.items() if s.trainable}, copies=copies,
+                    complete_episodes=cfg.train.batch_mode == "complete_episodes")
     return cfg, algorithm, runner
 
 

@@ -7,13 +7,13 @@ import pytest
 from helpers import make_runner
 
 from interplay.envs.toy import Move
-from interplay.replay import ReplayBuffer
+from interplay.replay import Group, JointReplayBuffer, ReplayBuffer
 from interplay.statecodec import decode, encode
 from interplay.transitions import Transitions
 
 
 def rows(obs, next_obs, reward, env=0, slot=0, terminated=False, truncated=False, action=0,
-         mask=None, next_mask=None) -> Transitions:
+         mask=None, next_mask=None, step=0) -> Transitions:
     """A batch of transitions from columns (scalars repeat)."""
     obs = np.asarray(obs, np.float32).reshape(-1, 1)
     n = len(obs)
@@ -26,7 +26,7 @@ def rows(obs, next_obs, reward, env=0, slot=0, terminated=False, truncated=False
         next_obs=np.asarray(next_obs, np.float32).reshape(-1, 1),
         terminated=col(terminated, bool), truncated=col(truncated, bool), env=col(env, np.int64),
         slot=col(slot, np.int64), mask=mask, next_mask=next_mask, extras={},
-        step=np.zeros(n, np.int64),
+        step=col(step, np.int64),
     )
 
 
@@ -180,3 +180,70 @@ def test_n_step_returns_of_a_turn_based_game_match_the_env_rewards():
     got = sorted(zip(s.steps.tolist(), np.round(s.reward, 9).tolist(), strict=True))
     assert len(got) == buf.added > 20
     assert got == sorted(expected)
+
+
+# -- joint rows ---------------------------------------------------------------------------------
+def joint_buffer(capacity: int = 8) -> JointReplayBuffer:
+    return JointReplayBuffer(capacity, {"a": Group(agents=2, obs_dim=1),
+                                        "b": Group(agents=1, obs_dim=1, mask_dim=3)})
+
+
+def test_joint_rows_join_groups_by_copy_and_mark_absent_agents():
+    buf = joint_buffer()
+    # copies out of order; agent (copy 2, slot 1) of group a closed nothing this step
+    a = rows([20, 10, 11, 21], [0, 0, 0, 0], [2.0, 1.0, 1.5, 2.5], env=[2, 1, 1, 0],
+             slot=[0, 0, 1, 1], action=[5, 6, 7, 8])
+    b = rows([100, 102], [0, 0], [-1.0, -3.0], env=[0, 2], terminated=[False, True],
+             mask=np.array([[1, 0, 1], [0, 1, 1]], bool))
+    copies, joined = buf.join({"a": a, "b": b})
+    assert copies.tolist() == [0, 1, 2]
+    buf.add(joined)
+    got = buf.gather(np.arange(3))
+    assert got["a"].obs[..., 0].tolist() == [[0, 21], [10, 11], [20, 0]]
+    assert got["a"].action.tolist() == [[0, 8], [6, 7], [5, 0]]
+    assert got["a"].present.tolist() == [[False, True], [True, True], [True, False]]
+    assert got["b"].reward[:, 0].tolist() == [-1.0, 0.0, -3.0]
+    assert got["b"].terminated[:, 0].tolist() == [False, False, True]
+    assert got["b"].mask[:, 0].tolist() == [[1, 0, 1], [1, 1, 1], [0, 1, 1]]
+    assert got["a"].mask is None
+
+
+def test_joint_rows_of_whole_episodes_join_by_step_and_copy_in_time_order():
+    buf = joint_buffer()
+    # two steps of two copies handed over at once, as at the end of their episodes
+    a = rows([0, 1, 10, 11], [1, 2, 11, 12], [1.0, 2.0, 3.0, 4.0], env=[0, 0, 1, 1],
+             step=[5, 6, 5, 6])
+    b = rows([50, 60, 51, 61], [0, 0, 0, 0], [0.0] * 4, env=[0, 1, 0, 1], step=[5, 5, 6, 6])
+    copies, joined = buf.join({"a": a, "b": b})
+    assert copies.tolist() == [0, 1, 0, 1]
+    buf.add(joined)
+    got = buf.gather(np.arange(4))
+    assert got["a"].obs[:, 0, 0].tolist() == [0, 10, 1, 11]
+    assert got["b"].obs[:, 0, 0].tolist() == [50, 60, 51, 61]
+
+
+def test_joint_rows_overwrite_the_oldest_sample_uniformly_and_survive_the_codec():
+    buf = joint_buffer(capacity=4)
+    for step in range(3):
+        a = rows([step, step], [0, 0], [float(step)] * 2, env=[0, 1], slot=[0, 0])
+        buf.add(buf.join({"a": a})[1])
+    assert len(buf) == 4 and buf.added == 6
+    assert sorted(buf.columns["a"]["reward"][:, 0]) == [1.0, 1.0, 2.0, 2.0]
+    index, got = buf.sample(4000, np.random.default_rng(0))
+    assert np.bincount(index, minlength=4).min() > 900
+    np.testing.assert_array_equal(got["a"].obs[:, 0, 0], got["a"].reward[:, 0])
+    other = joint_buffer(capacity=4)
+    other.load_state_dict(decode(encode(buf.state_dict())))
+    assert other.added == 6
+    for name, cols in buf.columns.items():
+        for key, col in cols.items():
+            np.testing.assert_array_equal(other.columns[name][key], col)
+
+
+def test_joint_rows_refuse_an_agent_twice_in_a_step_and_unknown_groups():
+    buf = joint_buffer()
+    twice = rows([1, 2], [0, 0], [0.0, 0.0], env=[0, 0], slot=[1, 1])
+    with pytest.raises(ValueError, match="two transitions in one copy and step"):
+        buf.join({"a": twice})
+    with pytest.raises(ValueError, match="no group 'c'"):
+        buf.join({"c": twice})

@@ -18,6 +18,7 @@ class ActBatch:
     obs: np.ndarray  # [n, obs_dim] float32: flat (and stacked) observations
     mask: np.ndarray | None  # [n, mask_dim] bool legal actions, or None
     slot: np.ndarray | None = None  # [n] int: each row's agent (its index in the policy's agents)
+    env: np.ndarray | None = None  # [n] int: each row's env copy
     agent_ids: list[str] = field(default_factory=list)
     env_obs: list[Any] = field(default_factory=list)  # the env's own observations (scripted only)
 

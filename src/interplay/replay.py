@@ -1,4 +1,4 @@
-"""A replay buffer for the transitions of many agents, independent of any learner.
+"""Replay buffers for the transitions of many agents, independent of any learner.
 
 Rows live in preallocated arrays, written a whole step's batch at a time and overwritten
 oldest first. Each row remembers its *stream*: who closed it (a source name, the env copy and
@@ -7,6 +7,9 @@ continues it (the episode did not end in between, and its observation is the row
 observation), so n-step returns are built at sampling time for any ``n`` and ``gamma``: a
 return stops early where the episode ended, where the next row is not here yet, or where it
 was overwritten, and bootstraps from wherever it stopped.
+
+:class:`JointReplayBuffer` keeps instead one row per env copy and step holding every group's
+agents side by side, for learners whose critics see all agents at once (MADDPG).
 """
 
 from __future__ import annotations
@@ -174,3 +177,158 @@ class ReplayBuffer:
 _ARRAYS = ("obs", "next_obs", "action", "reward", "terminated", "truncated", "mask", "next_mask",
            "serial", "next")
 
+
+# -- joint rows: every group's agents of one env copy in one step -------------------------------
+@dataclass(frozen=True)
+class Group:
+    """The shape of one group's share of a joint row: ``agents`` agents with these spaces."""
+
+    agents: int
+    obs_dim: int
+    action_shape: tuple[int, ...] = ()
+    action_dtype: Any = np.int64
+    mask_dim: int = 0
+
+
+@dataclass
+class GroupRows:
+    """One group's share of sampled joint rows; every array is ``[b, agents, ...]``."""
+
+    obs: np.ndarray
+    action: np.ndarray
+    mask: np.ndarray | None
+    reward: np.ndarray  # float64
+    next_obs: np.ndarray
+    next_mask: np.ndarray | None
+    terminated: np.ndarray
+    truncated: np.ndarray
+    present: np.ndarray  # bool: the agent closed a transition in that copy and step
+
+
+class JointReplayBuffer:
+    """``capacity`` joint rows: what the agents of several groups did in one env copy and step.
+
+    Each step, :meth:`add` takes the transitions every group (a policy, say) closed, joins them
+    by env copy and writes one row per copy that closed any. An agent that closed nothing
+    there is marked absent (``present`` false, its columns zero); a learner that needs every
+    agent checks ``present``. Only one-step transitions: no streams, no n-step returns.
+    """
+
+    def __init__(self, capacity: int, groups: dict[str, Group]):
+        if capacity < 1:
+            raise ValueError(f"replay capacity must be at least 1, got {capacity}")
+        self.capacity = capacity
+        self.groups = dict(groups)
+        self.columns: dict[str, dict[str, np.ndarray]] = {}
+        for name, g in self.groups.items():
+            k = g.agents
+            cols = {
+                "obs": np.zeros((capacity, k, g.obs_dim), np.float32),
+                "next_obs": np.zeros((capacity, k, g.obs_dim), np.float32),
+                "action": np.zeros((capacity, k, *g.action_shape), g.action_dtype),
+                "reward": np.zeros((capacity, k), np.float64),
+                "terminated": np.zeros((capacity, k), bool),
+                "truncated": np.zeros((capacity, k), bool),
+                "present": np.zeros((capacity, k), bool),
+            }
+            if g.mask_dim:
+                cols["mask"] = np.ones((capacity, k, g.mask_dim), bool)
+                cols["next_mask"] = np.ones((capacity, k, g.mask_dim), bool)
+            self.columns[name] = cols
+        self.added = 0  # rows ever added
+
+    def __len__(self) -> int:
+        return min(self.added, self.capacity)
+
+    def join(self, batches: dict[str, Transitions]) -> tuple[np.ndarray, dict[str, dict[str, np.ndarray]]]:
+        """Joint rows, one per (runner step, env copy) in which anything closed, in time order:
+        each row's env copy and each group's columns ``[rows, agents, ...]``, not stored yet.
+        The batches may cover many steps (whole episodes handed over at their end)."""
+        unknown = [name for name in batches if name not in self.groups]
+        if unknown:
+            raise ValueError(f"joint replay buffer has no group {unknown[0]!r}; "
+                             f"groups are {list(self.groups)}")
+        filled = [t for t in batches.values() if len(t)]
+        width = max((int(t.env.max()) + 1 for t in filled), default=1)
+
+        def when(t: Transitions) -> np.ndarray:  # (step, copy) as one number, in time order
+            return t.step.astype(np.int64) * width + t.env
+
+        keys = np.unique(np.concatenate([when(t) for t in filled])) if filled else np.zeros(0, int)
+        copies = keys % width
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for name, g in self.groups.items():
+            cols = {key: np.zeros((len(copies), *col.shape[1:]), col.dtype)
+                    for key, col in self.columns[name].items()}
+            for key in ("mask", "next_mask"):
+                if key in cols:
+                    cols[key][:] = True
+            t = batches.get(name)
+            if t is not None and len(t):
+                if int(t.slot.max()) >= g.agents:
+                    raise ValueError(f"group {name!r} has {g.agents} agents; a transition "
+                                     f"names slot {int(t.slot.max())}")
+                row = np.searchsorted(keys, when(t))
+                if len(np.unique(row * g.agents + t.slot)) < len(t):
+                    raise ValueError(f"group {name!r}: an agent closed two transitions in one "
+                                     "copy and step; joint rows hold one per agent")
+                cols["obs"][row, t.slot] = t.obs
+                cols["next_obs"][row, t.slot] = t.next_obs
+                cols["action"][row, t.slot] = t.action
+                cols["reward"][row, t.slot] = t.reward
+                cols["terminated"][row, t.slot] = t.terminated
+                cols["truncated"][row, t.slot] = t.truncated
+                cols["present"][row, t.slot] = True
+                if g.mask_dim:
+                    if t.mask is not None:
+                        cols["mask"][row, t.slot] = t.mask
+                    if t.next_mask is not None:
+                        cols["next_mask"][row, t.slot] = t.next_mask
+            out[name] = cols
+        return copies, out
+
+    def add(self, joined: dict[str, dict[str, np.ndarray]]) -> None:
+        """Store rows made by :meth:`join` (the oldest rows go first)."""
+        n = len(next(iter(joined.values()))["present"]) if joined else 0
+        if n == 0:
+            return
+        if n > self.capacity:
+            raise ValueError(f"cannot add {n} joint rows at once to a buffer of {self.capacity}")
+        pos = (self.added + np.arange(n)) % self.capacity
+        for name, cols in joined.items():
+            for key, values in cols.items():
+                self.columns[name][key][pos] = values
+        self.added += n
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, dict[str, GroupRows]]:
+        """``batch_size`` rows drawn uniformly with replacement: their indices and contents."""
+        if len(self) == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        index = rng.integers(0, len(self), batch_size)
+        return index, self.gather(index)
+
+    def gather(self, index: np.ndarray) -> dict[str, GroupRows]:
+        return {name: GroupRows(**{key: cols[key][index] if key in cols else None
+                                   for key in GroupRows.__dataclass_fields__})
+                for name, cols in self.columns.items()}
+
+    # -- state ----------------------------------------------------------------------------
+    def clear(self) -> None:
+        self.added = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        """The filled rows only, so an early checkpoint stays small."""
+        n = len(self)
+        return {"capacity": self.capacity, "added": self.added,
+                "columns": {name: {key: col[:n].copy() for key, col in cols.items()}
+                            for name, cols in self.columns.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["capacity"] != self.capacity:
+            raise ValueError(f"saved replay buffer holds {state['capacity']} rows, this one "
+                             f"{self.capacity}; keep the buffer size when resuming")
+        self.clear()
+        for name, cols in state["columns"].items():
+            for key, values in cols.items():
+                self.columns[name][key][:len(values)] = values
+        self.added = int(state["added"])

@@ -258,7 +258,7 @@ class Runner:
         else:
             obs = g.obs[e, s]
             mask = None if g.mask is None else g.mask[e, s]
-        batch = ActBatch(obs=obs, mask=mask, slot=s)
+        batch = ActBatch(obs=obs, mask=mask, slot=s, env=e)
         agents = g.spec.agents
         if g.actor.wants_env_obs:
             batch.agent_ids = [agents[j] for j in s]

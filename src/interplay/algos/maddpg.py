@@ -1,0 +1,494 @@
+"""``algo.name: maddpg`` and ``matd3``: deterministic actors, centralised critics, one replay.
+
+One implementation; the two names are presets (MATD3 turns on twin critics, target policy
+smoothing and delayed actor updates). Each trained policy has a deterministic actor shared by
+its agents, each agent seeing only its own observation, and a critic (two with
+``twin_critics``) that also sees the joint observation and joint action of every trained agent
+of the env copy in that step. A critic row starts with its agent's own observation, action and
+slot (one-hot), so one critic serves all of a policy's agents, each with its own reward. Agents
+of fixed policies (random, scripted) are part of the env as far as the critics know.
+
+Box actions: tanh outputs in [-1, 1], which the runner maps onto the space's bounds; exploring
+adds Gaussian or Ornstein-Uhlenbeck noise (one OU process per copy and agent, restarted when
+that agent's episode ends) and clips to [-1, 1]. Discrete actions: the actor gives logits;
+acting takes the best legal action, or when exploring draws one from the softmax over the
+legal actions (Gumbel-max); the critics see one-hot actions, and the actor loss and the target
+actions use straight-through Gumbel-softmax samples (one-hot forward, the tempered softmax's
+gradient backward) with illegal actions masked out.
+
+The runner hands over each policy's transitions of a step separately; ``ready``, which the loop
+asks once per step, joins them by env copy into joint rows (see ``JointReplayBuffer``). So every
+trained agent must close a transition in every step of its copy: simultaneous moves, no agent
+leaving early or joining late. An env that breaks this is stopped with the agent, copy and env
+step named, rather than learnt from with holes in the critics' inputs.
+
+Every ``learn_step`` steps from step ``learning_delay`` on, ``gradient_steps`` times: draw a
+batch of joint rows; take target actions from the target actors at the next observations (Box:
+plus Gaussian noise of scale ``target_noise`` clipped to ``target_noise_clip``); regress each
+policy's critics on r + gamma * min_i Q'_i(next), not bootstrapped where the agent's episode
+terminated, bootstrapped where it was truncated; every ``policy_delay``-th gradient step, each
+actor climbs its first critic with its agent's action replaced by the actor's (the other agents'
+as stored), and every target network moves ``tau`` of the way to its online network.
+
+Steps are steps of the training loop, i.e. env steps per copy, as in every algorithm here.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+from torch import nn
+
+from interplay.actors import ActBatch
+from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
+from interplay.algos.distributions import MASKED
+from interplay.algos.networks import NetSettings, mlp
+from interplay.config import ConfigError
+from interplay.mapping import PolicySpec
+from interplay.replay import Group, GroupRows, JointReplayBuffer
+from interplay.runner import NonFiniteError
+from interplay.transitions import Transitions
+
+
+def _relu(hidden: list[int]) -> Any:
+    return lambda: NetSettings(hidden=hidden, activation="relu")
+
+
+class MADDPGSettings(AlgoSettings):
+    lr_actor: float = Field(1e-3, gt=0)
+    """Adam's learning rate for the actors."""
+    lr_critic: float = Field(1e-3, gt=0)
+    """Adam's learning rate for the critics."""
+    gamma: float = Field(0.95, ge=0, le=1)
+    """Discount per step."""
+    tau: float = Field(0.01, gt=0, le=1)
+    """Each target update moves the target networks this far towards the online ones."""
+    batch_size: int = Field(1024, ge=1)
+    """Joint rows (one per env copy and step) per gradient step."""
+    buffer_size: int = Field(200_000, ge=1)
+    """Joint rows the replay buffer holds; the oldest go first."""
+    save_buffer: bool = True
+    """Keep the replay buffer in checkpoints, so that a resumed run continues exactly."""
+    learning_delay: int = Field(100, ge=0)
+    """Steps before the first learning round."""
+    learn_step: int = Field(1, ge=1)
+    """Steps between two learning rounds."""
+    gradient_steps: int = Field(1, ge=1)
+    """Gradient steps per learning round (each on every policy's critics)."""
+    policy_delay: int = Field(1, ge=1)
+    """Gradient steps per actor and target update (TD3's delayed policy updates)."""
+    twin_critics: bool = False
+    """Two critics per policy; targets take the smaller of their two values (TD3)."""
+    target_noise: float = Field(0.0, ge=0)
+    """Scale of the Gaussian noise on target actions (TD3's target policy smoothing; Box only)."""
+    target_noise_clip: float = Field(0.5, ge=0)
+    """The target noise is clipped to +-this before the actions are clipped to [-1, 1]."""
+    noise: Literal["gaussian", "ou"] = "gaussian"
+    """Exploration noise on Box actions: independent Gaussian, or Ornstein-Uhlenbeck per agent."""
+    noise_scale: float = Field(0.1, ge=0)
+    """The Gaussian's std, or the OU process's sigma, in the actor's [-1, 1] units."""
+    noise_scale_end: float = Field(0.1, ge=0)
+    """The noise scale after ``noise_decay_steps`` steps and from then on."""
+    noise_decay_steps: int = Field(0, ge=0)
+    """Steps over which the noise scale moves linearly to its end value; 0 keeps it at the start."""
+    ou_theta: float = Field(0.15, gt=0)
+    """OU's pull towards zero per unit of time."""
+    ou_dt: float = Field(1e-2, gt=0)
+    """OU's time per step: x += -theta * x * dt + sigma * sqrt(dt) * N(0, 1)."""
+    gumbel_temperature: float = Field(1.0, gt=0)
+    """Temperature of the Gumbel-softmax for discrete actions."""
+    max_grad_norm: float = Field(0.5, gt=0)
+    """Gradient-norm clip, per actor and per policy's critics."""
+    actor_net: NetSettings = Field(default_factory=_relu([64, 64]))
+    """Hidden layers of the actors."""
+    critic_net: NetSettings = Field(default_factory=_relu([64, 64]))
+    """Hidden layers of the critics."""
+
+
+class MATD3Settings(MADDPGSettings):
+    policy_delay: int = Field(2, ge=1)
+    """Gradient steps per actor and target update (TD3's delayed policy updates)."""
+    twin_critics: bool = True
+    """Two critics per policy; targets take the smaller of their two values (TD3)."""
+    target_noise: float = Field(0.2, ge=0)
+    """Scale of the Gaussian noise on target actions (TD3's target policy smoothing; Box only)."""
+
+
+# -- networks ---------------------------------------------------------------------------------
+class _Policy:
+    """One trained policy: actor, critics, their targets and optimisers, OU state, act RNG."""
+
+    def __init__(self, spec: PolicySpec, s: MADDPGSettings, critic_in: int, seed: int,
+                 name: str, device: str):
+        view = spec.action_view
+        self.spec = spec
+        self.k = len(spec.agents)
+        self.discrete = view.kind == "discrete"
+        self.act_dim = view.mask_dim if self.discrete else int(np.prod(view.shape))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(rng_for(seed, name, "init", spec.id).integers(2**63)))
+            body = mlp(spec.obs_dim, self.act_dim, s.actor_net, 0.01)
+            self.actor = (body if self.discrete else nn.Sequential(body, nn.Tanh())).to(device)
+            self.critics = nn.ModuleList(
+                [mlp(critic_in, 1, s.critic_net, 1.0) for _ in range(2 if s.twin_critics else 1)]
+            ).to(device)
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critic_targets = copy.deepcopy(self.critics).requires_grad_(False)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=s.lr_actor)
+        self.critic_opt = torch.optim.Adam(self.critics.parameters(), lr=s.lr_critic)
+        self.act_rng = rng_for(seed, name, "act", spec.id)
+        self.ou = np.zeros((0, self.k, self.act_dim), np.float32)  # [copies, agents, act_dim]
+
+    def nets(self) -> dict[str, nn.Module | torch.optim.Optimizer]:
+        return {"actor": self.actor, "critics": self.critics, "actor_target": self.actor_target,
+                "critic_targets": self.critic_targets, "actor_opt": self.actor_opt,
+                "critic_opt": self.critic_opt}
+
+
+def gumbel_softmax(logits: torch.Tensor, mask: torch.Tensor | None, temperature: float,
+                   rng: np.random.Generator) -> torch.Tensor:
+    """Straight-through Gumbel-softmax samples: one-hot rows whose gradient is that of the
+    tempered softmax of (logits + Gumbel noise); illegal actions are never drawn."""
+    if mask is not None:
+        logits = logits.masked_fill(~mask, MASKED)
+    gumbel = torch.from_numpy(gumbel_noise(rng, logits.shape)).to(logits.device)
+    soft = torch.softmax((logits + gumbel) / temperature, dim=-1)
+    hard = nn.functional.one_hot(soft.argmax(dim=-1), logits.shape[-1]).to(soft.dtype)
+    return hard - soft.detach() + soft
+
+
+def gumbel_noise(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Standard Gumbel draws: argmax(logits + these) samples softmax(logits)."""
+    u = rng.random(shape).clip(1e-20, 1.0 - 1e-7)
+    return -np.log(-np.log(u)).astype(np.float32)
+
+
+def soft_update(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """Move every parameter of ``target`` the fraction ``tau`` of the way to ``online``'s."""
+    with torch.no_grad():
+        for t, o in zip(target.parameters(), online.parameters(), strict=True):
+            t.lerp_(o, tau)
+
+
+def critic_target(critic_targets: nn.ModuleList, next_input: torch.Tensor, reward: torch.Tensor,
+                  terminated: torch.Tensor, gamma: float) -> torch.Tensor:
+    """r + gamma * min_i Q'_i(next), without the bootstrap where the episode terminated."""
+    with torch.no_grad():
+        q_next = torch.stack([q(next_input).squeeze(-1) for q in critic_targets]).min(dim=0).values
+        return reward + gamma * torch.where(terminated, torch.zeros_like(q_next), q_next)
+
+
+def smoothed(action: torch.Tensor, scale: float, clip: float,
+             rng: np.random.Generator) -> torch.Tensor:
+    """Box target actions plus Gaussian noise clipped to +-clip, clipped back into [-1, 1]."""
+    if scale == 0:
+        return action
+    noise = torch.from_numpy(rng.standard_normal(action.shape).astype(np.float32) * scale)
+    return (action + noise.to(action.device).clamp(-clip, clip)).clamp(-1.0, 1.0)
+
+
+# -- acting -----------------------------------------------------------------------------------
+class MADDPGActor:
+    """The deterministic policy, plus exploration noise (Box) or sampling (discrete)."""
+
+    squashed = True  # Box actions live in [-1, 1]; the runner maps them onto the bounds
+    wants_env_obs = False
+
+    def __init__(self, algo: MADDPG, policy: _Policy):
+        self.algo = algo
+        self.policy = policy
+
+    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        p = self.policy
+        with torch.no_grad():
+            out = p.actor(torch.from_numpy(np.require(batch.obs, np.float32, "W"))
+                          .to(self.algo.device)).cpu().numpy()
+        if p.discrete:
+            legal = batch.mask if batch.mask is not None else np.ones(out.shape, bool)
+            if explore:
+                out = out + gumbel_noise(p.act_rng, out.shape)
+            return np.where(legal, out, -np.inf).argmax(axis=1), {}
+        action = out
+        if explore:
+            action = np.clip(action + self.algo.noise(p, batch), -1.0, 1.0)
+        return action.astype(np.float32).reshape(-1, *p.spec.action_view.shape), {}
+
+
+# -- the algorithm: collect, join, learn ------------------------------------------------------
+@register
+class MADDPG(Algorithm):
+    name = "maddpg"
+    Settings = MADDPGSettings
+    settings: MADDPGSettings
+    action_kinds = frozenset({"discrete", "box"})
+    turn_based = False
+
+    def __init__(self, settings: MADDPGSettings, specs: dict[str, PolicySpec], device: str,
+                 seed: int):
+        super().__init__(settings, specs, device, seed)
+        self.trained = [pid for pid, spec in specs.items() if spec.trainable]
+        self.joint_obs = sum(len(specs[p].agents) * specs[p].obs_dim for p in self.trained)
+        self.joint_act = sum(len(specs[p].agents) * _act_dim(specs[p]) for p in self.trained)
+        self.policies: dict[str, _Policy] = {}
+        for pid in self.trained:
+            spec = specs[pid]
+            k = len(spec.agents)
+            own = spec.obs_dim + _act_dim(spec) + (k if k > 1 else 0)
+            self.policies[pid] = _Policy(spec, settings, own + self.joint_obs + self.joint_act,
+                                         seed, self.name, device)
+        self.buffer = JointReplayBuffer(settings.buffer_size, {
+            pid: Group(p.k, p.spec.obs_dim, p.spec.action_view.shape, p.spec.action_view.dtype,
+                       p.spec.action_view.mask_dim)
+            for pid, p in self.policies.items()})
+        self.sample_rng = rng_for(seed, self.name, "sample")
+        self._actors = {pid: MADDPGActor(self, p) for pid, p in self.policies.items()}
+        self._step: dict[str, Transitions] = {}  # this step's transitions, joined in ready()
+        self.steps = 0  # steps of the loop (env steps per copy)
+        self.copies = 1  # env copies seen in transitions, to name env steps in errors
+        self.updates = 0  # gradient steps taken
+
+    def actor(self, pid: str) -> MADDPGActor:
+        return self._actors[pid]
+
+    # -- exploration ------------------------------------------------------------------------
+    def noise_scale(self) -> float:
+        s = self.settings
+        frac = min(1.0, self.steps / s.noise_decay_steps) if s.noise_decay_steps else 0.0
+        return s.noise_scale + frac * (s.noise_scale_end - s.noise_scale)
+
+    def noise(self, p: _Policy, batch: ActBatch) -> np.ndarray:
+        """Exploration noise for the rows of ``batch``: Gaussian, or each row's OU process."""
+        s = self.settings
+        shape = (batch.obs.shape[0], p.act_dim)
+        scale = self.noise_scale()
+        if s.noise == "gaussian":
+            return scale * p.act_rng.standard_normal(shape, np.float32)
+        env, slot = batch.env, batch.slot
+        if env is None or slot is None:
+            raise ValueError(f"policy {p.spec.id!r}: OU noise follows each copy and agent, but "
+                             "the batch does not say which row is which (ActBatch.env, .slot)")
+        if p.ou.shape[0] <= env.max():
+            p.ou = np.concatenate([p.ou, np.zeros((env.max() + 1 - p.ou.shape[0], *p.ou.shape[1:]),
+                                                  np.float32)])
+        x = p.ou[env, slot]
+        x += (-s.ou_theta * s.ou_dt * x
+              + scale * np.sqrt(s.ou_dt) * p.act_rng.standard_normal(shape, np.float32))
+        p.ou[env, slot] = x
+        return x
+
+    # -- collecting -------------------------------------------------------------------------
+    def collect(self, pid: str, batch: Transitions) -> None:
+        if pid not in self.policies or not len(batch):
+            return
+        self._step[pid] = batch
+        self.copies = max(self.copies, int(batch.env.max()) + 1)
+        p = self.policies[pid]
+        ended = batch.terminated | batch.truncated
+        if ended.any():  # their OU processes restart with the next episode
+            e, j = batch.env[ended], batch.slot[ended]
+            known = e < p.ou.shape[0]
+            p.ou[e[known], j[known]] = 0.0
+
+    def ready(self) -> bool:
+        """Counts a step (the loop asks once per step), stores its joint rows; true when a
+        learning round is due."""
+        self.steps += 1
+        self._store()
+        s = self.settings
+        return (self.steps >= s.learning_delay and self.steps % s.learn_step == 0
+                and len(self.buffer) >= s.batch_size)
+
+    def _store(self) -> None:
+        batches, self._step = self._step, {}
+        if not batches:
+            return
+        copies, joined = self.buffer.join(batches)
+        for pid, cols in joined.items():
+            absent = np.argwhere(~cols["present"])
+            if len(absent):
+                row, slot = absent[0]
+                raise ConfigError(
+                    f"algo.name: {self.name} needs every trained agent to act in every step, but "
+                    f"agent {self.specs[pid].agents[slot]!r} (policy {pid!r}) closed no "
+                    f"transition in env copy {copies[row]} at env step {self.steps * self.copies}"
+                    " while others did (turn-based env, or agents that leave or join); use "
+                    "ippo or mappo for this env")
+        self.buffer.add(joined)
+
+    # -- learning ---------------------------------------------------------------------------
+    def update(self) -> dict[str, float]:
+        s = self.settings
+        sums = {pid: np.zeros(3) for pid in self.policies}
+        actor_steps = 0
+        for _ in range(s.gradient_steps):
+            _, rows = self.buffer.sample(s.batch_size, self.sample_rng)
+            self.updates += 1
+            delayed = self.updates % s.policy_delay == 0
+            batch = self._tensors(rows)
+            next_act = self._target_actions(batch)
+            for pid in self.policies:
+                sums[pid][:2] += self._learn_critic(pid, batch, next_act)
+            if delayed:
+                actor_steps += 1
+                for pid in self.policies:
+                    sums[pid][2] += self._learn_actor(pid, batch)
+                for p in self.policies.values():
+                    soft_update(p.actor_target, p.actor, s.tau)
+                    soft_update(p.critic_targets, p.critics, s.tau)
+        metrics: dict[str, float] = {"noise_scale": self.noise_scale(),
+                                     "buffer_size": float(len(self.buffer))}
+        for pid, (critic_loss, q_mean, actor_loss) in sums.items():
+            metrics[f"critic_loss/{pid}"] = critic_loss / s.gradient_steps
+            metrics[f"q_mean/{pid}"] = q_mean / s.gradient_steps
+            if actor_steps:
+                metrics[f"actor_loss/{pid}"] = actor_loss / actor_steps
+        return metrics
+
+    def _tensors(self, rows: dict[str, GroupRows]) -> dict[str, dict[str, torch.Tensor]]:
+        """Each policy's sampled columns as tensors ``[b, agents, ...]``, actions as the critics
+        see them (one-hot for discrete)."""
+        out = {}
+        for pid, r in rows.items():
+            p = self.policies[pid]
+            t = {key: _tensor(getattr(r, key), self.device)
+                 for key in ("obs", "next_obs", "terminated", "mask", "next_mask")
+                 if getattr(r, key) is not None}
+            t["reward"] = _tensor(r.reward.astype(np.float32), self.device)
+            action = _tensor(r.action, self.device)
+            t["action"] = (nn.functional.one_hot(action.long(), p.act_dim).float() if p.discrete
+                           else action.reshape(*action.shape[:2], p.act_dim))
+            out[pid] = t
+        return out
+
+    def _policy_actions(self, p: _Policy, net: nn.Module, obs: torch.Tensor,
+                        mask: torch.Tensor | None, smooth: bool) -> torch.Tensor:
+        """``net``'s actions for observations ``[b, agents, obs_dim]`` as the critics see them."""
+        out = net(obs)
+        s = self.settings
+        if p.discrete:
+            return gumbel_softmax(out, mask, s.gumbel_temperature, self.sample_rng)
+        if smooth:
+            return smoothed(out, s.target_noise, s.target_noise_clip, self.sample_rng)
+        return out
+
+    def _target_actions(self, batch: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        with torch.no_grad():
+            return {pid: self._policy_actions(p, p.actor_target, batch[pid]["next_obs"],
+                                              batch[pid].get("next_mask"), smooth=True)
+                    for pid, p in self.policies.items()}
+
+    def critic_input(self, pid: str, obs: dict[str, torch.Tensor], act: dict[str, torch.Tensor],
+                     own_act: torch.Tensor | None = None) -> torch.Tensor:
+        """Critic rows ``[b, agents, in]`` for policy ``pid``'s agents: own observation, own
+        action, slot one-hot, then every trained agent's observation and action.
+
+        ``own_act`` (``[b, agents, act_dim]``) replaces, in agent j's row, agent j's action in
+        both places; the other agents' actions stay as in ``act``.
+        """
+        b, k = obs[pid].shape[:2]
+        joint_obs = torch.cat([obs[q].reshape(b, -1) for q in self.trained], dim=1)
+        parts = [a.reshape(b, 1, -1).expand(b, k, -1) for a in
+                 (act[q] for q in self.trained)]
+        mine = act[pid]
+        if own_act is not None:
+            eye = torch.eye(k, device=own_act.device)[None, :, :, None]
+            block = eye * own_act[:, None] + (1 - eye) * act[pid][:, None]  # [b, row, agent, a]
+            parts[self.trained.index(pid)] = block.reshape(b, k, -1)
+            mine = own_act
+        cols = [obs[pid], mine]
+        if k > 1:
+            cols.append(torch.eye(k, device=mine.device).expand(b, k, k))
+        cols += [joint_obs[:, None].expand(b, k, -1), *parts]
+        return torch.cat(cols, dim=2)
+
+    def _learn_critic(self, pid: str, batch: dict[str, dict[str, torch.Tensor]],
+                      next_act: dict[str, torch.Tensor]) -> np.ndarray:
+        s = self.settings
+        p = self.policies[pid]
+        mine = batch[pid]
+        obs = {q: batch[q]["obs"] for q in self.trained}
+        act = {q: batch[q]["action"] for q in self.trained}
+        next_obs = {q: batch[q]["next_obs"] for q in self.trained}
+        target = critic_target(p.critic_targets, self.critic_input(pid, next_obs, next_act),
+                               mine["reward"], mine["terminated"], s.gamma)
+        x = self.critic_input(pid, obs, act)
+        qs = [q(x).squeeze(-1) for q in p.critics]
+        loss = sum(nn.functional.mse_loss(q, target) for q in qs)
+        self._check(pid, "critic loss", loss)
+        p.critic_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(p.critics.parameters(), s.max_grad_norm)
+        p.critic_opt.step()
+        return np.array([loss.item() / len(qs), qs[0].mean().item()])
+
+    def _learn_actor(self, pid: str, batch: dict[str, dict[str, torch.Tensor]]) -> float:
+        s = self.settings
+        p = self.policies[pid]
+        mine = batch[pid]
+        own = self._policy_actions(p, p.actor, mine["obs"], mine.get("mask"), smooth=False)
+        obs = {q: batch[q]["obs"] for q in self.trained}
+        act = {q: batch[q]["action"] for q in self.trained}
+        loss = -p.critics[0](self.critic_input(pid, obs, act, own)).mean()
+        self._check(pid, "actor loss", loss)
+        p.actor_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(p.actor.parameters(), s.max_grad_norm)
+        p.actor_opt.step()
+        return loss.item()
+
+    def _check(self, pid: str, what: str, loss: torch.Tensor) -> None:
+        if not torch.isfinite(loss):
+            raise NonFiniteError(
+                f"policy {pid!r}: the {self.name} {what} is {loss.item()} at env step "
+                f"{self.steps * self.copies} (gradient step {self.updates}); check rewards and "
+                "observations for huge values, or lower algo.lr_critic / algo.lr_actor")
+
+    # -- state ------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return copy.deepcopy({
+            "steps": self.steps, "copies": self.copies, "updates": self.updates,
+            "sample_rng": self.sample_rng.bit_generator.state,
+            "buffer": self.buffer.state_dict() if self.settings.save_buffer else None,
+            "policies": {pid: {
+                **{name: x.state_dict() for name, x in p.nets().items()},
+                "act_rng": p.act_rng.bit_generator.state, "ou": p.ou,
+            } for pid, p in self.policies.items()},
+        })
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = copy.deepcopy(state)
+        self.steps, self.copies, self.updates = state["steps"], state["copies"], state["updates"]
+        self.sample_rng.bit_generator.state = state["sample_rng"]
+        if state["buffer"] is None:
+            self.buffer.clear()
+        else:
+            self.buffer.load_state_dict(state["buffer"])
+        for pid, p in self.policies.items():
+            saved = state["policies"][pid]
+            for name, x in p.nets().items():
+                x.load_state_dict(saved[name])
+            p.act_rng.bit_generator.state = saved["act_rng"]
+            p.ou = np.array(saved["ou"], np.float32)
+        self._step = {}
+
+
+@register
+class MATD3(MADDPG):
+    """MADDPG with twin critics, target policy smoothing and delayed actor updates."""
+
+    name = "matd3"
+    Settings = MATD3Settings
+
+
+def _act_dim(spec: PolicySpec) -> int:
+    """Width of one agent's action as the critics see it (one-hot for discrete)."""
+    view = spec.action_view
+    return view.mask_dim if view.kind == "discrete" else int(np.prod(view.shape))
+
+
+def _tensor(x: np.ndarray, device: str) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(x)).to(device)

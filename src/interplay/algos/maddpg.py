@@ -16,8 +16,9 @@ legal actions (Gumbel-max); the critics see one-hot actions, and the actor loss 
 actions use straight-through Gumbel-softmax samples (one-hot forward, the tempered softmax's
 gradient backward) with illegal actions masked out.
 
-The runner hands over each policy's transitions of a step separately; ``ready``, which the loop
-asks once per step, joins them by env copy into joint rows (see ``JointReplayBuffer``). So every
+The runner hands over each policy's transitions separately (those of one step, or of whole
+episodes when they end); ``ready``, which the loop asks once per step, joins them by runner step
+and env copy into joint rows (see ``JointReplayBuffer``). So every
 trained agent must close a transition in every step of its copy: simultaneous moves, no agent
 leaving early or joining late. An env that breaks this is stopped with the agent, copy and env
 step named, rather than learnt from with holes in the critics' inputs.

@@ -28,6 +28,8 @@ from interplay.transitions import Transitions
 
 PRESETS = Path(__file__).resolve().parent.parent / "configs"
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
+
+
 def build(env: dict, algo: dict, seed: int = 0, **train_kw):
     """As test_ppo's, but each transition reaches the algorithm in the step it closes."""
     return build_with(env, algo, seed, **{"batch_mode": "truncate_episodes", **train_kw})
@@ -376,7 +378,7 @@ class _RandomPolicies:
 @pytest.mark.slow
 def test_matd3_learns_continuous_speaker_listener():
     env = {"id": "speaker_listener", "num_envs": 16, "kwargs": {"continuous_actions": True}}
-    _, algo, runner = build(env, {"name": "matd3"}, seed=3)
+    _, algo, runner = build_with(env, {"name": "matd3"}, seed=3)  # whole episodes, the default
     random = greedy_return(env, _RandomPolicies(algo.specs))
     drive(runner, algo, 6000)  # 96k env steps, about a minute and a half
     score = greedy_return(env, algo)

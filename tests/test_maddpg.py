@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 from helpers import read_metrics
-from test_ppo import Twin, checkpointed, drive, greedy_return
 from test_ppo import build as build_with
+from test_ppo import checkpointed, drive, drive_twins, greedy_return
 from torch import nn
 
 from interplay.actors import ActBatch, RandomActor
@@ -280,16 +280,7 @@ def test_state_dict_round_trip_gives_identical_actions_and_updates(env, algo):
     drive(runner, first, 15)
     _, second, _ = build(env, algo, seed=99)
     second.load_state_dict(checkpointed(first.state_dict()))
-    for g in runner.groups:
-        g.actor = Twin(first.actor(g.spec.id), second.actor(g.spec.id))
-    for _ in range(12):
-        for pid, batch in runner.step(explore=True).items():
-            first.collect(pid, batch)
-            second.collect(pid, batch)
-        ready = first.ready()
-        assert second.ready() == ready
-        if ready:
-            assert first.update() == second.update()
+    drive_twins(runner, first, second, 12)
     for pid in first.policies:
         for name, net in first.policies[pid].nets().items():
             if isinstance(net, nn.Module):

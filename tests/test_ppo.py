@@ -226,6 +226,21 @@ def test_a_non_finite_loss_stops_the_update_naming_the_policy():
 
 
 # -- exact resume -----------------------------------------------------------------------------
+def drive_twins(runner: Runner, first, second, steps: int) -> None:
+    """Step with both algorithms' actors (checked to agree), feed both the same transitions,
+    and check that they want to learn at the same steps and report the same updates."""
+    for g in runner.groups:
+        g.actor = Twin(first.actor(g.spec.id), second.actor(g.spec.id))
+    for _ in range(steps):
+        for pid, batch in runner.step(explore=True).items():
+            first.collect(pid, batch)
+            second.collect(pid, batch)
+        ready = first.ready()
+        assert second.ready() == ready
+        if ready:
+            assert first.update() == second.update()
+
+
 class Twin:
     """Acts with one actor and checks that another gives the very same actions and extras."""
 
@@ -261,16 +276,7 @@ def test_state_dict_round_trip_continues_exactly(env_name, algo):
     drive(runner, first, 25)  # two updates and half a rollout
     _, second, _ = build(TOY_ENVS[env_name], algo, seed=99)
     second.load_state_dict(checkpointed(first.state_dict()))
-    for g in runner.groups:
-        g.actor = Twin(first.actor(g.spec.id), second.actor(g.spec.id))
-    for _ in range(20):
-        for pid, batch in runner.step(explore=True).items():
-            first.collect(pid, batch)
-            second.collect(pid, batch)
-        ready = first.ready()
-        assert second.ready() == ready
-        if ready:
-            assert first.update() == second.update()
+    drive_twins(runner, first, second, 20)
     for pid in first.policies:
         for a, b in zip(first.policies[pid].actor.parameters(),
                         second.policies[pid].actor.parameters(), strict=True):

@@ -1,4 +1,4 @@
-"""Env-steps/s of the async vector env with 1, 2, 4 and 8 copies against one in-process env.
+"""Env-steps/s of the async vector env with 1, 2, 4, 8 and 16 copies against one in-process env.
 
 mpe2 simple_spread_v3 with random actions. Async runs use one worker for one copy and two
 workers otherwise. Prints one JSON line; each figure is the median over rounds, interleaved so
@@ -26,7 +26,7 @@ from interplay.envs.vector import SyncVecEnv
 
 SECONDS = 1.0  # per measurement
 ROUNDS = 3
-COPIES = (1, 2, 4, 8)
+COPIES = (1, 2, 4, 8, 16)
 MAX_STEPS = 25
 SEED = 0
 

@@ -161,37 +161,47 @@ class EpisodeHold:
     A learner then only ever sees whole episodes: when a copy's episode is dropped (its env
     raised), what it had closed so far is thrown away here instead of having been learned from.
     Rows come out in the order they went in, so each agent's transitions stay in time order.
+    Each held batch keeps a mask of its rows still held, so rows are copied once, on release.
     """
 
     def __init__(self) -> None:
-        self.parts: list[Transitions] = []
+        self._held: list[tuple[Transitions, np.ndarray]] = []  # (batch, rows still held)
 
     def __len__(self) -> int:
-        return sum(len(p) for p in self.parts)
+        return sum(int(np.count_nonzero(held)) for _, held in self._held)
+
+    @property
+    def parts(self) -> list[Transitions]:
+        """What is held, batch by batch."""
+        return [t if held.all() else t.select(held) for t, held in self._held]
+
+    @parts.setter
+    def parts(self, parts: list[Transitions]) -> None:
+        self._held = [(t, np.ones(len(t), bool)) for t in parts]
 
     def add(self, t: Transitions) -> None:
-        self.parts.append(t)
+        self._held.append((t, np.ones(len(t), bool)))
 
     def release(self, ended: np.ndarray) -> Transitions | None:
         """Take out the rows of the copies whose episode ended (``ended`` is [E] bool)."""
-        out, keep = self._split(ended)
-        self.parts = keep
+        out = self._take(ended)
         return concat(out) if out else None
 
     def discard(self, copies: np.ndarray) -> None:
         """Throw away the rows of ``copies`` ([E] bool)."""
-        self.parts = self._split(copies)[1]
+        self._take(copies)
 
-    def _split(self, copies: np.ndarray) -> tuple[list[Transitions], list[Transitions]]:
+    def _take(self, copies: np.ndarray) -> list[Transitions]:
         taken: list[Transitions] = []
-        kept: list[Transitions] = []
-        for part in self.parts:
-            sel = copies[part.env]
-            if sel.all():
-                taken.append(part)
-            elif not sel.any():
-                kept.append(part)
-            else:
-                taken.append(part.select(sel))
-                kept.append(part.select(~sel))
-        return taken, kept
+        kept: list[tuple[Transitions, np.ndarray]] = []
+        for t, held in self._held:
+            sel = copies[t.env] & held
+            if not sel.any():
+                kept.append((t, held))
+                continue
+            taken.append(t if sel.all() else t.select(sel))
+            held &= ~sel
+            if held.any():
+                kept.append((t, held))
+        self._held = kept
+        return taken

@@ -36,12 +36,10 @@ class CallbackList(Callbacks):
 
     def __init__(self, callbacks: list[Callbacks]):
         self.callbacks = list(callbacks)
-
-    @property
-    def wants_steps(self) -> bool:
-        """Whether any callback overrides ``on_episode_step`` (else the runner skips it)."""
-        return any(type(c).on_episode_step is not Callbacks.on_episode_step
-                   for c in self.callbacks)
+        # Whether any callback overrides on_episode_step; else the runner skips that hook.
+        self.wants_steps = any(
+            type(c).on_episode_step is not Callbacks.on_episode_step for c in self.callbacks
+        )
 
     def on_env_created(self, **kw: Any) -> None:
         for c in self.callbacks:

@@ -82,8 +82,7 @@ class Experiment:
             self.specs = make_specs(cfg, self.env)
             self.algo = make_algorithm(cfg, self.specs, self.device)
             self.actors = make_actors(cfg, self.specs, self.algo)
-            self.callbacks = make_callbacks(cfg)
-            self.callbacks.callbacks.extend(callbacks)
+            self.callbacks = make_callbacks(cfg, list(callbacks))
             collect = {p for p, s in self.specs.items() if s.trainable and cfg.algo.name != "random"}
             self.runner = Runner(self.env, self.specs, self.actors, collect, self.callbacks, copies,
                                  complete_episodes=cfg.train.batch_mode == "complete_episodes")

@@ -90,7 +90,8 @@ def make_actors(cfg: Config, specs: dict[str, PolicySpec], algo: Algorithm) -> d
     return actors
 
 
-def make_callbacks(cfg: Config) -> CallbackList:
+def make_callbacks(cfg: Config, extra: list[Callbacks] = ()) -> CallbackList:
+    """The config's ``train.callbacks``, then ``extra`` (given in code), as one list."""
     found: list[Callbacks] = []
     for path in cfg.train.callbacks:
         cls = load_callable(path, "train.callbacks")
@@ -98,7 +99,7 @@ def make_callbacks(cfg: Config) -> CallbackList:
         if not isinstance(obj, Callbacks):
             raise ConfigError(f"train.callbacks: {path!r} is not a subclass of interplay.Callbacks")
         found.append(obj)
-    return CallbackList(found)
+    return CallbackList([*found, *extra])
 
 
 def new_run_dir(cfg: Config) -> Path:

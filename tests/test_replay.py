@@ -247,3 +247,11 @@ def test_joint_rows_refuse_an_agent_twice_in_a_step_and_unknown_groups():
         buf.join({"a": twice})
     with pytest.raises(ValueError, match="no group 'c'"):
         buf.join({"c": twice})
+
+
+def test_a_saved_buffer_of_another_size_is_refused_naming_both_sizes():
+    saved = ReplayBuffer(8, 1).state_dict()
+    with pytest.raises(ValueError, match="holds 8 rows, this one 16; keep the buffer size"):
+        ReplayBuffer(16, 1).load_state_dict(saved)
+    with pytest.raises(ValueError, match="holds 8 rows, this one 4; keep the buffer size"):
+        joint_buffer(capacity=4).load_state_dict(joint_buffer(capacity=8).state_dict())

@@ -164,9 +164,7 @@ class ReplayBuffer:
                 "streams": {k: v.copy() for k, v in self.streams.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["capacity"] != self.capacity:
-            raise ValueError(f"saved replay buffer holds {state['capacity']} rows, this one "
-                             f"{self.capacity}; keep the buffer size when resuming")
+        _check_capacity(state, self.capacity)
         self.clear()
         for name, values in state["arrays"].items():
             getattr(self, name)[:len(values)] = values
@@ -324,11 +322,15 @@ class JointReplayBuffer:
                             for name, cols in self.columns.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["capacity"] != self.capacity:
-            raise ValueError(f"saved replay buffer holds {state['capacity']} rows, this one "
-                             f"{self.capacity}; keep the buffer size when resuming")
+        _check_capacity(state, self.capacity)
         self.clear()
         for name, cols in state["columns"].items():
             for key, values in cols.items():
                 self.columns[name][key][:len(values)] = values
         self.added = int(state["added"])
+
+
+def _check_capacity(state: dict[str, Any], capacity: int) -> None:
+    if state["capacity"] != capacity:
+        raise ValueError(f"saved replay buffer holds {state['capacity']} rows, this one "
+                         f"{capacity}; keep the buffer size when resuming")

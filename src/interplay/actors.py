@@ -68,9 +68,8 @@ class RandomActor:
 
 def masked_uniform(rng: np.random.Generator, mask: np.ndarray) -> np.ndarray:
     """One legal index per row, uniformly; rows with no legal action pick index 0."""
-    scores = rng.random(mask.shape)
-    scores[~mask] = -1.0
-    return scores.argmax(axis=1).astype(np.int64)
+    scores = np.where(mask, rng.random(mask.shape), -1.0)
+    return scores.argmax(axis=1).astype(np.int64, copy=False)
 
 
 class ScriptedActor:

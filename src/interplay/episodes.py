@@ -39,6 +39,7 @@ class EpisodeTracker:
         self.ret = np.zeros((num_envs, len(agents)), np.float64)
         self.seen = np.zeros((num_envs, len(agents)), bool)
         self.length = np.zeros(num_envs, np.int64)
+        self._ones = np.ones(num_envs, np.int64)
         self.envs = envs or [None] * num_envs
         self._next_id = 0
         self.current = [self._new(e) for e in range(num_envs)]
@@ -50,10 +51,13 @@ class EpisodeTracker:
     def acted(self, acting: np.ndarray) -> None:
         self.seen |= acting
 
-    def stepped(self, stepped: np.ndarray, reward: np.ndarray, ended_agents: np.ndarray) -> None:
-        self.length += stepped
+    def stepped(self, stepped: np.ndarray, reward: np.ndarray, ended_agents: np.ndarray,
+                everywhere: bool = False) -> None:
+        """Book one step; ``everywhere``: every copy stepped (``stepped`` all true)."""
+        self.length += self._ones if everywhere else stepped  # same dtype adds faster
         self.ret += reward
-        self.seen |= (reward != 0.0) | ended_agents
+        np.logical_or(self.seen, reward, out=self.seen)  # paid anything
+        self.seen |= ended_agents
 
     def finish(self, e: int) -> Episode:
         """Close copy ``e``'s episode and start the next one there."""

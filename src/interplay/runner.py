@@ -12,6 +12,8 @@ so an episode dropped because its env raised never reaches a learner, not even i
 from __future__ import annotations
 
 import dataclasses
+import math
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +46,8 @@ class _Group:
     read_mask: _Reader
     read_final_mask: _Reader
     actions: np.ndarray  # [E, k, *action_shape]; the env reads per-agent views of it
+    every: tuple[np.ndarray, np.ndarray]  # (copy, slot) of every row, for when all act
+    never: np.ndarray  # [E, k] False: the flags of transitions closed by a next turn
 
 
 def _columns(cols: np.ndarray) -> slice | np.ndarray:
@@ -70,6 +74,17 @@ def _even_view(arrays: list[np.ndarray]) -> np.ndarray | None:
         strides=(first.strides[0], step, *first.strides[1:]), writeable=False)
 
 
+def _finite(x: np.ndarray) -> bool:
+    """No NaN or inf in ``x``.
+
+    One number screens the whole array (NaN and inf carry into it); only when it is not finite
+    does the exact elementwise test run. For small arrays a dot product is the cheapest screen.
+    """
+    flat = x.reshape(-1)
+    screen = flat @ flat if flat.size <= 4096 else flat.sum(dtype=np.float64)
+    return math.isfinite(screen) or bool(np.isfinite(x).all())
+
+
 class _Reader:
     """Reads one policy's agents from per-agent arrays as ``[E, k, ...]``.
 
@@ -86,7 +101,7 @@ class _Reader:
         arrays = [per_agent[a] for a in self.agents]
         if len(arrays) == 1:
             return arrays[0][:, None]
-        if len(arrays) != len(self.src) or any(x is not y for x, y in zip(arrays, self.src, strict=True)):
+        if len(arrays) != len(self.src) or not all(map(operator.is_, arrays, self.src)):
             self.src, self.view = arrays, _even_view(arrays)
         return self.view if self.view is not None else np.stack(arrays, axis=1)
 
@@ -116,6 +131,8 @@ class Runner:
                 cols_sel=_columns(cols), read_obs=_Reader(spec.agents),
                 read_final=_Reader(spec.agents), read_mask=_Reader(spec.agents),
                 read_final_mask=_Reader(spec.agents),
+                every=(np.repeat(np.arange(E), k), np.tile(np.arange(k), E)),
+                never=np.zeros((E, k), bool),
             ))
         self._actions = {
             a: g.actions[:, j] for g in self.groups for j, a in enumerate(g.spec.agents)
@@ -229,33 +246,43 @@ class Runner:
         for g in self.groups:
             n = np.count_nonzero(g.acts)
             if n:
-                self._act(g, g.acts, n, step, explore)
+                self._act(g, n, step, explore)
         stepped = acting.any(axis=1)
         self.tracker.acted(acting)
         self.agent_steps += int(np.count_nonzero(acting))
-        self.env_steps += int(np.count_nonzero(stepped))
+        n_stepped = int(np.count_nonzero(stepped))
+        self.env_steps += n_stepped
         step = self.env.step(self._actions)
         self.steps += 1
-        closed = self._close(step)
+        # What ended in this step, worked out once (counting is the cheapest test on small arrays).
+        ended = step.terminated | step.truncated
+        ends = np.count_nonzero(step.episode_end) > 0
+        dropped = step.dropped
+        if dropped is not None and not np.count_nonzero(dropped):
+            dropped = None
+        closed = self._close(step, ended, ends, dropped)
         self._observe(step, closed)
         self._step = step
-        self._episodes(step, stepped)
+        self._episodes(step, stepped, n_stepped == len(stepped), ended, ends, dropped)
+        if not closed:
+            return {}
         out = {pid: concat(parts) for pid, parts in closed.items() if parts}
-        if self.holds is None:
+        if not self.holds:
             return out
         for pid, t in out.items():
             self.holds[pid].add(t)
-        if not step.episode_end.any():
+        if not ends:
             return {}
         released = {pid: h.release(step.episode_end) for pid, h in self.holds.items()}
         return {pid: t for pid, t in released.items() if t is not None}
 
-    def _act(self, g: _Group, acts: np.ndarray, n: int, step: VecStep, explore: bool) -> None:
-        e, s = np.nonzero(acts)
-        if n == acts.size:  # everyone acts (simultaneous moves): reshape instead of gathering
+    def _act(self, g: _Group, n: int, step: VecStep, explore: bool) -> None:
+        if n == g.acts.size:  # everyone acts (simultaneous moves): reshape instead of gathering
+            e, s = g.every
             obs = g.obs.reshape(n, -1)
             mask = None if g.mask is None else g.mask.reshape(n, -1)
         else:
+            e, s = np.nonzero(g.acts)
             obs = g.obs[e, s]
             mask = None if g.mask is None else g.mask[e, s]
         batch = ActBatch(obs=obs, mask=mask, slot=s, env=e)
@@ -274,16 +301,20 @@ class Runner:
                 f"policy {g.spec.id!r} returned actions of shape {action.shape}; expected "
                 f"{(n, *view.shape)} for action space {g.spec.action_space}"
             )
-        if n == acts.size:
+        if n == g.acts.size:
             g.actions[...] = view.to_env_batch(action, g.actor.squashed).reshape(g.actions.shape)
         else:
             g.actions[e, s] = view.to_env_batch(action, g.actor.squashed)
         if g.book is not None:
             g.book.start(e, s, obs, action, mask, extras)
 
-    def _close(self, step: VecStep) -> dict[str, list[Transitions]]:
-        """Book rewards and close the transitions of agents whose episode ended."""
-        if not np.isfinite(step.reward.sum()):
+    def _close(self, step: VecStep, ended_agents: np.ndarray, ends: bool,
+               dropped: np.ndarray | None) -> dict[str, list[Transitions]]:
+        """Book rewards and close the transitions of agents whose episode ended.
+
+        Returns a list of closed batches for each collecting policy.
+        """
+        if not _finite(step.reward):
             e, i = np.argwhere(~np.isfinite(step.reward))[0]
             agent = self.env.agents[i]
             owner = next((g.spec.id for g in self.groups if agent in g.spec.agents), None)
@@ -291,34 +322,35 @@ class Runner:
                 f"reward of agent {agent!r} (policy {owner!r}) in env copy {e} is "
                 f"{step.reward[e, i]} at env step {self.env_steps}; nothing was learned from it"
             )
-        ended_agents = step.terminated | step.truncated
-        dropped = step.dropped if step.dropped is not None and step.dropped.any() else None
-        closed: dict[str, list[Transitions]] = {}
         if dropped is not None:  # an env copy raised: its partial episode goes, unbooked
             self._abandon(dropped)
+        any_ended = np.count_nonzero(ended_agents) > 0
+        closed: dict[str, list[Transitions]] = {}
         for g in self.groups:
-            parts: list[Transitions] = []
-            closed[g.spec.id] = parts
-            if g.book is not None:
-                g.book.add_rewards(step.reward[:, g.cols_sel])
-            ended = ended_agents[:, g.cols_sel]
-            if ended.any() and (g.book is not None or g.stack is not None):
+            book, stack = g.book, g.stack
+            if book is None and stack is None:
+                continue
+            if book is not None:
+                closed[g.spec.id] = []
+                book.add_rewards(step.reward[:, g.cols_sel])
+            ended = ended_agents[:, g.cols_sel] if any_ended else None
+            if ended is not None and np.count_nonzero(ended):
                 final = g.read_final(step.final_obs)
                 self._check_finite(g, np.where(ended[..., None], final, 0.0), "final observation")
-                view = g.stack.push(ended, final) if g.stack is not None else final
-                if g.book is not None:
+                view = stack.push(ended, final) if stack is not None else final
+                if book is not None:
                     fmask = None if g.mask is None else g.read_final_mask(step.final_mask)
-                    t = g.book.close(ended, view, fmask, step.terminated[:, g.cols_sel],
-                                     step.truncated[:, g.cols_sel], self.steps)
+                    t = book.close(ended, view, fmask, step.terminated[:, g.cols_sel],
+                                   step.truncated[:, g.cols_sel], self.steps)
                     if t is not None:
-                        parts.append(t)
-                if g.stack is not None:
-                    g.stack.clear(ended)
-            if step.episode_end.any():
-                if g.book is not None:
-                    g.book.forget_pending(step.episode_end)
-                if g.stack is not None:
-                    g.stack.clear(step.episode_end)
+                        closed[g.spec.id].append(t)
+                if stack is not None:
+                    stack.clear(ended)
+            if ends:
+                if book is not None:
+                    book.forget_pending(step.episode_end)
+                if stack is not None:
+                    stack.clear(step.episode_end)
         return closed
 
     def _observe(self, step: VecStep, closed: dict[str, list[Transitions]] | None = None) -> None:
@@ -330,8 +362,7 @@ class Runner:
             g.obs = g.stack.push(acts, obs) if g.stack is not None else obs
             g.mask = None if g.spec.action_view.mask_dim == 0 else g.read_mask(step.mask)
             if closed is not None and g.book is not None:
-                zeros = np.zeros(acts.shape, bool)
-                t = g.book.close(acts, g.obs, g.mask, zeros, zeros, self.steps)
+                t = g.book.close(acts, g.obs, g.mask, g.never, g.never, self.steps)
                 if t is not None:
                     closed[g.spec.id].append(t)
 
@@ -346,8 +377,7 @@ class Runner:
                 g.stack.clear(copies)
 
     def _check_finite(self, g: _Group, obs: np.ndarray, what: str) -> None:
-        # One sum screens the whole batch; only a failure pays for finding the culprit.
-        if np.isfinite(obs.sum(dtype=np.float64)):
+        if _finite(obs):
             return
         e, j = np.argwhere(~np.isfinite(obs).all(axis=2))[0]
         raise NonFiniteError(
@@ -355,11 +385,12 @@ class Runner:
             f"holds NaN or inf at env step {self.env_steps}"
         )
 
-    def _episodes(self, step: VecStep, stepped: np.ndarray) -> None:
+    def _episodes(self, step: VecStep, stepped: np.ndarray, everywhere: bool,
+                  ended_agents: np.ndarray, ends: bool, dropped: np.ndarray | None) -> None:
         tracker = self.tracker
-        tracker.stepped(stepped, step.reward, step.terminated | step.truncated)
-        if step.dropped is not None and step.dropped.any():
-            for e in np.nonzero(step.dropped)[0]:
+        tracker.stepped(stepped, step.reward, ended_agents, everywhere)
+        if dropped is not None:
+            for e in np.nonzero(dropped)[0]:
                 tracker.drop(int(e))
                 self.callbacks.on_episode_start(
                     episode=tracker.current[e], env_index=int(e), runner=self)
@@ -368,7 +399,7 @@ class Runner:
                 episode = tracker.current[e]
                 episode.length = int(tracker.length[e])
                 self.callbacks.on_episode_step(episode=episode, env_index=int(e), runner=self)
-        if not step.episode_end.any():
+        if not ends:
             return
         for e in np.nonzero(step.episode_end)[0]:
             ep = tracker.finish(int(e))

@@ -26,6 +26,14 @@ class ObsView:
     space: spaces.Space
     dim: int
     has_mask_key: bool
+    plain: bool = False  # a 1-D Box: the observation is written as it is
+
+    def write(self, obs: Any, rows: np.ndarray, e: int) -> None:
+        """Write the flat float view of ``obs`` into ``rows[e]``."""
+        if self.plain:
+            rows[e] = obs
+        else:
+            self.flatten(obs, rows[e])
 
     def flatten(self, obs: Any, out: np.ndarray) -> None:
         """Write the flat float view of ``obs`` into ``out`` (shape ``[dim]``)."""
@@ -74,7 +82,8 @@ def obs_view(space: spaces.Space, agent: str) -> ObsView:
             f"agent {agent!r}: observation space {space} cannot be flattened ({err}); "
             "use Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple spaces"
         ) from err
-    return ObsView(space=space, dim=dim, has_mask_key=has_mask)
+    plain = isinstance(space, spaces.Box) and len(space.shape) == 1
+    return ObsView(space=space, dim=dim, has_mask_key=has_mask, plain=plain)
 
 
 @dataclass(frozen=True)

@@ -86,8 +86,9 @@ class TransitionBook:
 
     def add_rewards(self, reward: np.ndarray) -> None:
         """Book one env step's rewards ``[E, k]``: into open transitions, else held back."""
-        self.acc += np.where(self.open, reward, 0.0)
-        self.pending += np.where(self.open, 0.0, reward)
+        booked = reward * self.open  # exact: each reward times 1 or 0
+        self.acc += booked
+        self.pending += reward - booked
 
     def start(self, e: np.ndarray, s: np.ndarray, obs: np.ndarray, action: np.ndarray,
               mask: np.ndarray | None, extras: dict[str, np.ndarray]) -> None:

@@ -50,6 +50,7 @@ class _Adapter:
                 "every agent that can ever appear in possible_agents"
             )
         self.possible_agents: list[str] = list(agents)
+        self._known = frozenset(self.possible_agents)
 
     def observation_space(self, agent: str) -> spaces.Space:
         return self.env.observation_space(agent)
@@ -76,13 +77,6 @@ class _Adapter:
                 f"{self.possible_agents}; list every agent in possible_agents"
             )
 
-    @property
-    def _known(self) -> set[str]:
-        known = getattr(self, "_known_set", None)
-        if known is None:
-            known = self._known_set = set(self.possible_agents)
-        return known
-
 
 class ParallelAdapter(_Adapter):
     """Every live agent acts at every step."""
@@ -103,8 +97,8 @@ class ParallelAdapter(_Adapter):
         obs, rewards, terms, truncs, infos = self.env.step(actions)
         self.t += 1
         live_now = list(self.env.agents)
-        self._unknown(live_now)
-        self._unknown(rewards)
+        if not (self._known.issuperset(live_now) and self._known.issuperset(rewards)):
+            self._unknown(list(dict.fromkeys([*live_now, *rewards])))
         out = CopyStep(obs={}, infos={}, rewards={a: float(r) for a, r in rewards.items()})
         live_set = set(live_now)
         for a in self._live:

@@ -92,13 +92,13 @@ class EnvCopies:
             except EnvContractError:
                 raise
             except Exception as err:
-                buf.dropped[e] = True
+                buf.flag(buf.dropped, e)
                 buf.write_acting(e, self._rebuild(i, "step()", err))
                 continue
             self._streak[i] = 0
             buf.write_outcome(e, cs)
             if cs.over:
-                buf.episode_end[e] = True
+                buf.flag(buf.episode_end, e)
                 cs = self._reset(i, None)
             buf.write_acting(e, cs)
 
@@ -108,7 +108,7 @@ class EnvCopies:
         for i, e in enumerate(self.rows):
             self._rebuilds[i] += 1
             buf.write_acting(e, self._reset(i, self._derived_seed(i)))
-            buf.dropped[e] = True
+            buf.flag(buf.dropped, e)
 
     def take_failed(self) -> list[int]:
         """The rows that raised since the last call, once per failure."""

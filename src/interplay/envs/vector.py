@@ -93,22 +93,53 @@ class StepBuffers:
         self.dropped = alloc((E,), False, bool)
         self.raw_obs: list[dict[str, Any]] = [{} for _ in range(E)]
         self.infos: list[dict[str, dict]] = [{} for _ in range(E)]
+        self._flagged = True  # a flag may be set since the last clear_step
+        # Rows whose legal-action mask may not be all True, per agent (in this process).
+        self._masked = {a: [True] * E for a in agents}
+        self._view = VecStep(
+            obs=self.obs, mask=self.mask, acting=self.acting, reward=self.reward,
+            terminated=self.terminated, truncated=self.truncated, final_obs=self.final_obs,
+            final_mask=self.final_mask, episode_end=self.episode_end, raw_obs=self.raw_obs,
+            infos=self.infos, dropped=self.dropped,
+        )
 
     def clear_step(self, rows: slice = slice(None)) -> None:
         self.reward[rows] = 0.0
+        if not self._flagged:  # flags are rare (episode ends, failures); most steps skip this
+            return
         self.terminated[rows] = False
         self.truncated[rows] = False
         self.episode_end[rows] = False
         self.dropped[rows] = False
+        self._flagged = False
+
+    def flag(self, flags: np.ndarray, e: int, col: int | None = None) -> None:
+        """Set ``flags[e]`` (or ``flags[e, col]``); :meth:`clear_step` clears it."""
+        self._flagged = True
+        if col is None:
+            flags[e] = True
+        else:
+            flags[e, col] = True
 
     def write_acting(self, e: int, cs: CopyStep) -> None:
-        self.acting[e] = False
+        acting, col, views = self.acting, self.col, self.obs_views
+        acting[e] = False
         self.raw_obs[e] = cs.obs
         self.infos[e] = cs.infos
         for a, o in cs.obs.items():
-            self.acting[e, self.col[a]] = True
-            self.obs_views[a].flatten(o, self.obs[a][e])
-            self._write_mask(self.mask[a], e, a, o, cs.infos.get(a))
+            acting[e, col[a]] = True
+            views[a].write(o, self.obs[a], e)
+            masks = self.mask[a]
+            if masks is None:
+                continue
+            row = self._mask_row(a, o, cs.infos.get(a))
+            masked = self._masked[a]
+            if row is not None:
+                masks[e] = row
+                masked[e] = True
+            elif masked[e]:  # all legal: written only when the row may hold something else
+                masks[e] = True
+                masked[e] = False
 
     def write_outcome(self, e: int, cs: CopyStep) -> None:
         col = self.col
@@ -116,38 +147,34 @@ class StepBuffers:
             self.reward[e, col[a]] += r
         for flags, ended in ((self.terminated, cs.terminated), (self.truncated, cs.truncated)):
             for a, o in ended.items():
-                flags[e, col[a]] = True
+                self.flag(flags, e, col[a])
                 if o is not None:
-                    self.obs_views[a].flatten(o, self.final_obs[a][e])
-                    self._write_mask(self.final_mask[a], e, a, o, None)
+                    self.obs_views[a].write(o, self.final_obs[a], e)
+                    masks = self.final_mask[a]
+                    if masks is not None:
+                        row = self._mask_row(a, o, None)
+                        masks[e] = True if row is None else row
 
-    def _write_mask(self, masks: np.ndarray | None, e: int, agent: str, obs: Any,
-                    info: dict | None) -> None:
-        if masks is None:
-            return
-        source = None
+    def _mask_row(self, agent: str, obs: Any, info: dict | None) -> np.ndarray | None:
+        """The legal actions the env gave with ``obs``, or None when it gave none (all legal)."""
         if self.obs_views[agent].has_mask_key:
             source = obs[MASK_KEY]
         elif info and MASK_KEY in info:
             source = info[MASK_KEY]
-        if source is None:
-            masks[e] = True
-            return
+        else:
+            return None
         row = np.asarray(source, dtype=bool).reshape(-1)
-        if row.shape[0] != masks.shape[1]:
+        width = self.mask[agent].shape[1]
+        if row.shape[0] != width:
             raise ValueError(
                 f"agent {agent!r}: action_mask has {row.shape[0]} entries but the action space "
-                f"{self.action_views[agent].space} needs {masks.shape[1]}"
+                f"{self.action_views[agent].space} needs {width}"
             )
-        masks[e] = row
+        return row
 
     def view(self) -> VecStep:
-        return VecStep(
-            obs=self.obs, mask=self.mask, acting=self.acting, reward=self.reward,
-            terminated=self.terminated, truncated=self.truncated, final_obs=self.final_obs,
-            final_mask=self.final_mask, episode_end=self.episode_end, raw_obs=self.raw_obs,
-            infos=self.infos, dropped=self.dropped,
-        )
+        """The buffers as a step; the same object every time, holding the latest step."""
+        return self._view
 
 
 def agent_blocks(dims: dict[str, int], num_envs: int, dtype: type,
@@ -204,8 +231,8 @@ class SyncVecEnv:
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
         self._copies.step(self._buf, actions)
-        self._copies.take_failed()  # counted in _copies.failures; only workers report rows
-        self._dropped += int(np.count_nonzero(self._buf.dropped))
+        if self._copies.take_failed():  # counted in _copies.failures; only workers report rows
+            self._dropped += int(np.count_nonzero(self._buf.dropped))
         return self._buf.view()
 
     def stats(self) -> dict[str, int]:

@@ -102,13 +102,14 @@ class ActionView:
     mask_dim: int  # 0 when actions cannot be masked
     start: int = 0  # a Discrete space's first action
 
-    def to_env(self, row: np.ndarray) -> Any:
+    def to_env(self, rows: np.ndarray) -> list[Any]:
+        """The env's own action for each row of ``rows`` (``[n, *shape]``)."""
         space = self.space
         if self.kind == "discrete":
-            return int(row) + self.start
+            return (rows + self.start).tolist() if self.start else rows.tolist()
         if self.kind == "multi_discrete":
-            return np.asarray(row, dtype=space.dtype) + space.start
-        return np.asarray(row, dtype=space.dtype)
+            return list(rows.astype(space.dtype) + space.start)
+        return list(rows.astype(space.dtype))
 
     def to_env_batch(self, actions: np.ndarray, squashed: bool) -> np.ndarray:
         """Map a batch of policy actions into the space's bounds (Box only)."""

@@ -100,15 +100,9 @@ class ParallelAdapter(_Adapter):
         if not (self._known.issuperset(live_now) and self._known.issuperset(rewards)):
             self._unknown(list(dict.fromkeys([*live_now, *rewards])))
         out = CopyStep(obs={}, infos={}, rewards={a: float(r) for a, r in rewards.items()})
-        live_set = set(live_now)
-        for a in self._live:
-            if terms.get(a, False) or truncs.get(a, False) or a not in live_set:
-                last = obs.get(a, self._last.get(a))
-                # An agent that vanishes without a flag has ended: nothing more comes to it.
-                if truncs.get(a, False) and not terms.get(a, False):
-                    out.truncated[a] = last
-                else:
-                    out.terminated[a] = last
+        live = set(live_now)
+        if any(terms.values()) or any(truncs.values()) or not live.issuperset(self._live):
+            self._ended(out, obs, terms, truncs, live)
         for a in live_now:
             if a in out.terminated or a in out.truncated or terms.get(a) or truncs.get(a):
                 continue
@@ -118,7 +112,7 @@ class ParallelAdapter(_Adapter):
                 )
             out.obs[a] = obs[a]
             out.infos[a] = infos.get(a, {})
-        self._last = dict(out.obs)
+        self._last = out.obs
         self._live = list(out.obs)
         if not out.obs:
             out.over = True
@@ -127,6 +121,17 @@ class ParallelAdapter(_Adapter):
             out.obs, out.infos, out.over = {}, {}, True
             self._live = []
         return out
+
+    def _ended(self, out: CopyStep, obs: dict, terms: dict, truncs: dict, live: set) -> None:
+        """Book the agents that finished in this step, with their last observation."""
+        for a in self._live:
+            if terms.get(a, False) or truncs.get(a, False) or a not in live:
+                last = obs.get(a, self._last.get(a))
+                # An agent that vanishes without a flag has ended: nothing more comes to it.
+                if truncs.get(a, False) and not terms.get(a, False):
+                    out.truncated[a] = last
+                else:
+                    out.terminated[a] = last
 
 
 class AECAdapter(_Adapter):

@@ -82,11 +82,12 @@ class EnvCopies:
         """Step every copy that has agents to move; copies whose episode ended reset."""
         buf.clear_step(self._slice)
         views = buf.action_views
+        env_actions = {a: v.to_env(actions[a][self._slice]) for a, v in views.items()}
         for i, e in enumerate(self.rows):
             movers = buf.raw_obs[e]
             if not movers:
                 continue
-            moves = {a: views[a].to_env(actions[a][e]) for a in movers}
+            moves = {a: env_actions[a][i] for a in movers}
             try:
                 cs = self.copies[i].step(moves)
             except EnvContractError:

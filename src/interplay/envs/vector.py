@@ -122,29 +122,35 @@ class StepBuffers:
             flags[e, col] = True
 
     def write_acting(self, e: int, cs: CopyStep) -> None:
-        acting, col, views = self.acting, self.col, self.obs_views
+        acting, col, views, infos = self.acting, self.col, self.obs_views, cs.infos
         acting[e] = False
         self.raw_obs[e] = cs.obs
-        self.infos[e] = cs.infos
+        self.infos[e] = infos
         for a, o in cs.obs.items():
             acting[e, col[a]] = True
-            views[a].write(o, self.obs[a], e)
+            view = views[a]
+            if view.plain:
+                self.obs[a][e] = o
+            else:
+                view.flatten(o, self.obs[a][e])
             masks = self.mask[a]
             if masks is None:
                 continue
-            row = self._mask_row(a, o, cs.infos.get(a))
+            info = infos.get(a)
             masked = self._masked[a]
-            if row is not None:
-                masks[e] = row
+            if view.has_mask_key or (info and MASK_KEY in info):
+                masks[e] = self._mask_row(a, o, info)
                 masked[e] = True
             elif masked[e]:  # all legal: written only when the row may hold something else
                 masks[e] = True
                 masked[e] = False
 
     def write_outcome(self, e: int, cs: CopyStep) -> None:
-        col = self.col
+        col, reward = self.col, self.reward[e]
         for a, r in cs.rewards.items():
-            self.reward[e, col[a]] += r
+            reward[col[a]] += r
+        if not (cs.terminated or cs.truncated):
+            return
         for flags, ended in ((self.terminated, cs.terminated), (self.truncated, cs.truncated)):
             for a, o in ended.items():
                 self.flag(flags, e, col[a])

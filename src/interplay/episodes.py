@@ -51,13 +51,15 @@ class EpisodeTracker:
     def acted(self, acting: np.ndarray) -> None:
         self.seen |= acting
 
-    def stepped(self, stepped: np.ndarray, reward: np.ndarray, ended_agents: np.ndarray,
+    def stepped(self, stepped: np.ndarray, reward: np.ndarray, ended_agents: np.ndarray | None,
                 everywhere: bool = False) -> None:
-        """Book one step; ``everywhere``: every copy stepped (``stepped`` all true)."""
+        """Book one step; ``everywhere``: every copy stepped (``stepped`` all true);
+        ``ended_agents`` None: no agent finished."""
         self.length += self._ones if everywhere else stepped  # same dtype adds faster
         self.ret += reward
         np.logical_or(self.seen, reward, out=self.seen)  # paid anything
-        self.seen |= ended_agents
+        if ended_agents is not None:
+            self.seen |= ended_agents
 
     def finish(self, e: int) -> Episode:
         """Close copy ``e``'s episode and start the next one there."""

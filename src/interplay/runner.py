@@ -48,6 +48,7 @@ class _Group:
     actions: np.ndarray  # [E, k, *action_shape]; the env reads per-agent views of it
     every: tuple[np.ndarray, np.ndarray]  # (copy, slot) of every row, for when all act
     never: np.ndarray  # [E, k] False: the flags of transitions closed by a next turn
+    whole: bool  # its agents are all the env's agents, in the env's order
 
 
 def _columns(cols: np.ndarray) -> slice | np.ndarray:
@@ -132,13 +133,15 @@ class Runner:
                 read_final=_Reader(spec.agents), read_mask=_Reader(spec.agents),
                 read_final_mask=_Reader(spec.agents),
                 every=(np.repeat(np.arange(E), k), np.tile(np.arange(k), E)),
-                never=np.zeros((E, k), bool),
+                never=np.zeros((E, k), bool), whole=list(cols) == list(range(len(env.agents))),
             ))
         self._actions = {
             a: g.actions[:, j] for g in self.groups for j, a in enumerate(g.spec.agents)
         }
         owner = {a: pid for pid, s in specs.items() for a in s.agents}
         self.tracker = EpisodeTracker(env.agents, E, copies)
+        self._every_copy = np.ones(E, bool)  # ``stepped`` when every agent acted
+        self._every_copy.flags.writeable = False
         self.window = Window(owner)
         self.env_steps = 0
         self.agent_steps = 0
@@ -243,27 +246,34 @@ class Runner:
         if step is None:
             raise RuntimeError("call reset(seed) before step()")
         acting = step.acting
+        n_acting = 0  # every agent belongs to one group
         for g in self.groups:
-            n = np.count_nonzero(g.acts)
+            n = int(np.count_nonzero(g.acts))
             if n:
                 self._act(g, n, step, explore)
-        stepped = acting.any(axis=1)
+                n_acting += n
+        if n_acting == acting.size:  # everyone acts (simultaneous moves): every copy steps
+            stepped = self._every_copy
+        else:
+            stepped = acting.any(axis=1)
+        n_stepped = len(stepped) if stepped is self._every_copy else int(np.count_nonzero(stepped))
         self.tracker.acted(acting)
-        self.agent_steps += int(np.count_nonzero(acting))
-        n_stepped = int(np.count_nonzero(stepped))
+        self.agent_steps += n_acting
         self.env_steps += n_stepped
         step = self.env.step(self._actions)
         self.steps += 1
-        # What ended in this step, worked out once (counting is the cheapest test on small arrays).
-        ended = step.terminated | step.truncated
-        ends = np.count_nonzero(step.episode_end) > 0
-        dropped = step.dropped
-        if dropped is not None and not np.count_nonzero(dropped):
-            dropped = None
+        # What ended in this step, worked out once (counting is the cheapest test on small
+        # arrays); nothing to look at when the env says no flag is set.
+        ended, ends, dropped = None, False, None
+        if step.flagged:
+            ended = step.terminated | step.truncated
+            ends = np.count_nonzero(step.episode_end) > 0
+            if step.dropped is not None and np.count_nonzero(step.dropped):
+                dropped = step.dropped
         closed = self._close(step, ended, ends, dropped)
         self._observe(step, closed)
         self._step = step
-        self._episodes(step, stepped, n_stepped == len(stepped), ended, ends, dropped)
+        self._episodes(step, stepped, ended, ends, dropped)
         if not closed:
             return {}
         out = {pid: concat(parts) for pid, parts in closed.items() if parts}
@@ -308,11 +318,12 @@ class Runner:
         if g.book is not None:
             g.book.start(e, s, obs, action, mask, extras)
 
-    def _close(self, step: VecStep, ended_agents: np.ndarray, ends: bool,
+    def _close(self, step: VecStep, ended_agents: np.ndarray | None, ends: bool,
                dropped: np.ndarray | None) -> dict[str, list[Transitions]]:
         """Book rewards and close the transitions of agents whose episode ended.
 
-        Returns a list of closed batches for each collecting policy.
+        ``ended_agents`` is None when no agent's episode ended. Returns a list of closed
+        batches for each collecting policy.
         """
         if not _finite(step.reward):
             e, i = np.argwhere(~np.isfinite(step.reward))[0]
@@ -324,7 +335,7 @@ class Runner:
             )
         if dropped is not None:  # an env copy raised: its partial episode goes, unbooked
             self._abandon(dropped)
-        any_ended = np.count_nonzero(ended_agents) > 0
+        any_ended = ended_agents is not None and np.count_nonzero(ended_agents) > 0
         closed: dict[str, list[Transitions]] = {}
         for g in self.groups:
             book, stack = g.book, g.stack
@@ -356,7 +367,7 @@ class Runner:
     def _observe(self, step: VecStep, closed: dict[str, list[Transitions]] | None = None) -> None:
         """Take in the observations of the agents that act next; close their last transitions."""
         for g in self.groups:
-            acts = g.acts = step.acting[:, g.cols_sel]
+            acts = g.acts = step.acting if g.whole else step.acting[:, g.cols_sel]
             obs = g.read_obs(step.obs)
             self._check_finite(g, obs, "observation")
             g.obs = g.stack.push(acts, obs) if g.stack is not None else obs
@@ -385,10 +396,10 @@ class Runner:
             f"holds NaN or inf at env step {self.env_steps}"
         )
 
-    def _episodes(self, step: VecStep, stepped: np.ndarray, everywhere: bool,
-                  ended_agents: np.ndarray, ends: bool, dropped: np.ndarray | None) -> None:
+    def _episodes(self, step: VecStep, stepped: np.ndarray, ended_agents: np.ndarray | None,
+                  ends: bool, dropped: np.ndarray | None) -> None:
         tracker = self.tracker
-        tracker.stepped(stepped, step.reward, ended_agents, everywhere)
+        tracker.stepped(stepped, step.reward, ended_agents, stepped is self._every_copy)
         if dropped is not None:
             for e in np.nonzero(dropped)[0]:
                 tracker.drop(int(e))

@@ -82,7 +82,9 @@ class EnvCopies:
         """Step every copy that has agents to move; copies whose episode ended reset."""
         buf.clear_step(self._slice)
         views = buf.action_views
-        env_actions = {a: v.to_env(actions[a][self._slice]) for a, v in views.items()}
+        every = self._slice.start == 0 and self._slice.stop == buf.reward.shape[0]
+        env_actions = {a: v.to_env(actions[a] if every else actions[a][self._slice])
+                       for a, v in views.items()}
         for i, e in enumerate(self.rows):
             movers = buf.raw_obs[e]
             if not movers:

@@ -38,6 +38,9 @@ class VecStep:
     raw_obs: list[dict[str, Any]] | None = None  # per copy, the env's own observations
     infos: list[dict[str, dict]] | None = None
     dropped: np.ndarray | None = None  # [E] bool: episode abandoned (env raised); obs are a new one
+    # False promises that terminated, truncated, episode_end and dropped are all clear, so
+    # readers may skip looking; True means they may hold something.
+    flagged: bool = True
 
 
 class VecEnv(Protocol):
@@ -180,6 +183,7 @@ class StepBuffers:
 
     def view(self) -> VecStep:
         """The buffers as a step; the same object every time, holding the latest step."""
+        self._view.flagged = self._flagged
         return self._view
 
 

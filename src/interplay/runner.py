@@ -82,7 +82,7 @@ def _finite(x: np.ndarray) -> bool:
     does the exact elementwise test run. For small arrays a dot product is the cheapest screen.
     """
     flat = x.reshape(-1)
-    screen = flat @ flat if flat.size <= 4096 else flat.sum(dtype=np.float64)
+    screen = flat.dot(flat) if flat.size <= 4096 else flat.sum(dtype=np.float64)
     return math.isfinite(screen) or bool(np.isfinite(x).all())
 
 

@@ -102,14 +102,17 @@ class ActionView:
     mask_dim: int  # 0 when actions cannot be masked
     start: int = 0  # a Discrete space's first action
 
-    def to_env(self, rows: np.ndarray) -> list[Any]:
-        """The env's own action for each row of ``rows`` (``[n, *shape]``)."""
+    def to_env(self, rows: np.ndarray) -> np.ndarray:
+        """The env's own actions for a batch of rows (``[n, *shape]``); row ``i`` is copy ``i``'s.
+
+        Indexing the result gives NumPy values, as the space's own ``sample()`` does.
+        """
         space = self.space
         if self.kind == "discrete":
-            return (rows + self.start).tolist() if self.start else rows.tolist()
+            return rows + self.start if self.start else rows
         if self.kind == "multi_discrete":
-            return list(rows.astype(space.dtype) + space.start)
-        return list(rows.astype(space.dtype))
+            return rows.astype(space.dtype) + space.start
+        return rows.astype(space.dtype)
 
     def to_env_batch(self, actions: np.ndarray, squashed: bool) -> np.ndarray:
         """Map a batch of policy actions into the space's bounds (Box only)."""

@@ -96,25 +96,25 @@ class ParallelAdapter(_Adapter):
     def step(self, actions: dict[str, Any]) -> CopyStep:
         obs, rewards, terms, truncs, infos = self.env.step(actions)
         self.t += 1
-        live_now = list(self.env.agents)
-        if not (self._known.issuperset(live_now) and self._known.issuperset(rewards)):
-            self._unknown(list(dict.fromkeys([*live_now, *rewards])))
-        out = CopyStep(obs={}, infos={}, rewards={a: float(r) for a, r in rewards.items()})
-        live = set(live_now)
-        if any(terms.values()) or any(truncs.values()) or not live.issuperset(self._live):
-            self._ended(out, obs, terms, truncs, live)
-        for a in live_now:
-            if a in out.terminated or a in out.truncated or terms.get(a) or truncs.get(a):
-                continue
-            if a not in obs:
-                raise EnvContractError(
-                    f"step {self.t}: agent {a!r} is live but step() returned no observation for it"
-                )
-            out.obs[a] = obs[a]
-            out.infos[a] = infos.get(a, {})
+        live = list(self.env.agents)
+        if not (self._known.issuperset(live) and self._known.issuperset(rewards)):
+            self._unknown(list(dict.fromkeys([*live, *rewards])))
+        out = CopyStep({}, {}, {a: float(r) for a, r in rewards.items()})
+        if any(terms.values()) or any(truncs.values()) or live != self._live:
+            self._ended(out, obs, terms, truncs, set(live))
+            live = [a for a in live if not (a in out.terminated or a in out.truncated
+                                            or terms.get(a) or truncs.get(a))]
+        try:
+            out.obs = {a: obs[a] for a in live}
+        except KeyError as err:
+            raise EnvContractError(
+                f"step {self.t}: agent {err.args[0]!r} is live but step() returned no observation "
+                "for it"
+            ) from None
+        out.infos = {a: infos.get(a, {}) for a in live}
         self._last = out.obs
-        self._live = list(out.obs)
-        if not out.obs:
+        self._live = live
+        if not live:
             out.over = True
         elif self.max_steps is not None and self.t >= self.max_steps:
             out.truncated.update(out.obs)

@@ -97,8 +97,11 @@ class StepBuffers:
         self.raw_obs: list[dict[str, Any]] = [{} for _ in range(E)]
         self.infos: list[dict[str, dict]] = [{} for _ in range(E)]
         self._flagged = True  # a flag may be set since the last clear_step
-        # Rows whose legal-action mask may not be all True, per agent (in this process).
-        self._masked = {a: [True] * E for a in agents}
+        # masked: rows whose legal-action mask may not be all True (in this process).
+        masked = {a: [True] * E for a in agents}
+        # Per agent, what writing its observation needs: column, view, rows, mask rows, masked.
+        self._slots = {a: (self.col[a], obs_views[a], self.obs[a], self.mask[a], masked[a])
+                       for a in agents}
         self._view = VecStep(
             obs=self.obs, mask=self.mask, acting=self.acting, reward=self.reward,
             terminated=self.terminated, truncated=self.truncated, final_obs=self.final_obs,
@@ -125,22 +128,20 @@ class StepBuffers:
             flags[e, col] = True
 
     def write_acting(self, e: int, cs: CopyStep) -> None:
-        acting, col, views, infos = self.acting, self.col, self.obs_views, cs.infos
+        acting, infos = self.acting, cs.infos
         acting[e] = False
         self.raw_obs[e] = cs.obs
         self.infos[e] = infos
         for a, o in cs.obs.items():
-            acting[e, col[a]] = True
-            view = views[a]
+            col, view, rows, masks, masked = self._slots[a]
+            acting[e, col] = True
             if view.plain:
-                self.obs[a][e] = o
+                rows[e] = o
             else:
-                view.flatten(o, self.obs[a][e])
-            masks = self.mask[a]
+                view.flatten(o, rows[e])
             if masks is None:
                 continue
             info = infos.get(a)
-            masked = self._masked[a]
             if view.has_mask_key or (info and MASK_KEY in info):
                 masks[e] = self._mask_row(a, o, info)
                 masked[e] = True

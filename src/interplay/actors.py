@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -19,8 +19,9 @@ class ActBatch:
     mask: np.ndarray | None  # [n, mask_dim] bool legal actions, or None
     slot: np.ndarray | None = None  # [n] int: each row's agent (its index in the policy's agents)
     env: np.ndarray | None = None  # [n] int: each row's env copy
-    agent_ids: list[str] = field(default_factory=list)
-    env_obs: list[Any] = field(default_factory=list)  # the env's own observations (scripted only)
+    # Filled in only for actors that want them (``wants_env_obs``):
+    agent_ids: Sequence[str] = ()
+    env_obs: Sequence[Any] = ()  # the env's own observations
 
 
 class Actor(Protocol):
@@ -68,7 +69,8 @@ class RandomActor:
 
 def masked_uniform(rng: np.random.Generator, mask: np.ndarray) -> np.ndarray:
     """One legal index per row, uniformly; rows with no legal action pick index 0."""
-    scores = np.where(mask, rng.random(mask.shape), -1.0)
+    scores = rng.random(mask.shape)
+    scores[~mask] = -1.0
     return scores.argmax(axis=1).astype(np.int64, copy=False)
 
 

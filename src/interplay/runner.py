@@ -20,7 +20,7 @@ import numpy as np
 
 from interplay.actors import ActBatch, Actor
 from interplay.callbacks import CallbackList
-from interplay.envs.vector import VecEnv, VecStep
+from interplay.envs.vector import FixedArrays, VecEnv, VecStep
 from interplay.episodes import EpisodeTracker, Window
 from interplay.mapping import PolicySpec
 from interplay.transitions import EpisodeHold, FrameStack, TransitionBook, Transitions, concat
@@ -90,21 +90,29 @@ class _Reader:
     """Reads one policy's agents from per-agent arrays as ``[E, k, ...]``.
 
     When the env reuses evenly laid-out buffers (as the vector envs here do), this is a view
-    made once; otherwise the arrays are stacked each time.
+    made once; otherwise the arrays are stacked each time. A view over :class:`FixedArrays`
+    is handed out again without looking at the arrays.
     """
 
     def __init__(self, agents: tuple[str, ...]):
         self.agents = agents
         self.src: list[np.ndarray] = []
         self.view: np.ndarray | None = None
+        self.fixed: FixedArrays | None = None  # the arrays ``view`` is over, when fixed
 
     def __call__(self, per_agent: dict[str, np.ndarray]) -> np.ndarray:
+        if per_agent is self.fixed:
+            return self.view
         arrays = [per_agent[a] for a in self.agents]
         if len(arrays) == 1:
-            return arrays[0][:, None]
-        if len(arrays) != len(self.src) or not all(map(operator.is_, arrays, self.src)):
+            self.view = arrays[0][:, None]
+        elif len(arrays) != len(self.src) or not all(map(operator.is_, arrays, self.src)):
             self.src, self.view = arrays, _even_view(arrays)
-        return self.view if self.view is not None else np.stack(arrays, axis=1)
+        if self.view is None:
+            self.fixed = None
+            return np.stack(arrays, axis=1)
+        self.fixed = per_agent if isinstance(per_agent, FixedArrays) else None
+        return self.view
 
 
 class Runner:

@@ -188,8 +188,18 @@ class StepBuffers:
         return self._view
 
 
+class FixedArrays(dict):
+    """Per-agent arrays that stay the same objects for the env's life; only their values change.
+
+    Whoever reads them may keep views over them instead of looking them up every step.
+    """
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        raise TypeError("FixedArrays: the arrays are fixed; write into them instead")
+
+
 def agent_blocks(dims: dict[str, int], num_envs: int, dtype: type,
-                 fill: bool = False, alloc: Alloc = np.full) -> dict[str, Any]:
+                 fill: bool = False, alloc: Alloc = np.full) -> FixedArrays:
     """Per-agent ``[E, dim]`` arrays that are views into one ``[E, n, dim]`` block per width.
 
     Agents of equal width sit side by side in agent order, so a policy over several of them
@@ -203,7 +213,7 @@ def agent_blocks(dims: dict[str, int], num_envs: int, dtype: type,
             continue
         block = alloc((num_envs, len(members), dim), fill, dtype)
         out.update({a: block[:, j] for j, a in enumerate(members)})
-    return {a: out[a] for a in dims}
+    return FixedArrays((a, out[a]) for a in dims)
 
 
 def describe_spaces(first: Any) -> tuple[list[str], dict[str, ObsView], dict[str, ActionView],

@@ -53,11 +53,17 @@ class EpisodeTracker:
 
     def stepped(self, stepped: np.ndarray, reward: np.ndarray, ended_agents: np.ndarray | None,
                 everywhere: bool = False) -> None:
-        """Book one step; ``everywhere``: every copy stepped (``stepped`` all true);
-        ``ended_agents`` None: no agent finished."""
-        self.length += self._ones if everywhere else stepped  # same dtype adds faster
+        """Book one step.
+
+        ``everywhere``: every agent of every copy acted in it (so all are seen already);
+        ``ended_agents`` None: no agent finished.
+        """
         self.ret += reward
-        np.logical_or(self.seen, reward, out=self.seen)  # paid anything
+        if everywhere:
+            self.length += self._ones  # the same dtype adds faster than bool to int
+            return
+        self.length += stepped
+        self.seen |= reward != 0.0  # paid anything
         if ended_agents is not None:
             self.seen |= ended_agents
 

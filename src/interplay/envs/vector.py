@@ -150,9 +150,10 @@ class StepBuffers:
                 masked[e] = False
 
     def write_outcome(self, e: int, cs: CopyStep) -> None:
-        col, reward = self.col, self.reward[e]
+        """Write copy ``e``'s rewards and flags from one step (after :meth:`clear_step`)."""
+        col, reward = self.col, self.reward
         for a, r in cs.rewards.items():
-            reward[col[a]] += r
+            reward[e, col[a]] = r
         if not (cs.terminated or cs.truncated):
             return
         for flags, ended in ((self.terminated, cs.terminated), (self.truncated, cs.truncated)):

@@ -71,7 +71,8 @@ class EpisodeTracker:
         """Close copy ``e``'s episode and start the next one there."""
         ep = self.current[e]
         ep.length = int(self.length[e])
-        ep.returns = {a: float(self.ret[e, i]) for i, a in enumerate(self.agents) if self.seen[e, i]}
+        ret, seen = self.ret[e].tolist(), self.seen[e].tolist()
+        ep.returns = {a: r for a, r, s in zip(self.agents, ret, seen, strict=True) if s}
         self.ret[e] = 0.0
         self.seen[e] = False
         self.length[e] = 0

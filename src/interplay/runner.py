@@ -420,10 +420,9 @@ class Runner:
                 self.callbacks.on_episode_step(episode=episode, env_index=int(e), runner=self)
         if not ends:
             return
-        for e in np.nonzero(step.episode_end)[0]:
-            ep = tracker.finish(int(e))
+        for e in np.flatnonzero(step.episode_end).tolist():
+            ep = tracker.finish(e)
             self.episodes += 1
-            self.callbacks.on_episode_end(episode=ep, env_index=int(e), runner=self)
+            self.callbacks.on_episode_end(episode=ep, env_index=e, runner=self)
             self.window.add(ep)
-            self.callbacks.on_episode_start(
-                episode=tracker.current[e], env_index=int(e), runner=self)
+            self.callbacks.on_episode_start(episode=tracker.current[e], env_index=e, runner=self)

@@ -86,12 +86,12 @@ class ParallelAdapter(_Adapter):
         self.t = 0
         live = list(self.env.agents)
         self._unknown(live)
-        self._last = {a: obs[a] for a in live if a in obs}
         missing = [a for a in live if a not in obs]
         if missing:
             raise EnvContractError(f"reset() returned no observation for live agent(s) {missing}")
+        self._last = {a: obs[a] for a in live}
         self._live = live
-        return CopyStep(obs=dict(self._last), infos={a: infos.get(a, {}) for a in live})
+        return CopyStep(self._last, {a: infos.get(a, {}) for a in live})
 
     def step(self, actions: dict[str, Any]) -> CopyStep:
         obs, rewards, terms, truncs, infos = self.env.step(actions)

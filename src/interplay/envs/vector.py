@@ -156,9 +156,10 @@ class StepBuffers:
             reward[e, col[a]] = r
         if not (cs.terminated or cs.truncated):
             return
+        self._flagged = True
         for flags, ended in ((self.terminated, cs.terminated), (self.truncated, cs.truncated)):
             for a, o in ended.items():
-                self.flag(flags, e, col[a])
+                flags[e, col[a]] = True
                 if o is not None:
                     self.obs_views[a].write(o, self.final_obs[a], e)
                     masks = self.final_mask[a]

@@ -10,6 +10,7 @@ from helpers import read_metrics
 from interplay import Callbacks, register_env
 from interplay.actors import ActBatch
 from interplay.config import load, validate
+from interplay.envs.adapters import EnvContractError
 from interplay.envs.toy import ShiftingCrowd
 from interplay.experiment import train
 from interplay.runner import NonFiniteError, Runner
@@ -123,6 +124,22 @@ def test_nan_reward_stops_naming_agent_and_step(tmp_path):
     cfg = load([], ["env.id=crowd_nan", "train.steps=50", "log.console=false"])
     with pytest.raises(NonFiniteError, match=r"reward of agent 'a_2'.*env step 4"):
         train(cfg, tmp_path)
+
+
+class TextReward(ShiftingCrowd):
+    def step(self, actions):
+        obs, rew, term, trunc, info = super().step(actions)
+        if self.t == 3:
+            rew["a_2"] = "three"
+        return obs, rew, term, trunc, info
+
+
+def test_a_reward_that_is_no_number_is_named(tmp_path):
+    register_env("crowd_text", TextReward)
+    cfg = load([], ["env.id=crowd_text", "train.steps=50", "log.console=false"])
+    with pytest.raises(EnvContractError, match=r"reward of agent 'a_2' is 'three'; rewards must be numbers"):
+        train(cfg, tmp_path)
+    assert not list(tmp_path.glob("**/checkpoints/*"))
 
 
 def test_heterogeneous_spaces_and_info_masks(tmp_path):

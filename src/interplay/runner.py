@@ -46,6 +46,7 @@ class _Group:
     read_mask: _Reader
     read_final_mask: _Reader
     actions: np.ndarray  # [E, k, *action_shape]; the env reads per-agent views of it
+    flat_actions: np.ndarray  # [E*k, *action_shape], a view of ``actions``
     every: tuple[np.ndarray, np.ndarray]  # (copy, slot) of every row, for when all act
     never: np.ndarray  # [E, k] False: the flags of transitions closed by a next turn
     whole: bool  # its agents are all the env's agents, in the env's order
@@ -130,13 +131,15 @@ class Runner:
             k, dim = len(spec.agents), spec.obs_view.dim
             size = spec.config.stack_size
             view = spec.action_view
+            actions = np.zeros((E, k, *view.shape), view.dtype)
             self.groups.append(_Group(
                 spec=spec, cols=cols, actor=actors[pid],
                 book=TransitionBook(E, k, spec.obs_dim, view.shape, view.dtype, view.mask_dim)
                 if pid in collect else None,
                 stack=FrameStack(E, k, dim, size) if size > 1 else None,
                 obs=np.zeros((E, k, spec.obs_dim), np.float32), mask=None,
-                acts=np.zeros((E, k), bool), actions=np.zeros((E, k, *view.shape), view.dtype),
+                acts=np.zeros((E, k), bool), actions=actions,
+                flat_actions=actions.reshape(E * k, *view.shape),
                 cols_sel=_columns(cols), read_obs=_Reader(spec.agents),
                 read_final=_Reader(spec.agents), read_mask=_Reader(spec.agents),
                 read_final_mask=_Reader(spec.agents),
@@ -314,15 +317,16 @@ class Runner:
                 batch.env_obs = [g.spec.obs_view.unflatten(flat[i, j]) for i, j in zip(e, s, strict=True)]
         action, extras = g.actor.act(batch, explore)
         view = g.spec.action_view
-        if action.shape != (n, *view.shape):
+        if action.shape[0] != n or action.shape[1:] != view.shape:
             raise ValueError(
                 f"policy {g.spec.id!r} returned actions of shape {action.shape}; expected "
                 f"{(n, *view.shape)} for action space {g.spec.action_space}"
             )
+        env_action = view.to_env_batch(action, g.actor.squashed) if view.kind == "box" else action
         if n == g.acts.size:
-            g.actions[...] = view.to_env_batch(action, g.actor.squashed).reshape(g.actions.shape)
+            g.flat_actions[...] = env_action
         else:
-            g.actions[e, s] = view.to_env_batch(action, g.actor.squashed)
+            g.actions[e, s] = env_action
         if g.book is not None:
             g.book.start(e, s, obs, action, mask, extras)
 

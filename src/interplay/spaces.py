@@ -115,7 +115,7 @@ class ActionView:
         return rows.astype(space.dtype)
 
     def to_env_batch(self, actions: np.ndarray, squashed: bool) -> np.ndarray:
-        """Map a batch of policy actions into the space's bounds (Box only)."""
+        """Map a batch of policy actions into the space's bounds (Box; others pass through)."""
         if self.kind != "box":
             return actions
         low, high = self.space.low, self.space.high

@@ -24,7 +24,7 @@ class EnvContractError(RuntimeError):
 class CopyStep:
     obs: dict[str, Any]  # agents that act next -> the env's own observation
     infos: dict[str, dict]  # agents that act next -> their info dict
-    rewards: dict[str, float] = field(default_factory=dict)
+    rewards: dict[str, Any] = field(default_factory=dict)  # agent -> a number
     terminated: dict[str, Any] = field(default_factory=dict)  # agent -> last observation
     truncated: dict[str, Any] = field(default_factory=dict)  # agent -> last observation
     over: bool = False
@@ -99,7 +99,7 @@ class ParallelAdapter(_Adapter):
         live = list(self.env.agents)
         if not (self._known.issuperset(live) and self._known.issuperset(rewards)):
             self._unknown(list(dict.fromkeys([*live, *rewards])))
-        out = CopyStep({}, {}, {a: float(r) for a, r in rewards.items()})
+        out = CopyStep({}, {}, rewards)
         if any(terms.values()) or any(truncs.values()) or live != self._live:
             self._ended(out, obs, terms, truncs, set(live))
             live = [a for a in live if not (a in out.terminated or a in out.truncated

@@ -82,9 +82,10 @@ class EnvCopies:
         """Step every copy that has agents to move; copies whose episode ended reset."""
         buf.clear_step(self._slice)
         views = buf.action_views
-        every = self._slice.start == 0 and self._slice.stop == buf.reward.shape[0]
-        env_actions = {a: v.to_env(actions[a] if every else actions[a][self._slice])
-                       for a, v in views.items()}
+        if self._slice.start == 0 and self._slice.stop == buf.reward.shape[0]:
+            env_actions = {a: v.to_env(actions[a]) for a, v in views.items()}
+        else:
+            env_actions = {a: v.to_env(actions[a][self._slice]) for a, v in views.items()}
         for i, e in enumerate(self.rows):
             movers = buf.raw_obs[e]
             if not movers:

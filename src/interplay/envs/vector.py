@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 from gymnasium import spaces
 
-from interplay.envs.adapters import CopyStep
+from interplay.envs.adapters import CopyStep, EnvContractError
 from interplay.envs.adapters import adapt as adapt
 from interplay.envs.copies import EnvCopies
 from interplay.spaces import MASK_KEY, ActionView, ObsView, action_view, obs_view
@@ -152,8 +152,12 @@ class StepBuffers:
     def write_outcome(self, e: int, cs: CopyStep) -> None:
         """Write copy ``e``'s rewards and flags from one step (after :meth:`clear_step`)."""
         col, reward = self.col, self.reward
-        for a, r in cs.rewards.items():
-            reward[e, col[a]] = r
+        try:
+            for a, r in cs.rewards.items():
+                reward[e, col[a]] = r
+        except (TypeError, ValueError) as err:
+            raise EnvContractError(
+                f"reward of agent {a!r} is {r!r}; rewards must be numbers ({err})") from None
         if not (cs.terminated or cs.truncated):
             return
         self._flagged = True

@@ -101,6 +101,27 @@ class NanReward(FlakyCounter):
         return obs, rewards, terms, truncs, infos
 
 
+class Vanishing(FlakyCounter):
+    """A :class:`FlakyCounter` (never failing) whose agent a_1 leaves after step ``leave``
+    without a flag and without an observation."""
+
+    def __init__(self, leave: int = 2, **kwargs):
+        super().__init__(p=0.0, **kwargs)
+        self.leave = leave
+
+    def step(self, actions: dict):
+        obs, rewards, terms, truncs, infos = super().step(actions)
+        if self.t == self.leave and "a_1" in self.agents:
+            self.agents.remove("a_1")
+            for d in (obs, terms, truncs, infos):
+                d.pop("a_1")
+        return obs, rewards, terms, truncs, infos
+
+
+def vanishing(**kwargs) -> Vanishing:
+    return Vanishing(**kwargs)
+
+
 def nan_reward(**kwargs) -> NanReward:
     return NanReward(**kwargs)
 

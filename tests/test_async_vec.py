@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from faulty_envs import flaky_counter, hanging, no_agents
+from faulty_envs import flaky_counter, hanging, no_agents, vanishing
 from helpers import read_metrics
 
 from interplay.config import load, validate
@@ -229,6 +229,25 @@ def test_an_env_error_in_a_worker_arrives_as_itself():
     assert "Traceback" in str(info.value.__cause__)  # where it happened, in the worker
     assert mp.active_children() == []
     assert set(Path("/dev/shm").glob(f"interplay_{os.getpid()}_*")) <= ours
+
+
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_an_agent_that_leaves_without_a_word_ends_on_its_last_observation(vectorization):
+    make = lambda: vanishing(leave=2, length=5)  # noqa: E731
+    env = (SyncVecEnv(make, 2) if vectorization == "sync"
+           else AsyncVecEnv(make, 2, num_workers=2, step_timeout_s=20))
+    try:
+        env.reset(0)
+        actions = {a: np.ones(2, np.int64) for a in env.agents}
+        step = env.step(actions)  # t = 1: both agents act on, a_1 sees [1, 1]
+        np.testing.assert_array_equal(step.obs["a_1"], [[1, 1], [1, 1]])
+        step = env.step(actions)  # t = 2: a_1 is gone, nothing said
+        assert step.terminated[:, 1].all() and not step.truncated[:, 1].any()
+        assert step.acting[:, 0].all() and not step.acting[:, 1].any()
+        np.testing.assert_array_equal(step.final_obs["a_1"], [[1, 1], [1, 1]])
+        np.testing.assert_array_equal(step.reward[:, 1], [2 * 2 + 0.5] * 2)  # paid for step 2
+    finally:
+        env.close()
 
 
 def test_killed_worker_is_replaced_and_its_episodes_dropped():

@@ -11,7 +11,7 @@ import numpy as np
 from interplay.mapping import PolicySpec
 
 
-@dataclass
+@dataclass(slots=True)
 class ActBatch:
     """The rows one policy must act on this step."""
 

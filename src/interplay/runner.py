@@ -30,7 +30,7 @@ class NonFiniteError(FloatingPointError):
     """NaN or inf where a number was expected, with where it came from."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Group:
     spec: PolicySpec
     cols: np.ndarray

@@ -45,14 +45,15 @@ def make_vec_env(cfg: Config, num_envs: int | None = None,
         env = native(num_envs=n, max_steps=cfg.train.max_steps_per_episode, **cfg.env.kwargs)
         return env, None
     make = env_factory(env_id, cfg.env.kwargs, cfg.env.api)
+    scripted = any(p.type == "scripted" for p in cfg.policies.values())  # reads raw obs
     if cfg.env.vectorization == "async":
-        scripted = any(p.type == "scripted" for p in cfg.policies.values())
         return AsyncVecEnv(
             make, n, cfg.train.max_steps_per_episode, num_workers=cfg.env.num_workers,
             step_timeout_s=cfg.env.step_timeout_s, max_restarts=cfg.env.max_restarts,
             max_failures=cfg.env.max_failures, raw_obs=scripted,
         ), None
-    vec = SyncVecEnv(make, n, cfg.train.max_steps_per_episode, cfg.env.max_failures)
+    vec = SyncVecEnv(make, n, cfg.train.max_steps_per_episode, cfg.env.max_failures,
+                     raw_obs=scripted)
     return vec, [c.env for c in vec.copies]
 
 

@@ -20,13 +20,15 @@ class EnvContractError(RuntimeError):
     """The env broke the PettingZoo contract in a way interplay cannot paper over."""
 
 
-@dataclass
+@dataclass(slots=True)
 class CopyStep:
     obs: dict[str, Any]  # agents that act next -> the env's own observation
     infos: dict[str, dict]  # agents that act next -> their info dict
     rewards: dict[str, Any] = field(default_factory=dict)  # agent -> a number
-    terminated: dict[str, Any] = field(default_factory=dict)  # agent -> last observation
-    truncated: dict[str, Any] = field(default_factory=dict)  # agent -> last observation
+    # agent -> its last observation, or None when the env gave none with the step that ended
+    # it (then the observation it last acted on stands)
+    terminated: dict[str, Any] = field(default_factory=dict)
+    truncated: dict[str, Any] = field(default_factory=dict)
     over: bool = False
 
 
@@ -89,9 +91,8 @@ class ParallelAdapter(_Adapter):
         missing = [a for a in live if a not in obs]
         if missing:
             raise EnvContractError(f"reset() returned no observation for live agent(s) {missing}")
-        self._last = {a: obs[a] for a in live}
         self._live = live
-        return CopyStep(self._last, {a: infos.get(a, {}) for a in live})
+        return CopyStep({a: obs[a] for a in live}, {a: infos.get(a, {}) for a in live})
 
     def step(self, actions: dict[str, Any]) -> CopyStep:
         obs, rewards, terms, truncs, infos = self.env.step(actions)
@@ -112,7 +113,6 @@ class ParallelAdapter(_Adapter):
                 "for it"
             ) from None
         out.infos = {a: infos.get(a, {}) for a in live}
-        self._last = out.obs
         self._live = live
         if not live:
             out.over = True
@@ -126,7 +126,7 @@ class ParallelAdapter(_Adapter):
         """Book the agents that finished in this step, with their last observation."""
         for a in self._live:
             if terms.get(a, False) or truncs.get(a, False) or a not in live:
-                last = obs.get(a, self._last.get(a))
+                last = obs.get(a)
                 # An agent that vanishes without a flag has ended: nothing more comes to it.
                 if truncs.get(a, False) and not terms.get(a, False):
                     out.truncated[a] = last

@@ -69,8 +69,10 @@ class _Layout:
     action_views: dict[str, ActionView]
     num_envs: int
 
-    def carve(self, carver: _Carver) -> tuple[StepBuffers, dict[str, np.ndarray]]:
-        buf = StepBuffers(self.agents, self.obs_views, self.action_views, self.num_envs, carver)
+    def carve(self, carver: _Carver,
+              keep_raw: bool = False) -> tuple[StepBuffers, dict[str, np.ndarray]]:
+        buf = StepBuffers(self.agents, self.obs_views, self.action_views, self.num_envs, carver,
+                          keep_raw)
         actions = {a: carver((self.num_envs, *v.shape), 0, v.dtype)
                    for a, v in self.action_views.items()}
         return buf, actions
@@ -245,7 +247,8 @@ class AsyncVecEnv:
         self._res.shm = shm
         shm.close()  # the arrays live in a mapping of our own; this object only unlinks
         self.shm_name = shm.name
-        self._buf, self._actions = layout.carve(_Carver(_map_segment(shm.name, size)))
+        self._buf, self._actions = layout.carve(_Carver(_map_segment(shm.name, size)),
+                                                keep_raw=self.raw_obs)
         self._attach = (shm.name, size, layout)
         for w in workers:
             w.conn.send(("attach", *self._attach))
@@ -313,10 +316,7 @@ class AsyncVecEnv:
         self.close()
 
     def _view(self) -> VecStep:
-        view = self._buf.view()
-        if not self.raw_obs:
-            view.raw_obs = view.infos = None
-        return view
+        return self._buf.view()
 
     def _round(self, message: Callable[[_Worker], tuple | bytes], phase: str) -> None:
         """Send every worker its message and take in every answer, replacing lost workers."""
@@ -471,7 +471,7 @@ def _work(conn: Connection, rows: tuple[int, int], make_blob: bytes, max_steps: 
         else:
             fresh = True
         name, size, layout = attach
-        buf, actions = layout.carve(_Carver(_map_segment(name, size), fill=False))
+        buf, actions = layout.carve(_Carver(_map_segment(name, size), fill=False), raw_obs)
         if fresh:
             copies.restart(buf)
         while True:

@@ -87,7 +87,7 @@ class EnvCopies:
         else:
             env_actions = {a: v.to_env(actions[a][self._slice]) for a, v in views.items()}
         for i, e in enumerate(self.rows):
-            movers = buf.raw_obs[e]
+            movers = buf.movers[e]
             if not movers:
                 continue
             moves = {a: env_actions[a][i] for a in movers}

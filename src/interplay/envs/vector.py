@@ -24,7 +24,7 @@ from interplay.envs.copies import EnvCopies
 from interplay.spaces import MASK_KEY, ActionView, ObsView, action_view, obs_view
 
 
-@dataclass
+@dataclass(slots=True)
 class VecStep:
     obs: dict[str, np.ndarray]  # agent -> [E, obs_dim] float32; meaningful where acting
     mask: dict[str, np.ndarray | None]  # agent -> [E, mask_dim] bool legal actions, or None
@@ -76,7 +76,8 @@ class StepBuffers:
     """
 
     def __init__(self, agents: list[str], obs_views: dict[str, ObsView],
-                 action_views: dict[str, ActionView], num_envs: int, alloc: Alloc = np.full):
+                 action_views: dict[str, ActionView], num_envs: int, alloc: Alloc = np.full,
+                 keep_raw: bool = True):
         E, A = num_envs, len(agents)
         self.agents = agents
         self.col = {a: i for i, a in enumerate(agents)}
@@ -94,8 +95,12 @@ class StepBuffers:
         self.truncated = alloc((E, A), False, bool)
         self.episode_end = alloc((E,), False, bool)
         self.dropped = alloc((E,), False, bool)
+        # The env's own observations and infos are kept only when ``keep_raw`` (a scripted
+        # policy reads them); otherwise nothing of the env's step outlives the writing.
+        self.keep_raw = keep_raw
         self.raw_obs: list[dict[str, Any]] = [{} for _ in range(E)]
         self.infos: list[dict[str, dict]] = [{} for _ in range(E)]
+        self.movers: list[tuple[str, ...]] = [() for _ in range(E)]  # who acts next, per copy
         self._flagged = True  # a flag may be set since the last clear_step
         # masked: rows whose legal-action mask may not be all True (in this process).
         masked = {a: [True] * E for a in agents}
@@ -105,8 +110,9 @@ class StepBuffers:
         self._view = VecStep(
             obs=self.obs, mask=self.mask, acting=self.acting, reward=self.reward,
             terminated=self.terminated, truncated=self.truncated, final_obs=self.final_obs,
-            final_mask=self.final_mask, episode_end=self.episode_end, raw_obs=self.raw_obs,
-            infos=self.infos, dropped=self.dropped,
+            final_mask=self.final_mask, episode_end=self.episode_end,
+            raw_obs=self.raw_obs if keep_raw else None, infos=self.infos if keep_raw else None,
+            dropped=self.dropped,
         )
 
     def clear_step(self, rows: slice = slice(None)) -> None:
@@ -130,8 +136,10 @@ class StepBuffers:
     def write_acting(self, e: int, cs: CopyStep) -> None:
         acting, infos = self.acting, cs.infos
         acting[e] = False
-        self.raw_obs[e] = cs.obs
-        self.infos[e] = infos
+        self.movers[e] = tuple(cs.obs)
+        if self.keep_raw:
+            self.raw_obs[e] = cs.obs
+            self.infos[e] = infos
         for a, o in cs.obs.items():
             col, view, rows, masks, masked = self._slots[a]
             acting[e, col] = True
@@ -164,12 +172,16 @@ class StepBuffers:
         for flags, ended in ((self.terminated, cs.terminated), (self.truncated, cs.truncated)):
             for a, o in ended.items():
                 flags[e, col[a]] = True
-                if o is not None:
-                    self.obs_views[a].write(o, self.final_obs[a], e)
-                    masks = self.final_mask[a]
+                masks = self.final_mask[a]
+                if o is None:  # the env gave none: the last one is still in the acting rows
+                    self.final_obs[a][e] = self.obs[a][e]
                     if masks is not None:
-                        row = self._mask_row(a, o, None)
-                        masks[e] = True if row is None else row
+                        masks[e] = self.mask[a][e]
+                    continue
+                self.obs_views[a].write(o, self.final_obs[a], e)
+                if masks is not None:
+                    row = self._mask_row(a, o, None)
+                    masks[e] = True if row is None else row
 
     def _mask_row(self, agent: str, obs: Any, info: dict | None) -> np.ndarray | None:
         """The legal actions the env gave with ``obs``, or None when it gave none (all legal)."""
@@ -237,10 +249,12 @@ class SyncVecEnv:
 
     A copy whose env raises in ``step``/``reset`` is rebuilt (see :class:`EnvCopies`);
     ``max_failures`` failures of one copy in a row stop the run with the env's error.
+    ``raw_obs`` keeps the env's own observations and infos in ``VecStep.raw_obs``/``infos``
+    (a scripted policy reads them); without it they are None.
     """
 
     def __init__(self, make: Callable[[], Any], num_envs: int = 1,
-                 max_steps: int | None = None, max_failures: int = 3):
+                 max_steps: int | None = None, max_failures: int = 3, raw_obs: bool = True):
         if num_envs < 1:
             raise ValueError(f"env.num_envs must be at least 1, got {num_envs}")
         self._copies = EnvCopies(make, range(num_envs), max_steps, max_failures)
@@ -248,7 +262,8 @@ class SyncVecEnv:
         self.num_envs = num_envs
         (self.agents, self.obs_views, self.action_views, self.observation_spaces,
          self.action_spaces) = describe_spaces(self.copies[0])
-        self._buf = StepBuffers(self.agents, self.obs_views, self.action_views, num_envs)
+        self._buf = StepBuffers(self.agents, self.obs_views, self.action_views, num_envs,
+                                keep_raw=raw_obs)
         self._dropped = 0
 
     def reset(self, seed: int | None) -> VecStep:

@@ -81,11 +81,7 @@ class EnvCopies:
     def step(self, buf: StepBuffers, actions: dict[str, np.ndarray]) -> None:
         """Step every copy that has agents to move; copies whose episode ended reset."""
         buf.clear_step(self._slice)
-        views = buf.action_views
-        if self._slice.start == 0 and self._slice.stop == buf.reward.shape[0]:
-            env_actions = {a: v.to_env(actions[a]) for a, v in views.items()}
-        else:
-            env_actions = {a: v.to_env(actions[a][self._slice]) for a, v in views.items()}
+        env_actions = buf.env_actions(actions, self._slice)
         for i, e in enumerate(self.rows):
             movers = buf.movers[e]
             if not movers:

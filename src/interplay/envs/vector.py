@@ -83,6 +83,10 @@ class StepBuffers:
         self.col = {a: i for i, a in enumerate(agents)}
         self.obs_views = obs_views
         self.action_views = action_views
+        self.num_envs = E
+        # Agents whose actions go to the env as they are (Discrete from 0).
+        self._as_is = frozenset(a for a, v in action_views.items()
+                                if v.kind == "discrete" and not v.start)
         dims = {a: obs_views[a].dim for a in agents}
         mask_dims = {a: action_views[a].mask_dim for a in agents}
         self.obs = agent_blocks(dims, E, np.float32, alloc=alloc)
@@ -114,6 +118,13 @@ class StepBuffers:
             raw_obs=self.raw_obs if keep_raw else None, infos=self.infos if keep_raw else None,
             dropped=self.dropped,
         )
+
+    def env_actions(self, actions: dict[str, np.ndarray], rows: slice) -> dict[str, np.ndarray]:
+        """Each agent's actions for copies ``rows`` as the env takes them (row i: copy rows[i])."""
+        if rows.start != 0 or rows.stop != self.num_envs:
+            actions = {a: x[rows] for a, x in actions.items()}
+        views = self.action_views
+        return {a: x if a in self._as_is else views[a].to_env(x) for a, x in actions.items()}
 
     def clear_step(self, rows: slice = slice(None)) -> None:
         self.reward[rows] = 0.0

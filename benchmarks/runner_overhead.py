@@ -22,7 +22,7 @@ from interplay.runner import Runner
 from interplay.trainer import make_specs, make_vec_env
 
 STEPS = 4000
-ROUNDS = 5
+ROUNDS = 7
 SEED = 0
 
 

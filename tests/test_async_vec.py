@@ -14,16 +14,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gymnasium import spaces
 from faulty_envs import flaky_counter, hanging, no_agents, vanishing
 from helpers import read_metrics
 
 from interplay.config import load, validate
-from interplay.envs.adapters import EnvContractError
+from interplay.envs.adapters import CopyStep, EnvContractError
 from interplay.envs.async_vec import AsyncVecEnv, WorkerError
 from interplay.envs.copies import EnvCrashError
 from interplay.envs.registry import env_factory
-from interplay.envs.vector import SyncVecEnv, VecStep
+from interplay.envs.vector import StepBuffers, SyncVecEnv, VecStep
 from interplay.experiment import train
+from interplay.spaces import action_view, obs_view
 from interplay.trainer import make_vec_env
 
 TESTS = Path(__file__).parent
@@ -400,3 +402,23 @@ def test_training_on_async_copies_reports_what_sync_reports(tmp_path):
         rows[kind] = [{k: v for k, v in r.items() if not k.endswith("_s")}  # timings differ
                       for r in read_metrics(tmp_path / kind)]
     assert rows["async"] == rows["sync"] and any(r["episodes_in_report"] for r in rows["sync"])
+
+
+def test_masks_follow_the_env_from_step_to_step():
+    box, choice = spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(3)
+    buf = StepBuffers(["a"], {"a": obs_view(box, "a")}, {"a": action_view(choice, "a")}, 2)
+    o = np.zeros(2, np.float32)
+    seen = []
+    for info in ({"action_mask": [1, 0, 1]}, {}, {"action_mask": [0, 1, 0]}, {"action_mask": None}):
+        buf.clear_step()
+        buf.write_acting(1, CopyStep({"a": o}, {"a": info}))
+        seen.append(buf.mask["a"][1].tolist())
+    assert seen == [[True, False, True], [True] * 3, [False, True, False], [True] * 3]
+    assert buf.mask["a"][0].all()  # the other copy untouched
+    buf.write_acting(1, CopyStep({"a": o}, {"a": {"action_mask": [0, 0, 1]}}))
+    buf.clear_step()
+    buf.write_outcome(1, CopyStep({}, {}, {"a": 1.5}, terminated={"a": None}))
+    assert buf.terminated[1, 0] and buf.reward[1, 0] == 1.5
+    assert buf.final_mask["a"][1].tolist() == [False, False, True]  # the one it last acted on
+    with pytest.raises(ValueError, match="action_mask has 2 entries"):
+        buf.write_acting(0, CopyStep({"a": o}, {"a": {"action_mask": [1, 0]}}))

@@ -82,8 +82,11 @@ def _finite(x: np.ndarray) -> bool:
     One number screens the whole array (NaN and inf carry into it); only when it is not finite
     does the exact elementwise test run. For small arrays a dot product is the cheapest screen.
     """
-    flat = x.reshape(-1)
-    screen = flat.dot(flat) if flat.size <= 4096 else flat.sum(dtype=np.float64)
+    if x.size <= 4096:
+        flat = x.reshape(-1)
+        screen = flat.dot(flat)
+    else:
+        screen = x.sum(dtype=np.float64)
     return math.isfinite(screen) or bool(np.isfinite(x).all())
 
 

@@ -161,8 +161,9 @@ class StepBuffers:
             if masks is None:
                 continue
             info = infos.get(a)
-            if view.has_mask_key or (info and MASK_KEY in info):
-                masks[e] = self._mask_row(a, o, info)
+            row = self._mask_row(a, o, info) if view.has_mask_key or info else None
+            if row is not None:
+                masks[e] = row
                 masked[e] = True
             elif masked[e]:  # all legal: written only when the row may hold something else
                 masks[e] = True
@@ -198,9 +199,9 @@ class StepBuffers:
         """The legal actions the env gave with ``obs``, or None when it gave none (all legal)."""
         if self.obs_views[agent].has_mask_key:
             source = obs[MASK_KEY]
-        elif info and MASK_KEY in info:
-            source = info[MASK_KEY]
         else:
+            source = info.get(MASK_KEY) if info else None
+        if source is None:
             return None
         row = np.asarray(source, dtype=bool).reshape(-1)
         width = self.mask[agent].shape[1]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gymnasium import spaces
 from faulty_envs import flaky_counter, hanging, no_agents, vanishing
+from gymnasium import spaces
 from helpers import read_metrics
 
 from interplay.config import load, validate

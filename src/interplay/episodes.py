@@ -55,12 +55,13 @@ class EpisodeTracker:
                 everywhere: bool = False) -> None:
         """Book one step.
 
-        ``everywhere``: every agent of every copy acted in it (so all are seen already);
-        ``ended_agents`` None: no agent finished.
+        ``everywhere``: every agent of every copy acted in it (then all are seen, and
+        :meth:`acted` need not be called); ``ended_agents`` None: no agent finished.
         """
         self.ret += reward
         if everywhere:
             self.length += self._ones  # the same dtype adds faster than bool to int
+            self.seen.fill(True)
             return
         self.length += stepped
         self.seen |= reward != 0.0  # paid anything

@@ -80,9 +80,12 @@ def _finite(x: np.ndarray) -> bool:
     """No NaN or inf in ``x``.
 
     One number screens the whole array (NaN and inf carry into it); only when it is not finite
-    does the exact elementwise test run. For small arrays a dot product is the cheapest screen.
+    does the exact elementwise test run. The cheapest screen depends on the size: a Python sum
+    for a handful of values, a dot product for small arrays, NumPy's sum beyond.
     """
-    if x.size <= 4096:
+    if x.size <= 16:
+        screen = sum(x.ravel().tolist())
+    elif x.size <= 4096:
         flat = x.reshape(-1)
         screen = flat.dot(flat)
     else:
@@ -267,11 +270,11 @@ class Runner:
                 self._act(g, n, step, explore)
                 n_acting += n
         if n_acting == acting.size:  # everyone acts (simultaneous moves): every copy steps
-            stepped = self._every_copy
-        else:
+            stepped, n_stepped = self._every_copy, len(self._every_copy)
+        else:  # the tracker hears who acted now; when all did, it learns so from ``stepped``
             stepped = acting.any(axis=1)
-        n_stepped = len(stepped) if stepped is self._every_copy else int(np.count_nonzero(stepped))
-        self.tracker.acted(acting)
+            n_stepped = int(np.count_nonzero(stepped))
+            self.tracker.acted(acting)
         self.agent_steps += n_acting
         self.env_steps += n_stepped
         step = self.env.step(self._actions)

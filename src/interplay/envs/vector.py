@@ -285,7 +285,8 @@ class SyncVecEnv:
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
         self._copies.step(self._buf, actions)
-        if self._copies.take_failed():  # counted in _copies.failures; only workers report rows
+        if self._copies.failed:  # counted in _copies.failures; only workers report rows
+            self._copies.take_failed()
             self._dropped += int(np.count_nonzero(self._buf.dropped))
         return self._buf.view()
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from interplay.transitions import Transitions
+from interplay.transitions import Transitions, stream_order
 
 
 @dataclass
@@ -73,11 +73,7 @@ class ReplayBuffer:
             raise ValueError(f"cannot add {n} transitions at once to a buffer of {self.capacity}")
         stream = t.env.astype(np.int64) * (int(t.slot.max()) + 1) + t.slot
         if len(np.unique(stream)) < n:  # several rows of one stream (a whole episode, say)
-            order = np.argsort(stream, kind="stable")
-            ranked = stream[order]
-            starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
-            rank = np.empty(n, np.int64)  # 0 for a stream's first row in the batch, 1, ...
-            rank[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+            rank = stream_order(stream)[1]  # 0 for a stream's first row in the batch, 1, ...
             for r in range(int(rank.max()) + 1):  # in order, one row per stream at a time
                 self.add(t.select(rank == r), source)
             return

@@ -51,6 +51,22 @@ class Transitions:
         )
 
 
+def stream_order(stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of several streams (one per copy and agent), each in arrival order: every row's
+    successor in its stream (-1 for a stream's last) and its position in its stream (0 for
+    its first)."""
+    n = stream.shape[0]
+    order = np.argsort(stream, kind="stable")  # grouped by stream, arrival order within
+    grouped = stream[order]
+    starts = np.r_[True, grouped[1:] != grouped[:-1]] if n else np.zeros(0, bool)
+    position = np.empty(n, np.int64)
+    position[order] = np.arange(n) - np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+    follows = np.r_[~starts[1:], False] if n else np.zeros(0, bool)
+    nxt = np.full(n, -1)
+    nxt[order[follows]] = order[np.flatnonzero(follows) + 1]
+    return nxt, position
+
+
 class FrameStack:
     """The last ``size`` observations of each (copy, agent), oldest first, zeros at the start."""
 

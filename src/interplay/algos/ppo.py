@@ -24,12 +24,12 @@ from pydantic import Field
 from interplay.actors import ActBatch
 from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
 from interplay.algos.distributions import ActionDist
-from interplay.algos.gae import gae, next_in_stream
+from interplay.algos.gae import gae
 from interplay.algos.networks import NetSettings, PerAgent, mlp
 from interplay.algos.normalize import RunningMeanStd
 from interplay.config import ConfigError
 from interplay.mapping import PolicySpec
-from interplay.transitions import Transitions, concat
+from interplay.transitions import Transitions, concat, stream_order
 
 OBS_CLIP = 10.0  # normalised observations are clipped to +-this
 
@@ -264,7 +264,7 @@ class PPO(Algorithm):
         stream = d["env"].astype(np.int64) * len(p.spec.agents) + d["slot"]
         x, next_x = d.get("critic_obs", d["obs"]), d.get("critic_next_obs", d["next_obs"])
         # A row's next input is mostly the next row's input: value those once.
-        nxt = next_in_stream(stream)
+        nxt = stream_order(stream)[0]
         reuse = nxt >= 0
         reuse[reuse] = (next_x[reuse] == x[nxt[reuse]]).all(axis=1)
         rest = ~reuse & ~d["terminated"]  # a terminated row's next value is never used

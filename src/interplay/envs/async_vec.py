@@ -289,14 +289,14 @@ class AsyncVecEnv:
     def reset(self, seed: int | None) -> VecStep:
         self._seeds = copy_seeds(seed, self.num_envs)
         self._round(lambda w: ("reset", self._seeds[w.rows.start:w.rows.stop]), "reset")
-        return self._view()
+        return self._buf.view()
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
         for a, chosen in actions.items():
             self._actions[a][...] = chosen
         self._round(lambda w: _STEP, "step")
         self._dropped += int(np.count_nonzero(self._buf.dropped))
-        return self._view()
+        return self._buf.view()
 
     def stats(self) -> dict[str, int]:
         """Faults so far: env copies that raised, episodes abandoned, workers replaced."""
@@ -314,9 +314,6 @@ class AsyncVecEnv:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _view(self) -> VecStep:
-        return self._buf.view()
 
     def _round(self, message: Callable[[_Worker], tuple | bytes], phase: str) -> None:
         """Send every worker its message and take in every answer, replacing lost workers."""

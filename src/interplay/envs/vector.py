@@ -136,13 +136,10 @@ class StepBuffers:
         self.dropped[rows] = False
         self._flagged = False
 
-    def flag(self, flags: np.ndarray, e: int, col: int | None = None) -> None:
-        """Set ``flags[e]`` (or ``flags[e, col]``); :meth:`clear_step` clears it."""
+    def flag(self, flags: np.ndarray, e: int) -> None:
+        """Set copy ``e``'s ``flags`` (``episode_end`` or ``dropped``); :meth:`clear_step` clears it."""
         self._flagged = True
-        if col is None:
-            flags[e] = True
-        else:
-            flags[e, col] = True
+        flags[e] = True
 
     def write_acting(self, e: int, cs: CopyStep) -> None:
         acting, infos = self.acting, cs.infos

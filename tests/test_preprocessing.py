@@ -111,33 +111,28 @@ def test_callbacks_given_to_train_get_every_hook_too(tmp_path):
     assert row["queue_len"] == 10 and row["queue_sum"] == 50 and row["final_len"] == 10
 
 
-class NaNReward(ShiftingCrowd):
+class BadReward(ShiftingCrowd):
+    """Pays agent a_2 ``value`` at step ``at``."""
+
+    def __init__(self, at: int, value: object):
+        super().__init__()
+        self.at, self.value = at, value
+
     def step(self, actions):
         obs, rew, term, trunc, info = super().step(actions)
-        if self.t == 4:
-            rew["a_2"] = float("nan")
+        if self.t == self.at:
+            rew["a_2"] = self.value
         return obs, rew, term, trunc, info
 
 
-def test_nan_reward_stops_naming_agent_and_step(tmp_path):
-    register_env("crowd_nan", NaNReward)
-    cfg = load([], ["env.id=crowd_nan", "train.steps=50", "log.console=false"])
-    with pytest.raises(NonFiniteError, match=r"reward of agent 'a_2'.*env step 4"):
-        train(cfg, tmp_path)
-
-
-class TextReward(ShiftingCrowd):
-    def step(self, actions):
-        obs, rew, term, trunc, info = super().step(actions)
-        if self.t == 3:
-            rew["a_2"] = "three"
-        return obs, rew, term, trunc, info
-
-
-def test_a_reward_that_is_no_number_is_named(tmp_path):
-    register_env("crowd_text", TextReward)
-    cfg = load([], ["env.id=crowd_text", "train.steps=50", "log.console=false"])
-    with pytest.raises(EnvContractError, match=r"reward of agent 'a_2' is 'three'; rewards must be numbers"):
+@pytest.mark.parametrize(("at", "value", "error", "message"), [
+    (4, float("nan"), NonFiniteError, r"reward of agent 'a_2'.*env step 4"),
+    (3, "three", EnvContractError, r"reward of agent 'a_2' is 'three'; rewards must be numbers"),
+])
+def test_a_bad_reward_stops_naming_agent(tmp_path, at, value, error, message):
+    register_env("crowd_bad_reward", lambda: BadReward(at, value))
+    cfg = load([], ["env.id=crowd_bad_reward", "train.steps=50", "log.console=false"])
+    with pytest.raises(error, match=message):
         train(cfg, tmp_path)
     assert not list(tmp_path.glob("**/checkpoints/*"))
 

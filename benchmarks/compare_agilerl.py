@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from ippo_speed import compare
+from ippo_speed import compare, rate_between
 
 EPOCHS, MINIBATCHES = 2, 8
 NET = {"latent_dim": 64, "encoder_config": {"hidden_size": [64], "activation": "ReLU"},
@@ -67,8 +67,7 @@ def agilerl_speed(steps: int, batch: int, envs: int, seed: int) -> float:
             marks.append((sampled, time.perf_counter()))
     finally:
         vec.close()
-    (first, start), (last, end) = marks[0], marks[-1]
-    return (last - first) / (end - start)
+    return rate_between(marks)
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 
-from ippo_speed import compare
+from ippo_speed import compare, rate_between
 
 EPOCHS, MINIBATCHES, HIDDEN = 2, 8, [64, 64]
 
@@ -64,8 +64,7 @@ def rllib_speed(steps: int, batch: int, envs: int, runners: int, seed: int) -> f
         algo.stop()
     finally:
         ray.shutdown()
-    (first, start), (last, end) = marks[0], marks[-1]
-    return (last - first) / (end - start)
+    return rate_between(marks)
 
 
 def main() -> None:

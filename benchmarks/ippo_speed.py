@@ -38,6 +38,12 @@ QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false",
          "checkpoint.at_end=false"]
 
 
+def rate_between(marks: list[tuple[int, float]]) -> float:
+    """Env-steps/s between the first and the last ``(env steps, time)`` mark."""
+    (first, start), (last, end) = marks[0], marks[-1]
+    return (last - first) / (end - start)
+
+
 def policy_speed(cfg: Config, seconds: float) -> float:
     """Env steps/s of the runner with the untrained policy acting, nothing collected."""
     env, copies = make_vec_env(cfg)

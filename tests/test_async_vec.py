@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from faulty_envs import flaky_counter, hanging, no_agents, vanishing
 from gymnasium import spaces
-from helpers import read_metrics
+from helpers import make_runner, read_metrics
 
 from interplay.config import load, validate
 from interplay.envs.adapters import CopyStep, EnvContractError
@@ -422,3 +422,59 @@ def test_masks_follow_the_env_from_step_to_step():
     assert buf.final_mask["a"][1].tolist() == [False, False, True]  # the one it last acted on
     with pytest.raises(ValueError, match="action_mask has 2 entries"):
         buf.write_acting(0, CopyStep({"a": o}, {"a": {"action_mask": [1, 0]}}))
+
+
+@pytest.mark.parametrize("env_id,max_steps", [
+    ("mpe2.simple_spread_v3", 25),
+    ("pettingzoo.classic.connect_four_v3", None),
+    ("interplay.envs.toy:shifting_crowd", None),
+    (lambda: vanishing(leave=2, length=5), None),
+    (lambda: flaky_counter(p=0.1, reset_p=0.1), None),
+])
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_what_a_step_promises_holds(env_id, max_steps, kind):
+    """``flagged`` False, ``all_legal`` and ``all_acting`` are shortcuts the runner trusts."""
+    make = env_id if callable(env_id) else env_factory(env_id)
+    env = (SyncVecEnv(make, 3, max_steps, max_failures=10) if kind == "sync" else
+           AsyncVecEnv(make, 3, max_steps, num_workers=2, max_failures=10, step_timeout_s=20))
+    made = defaultdict(int)
+    try:
+        step = env.reset(3)
+        rng = np.random.default_rng(3)
+        for t in range(80):
+            step = env.step(random_actions(env, step, rng))
+            if not step.flagged:
+                made["unflagged"] += 1
+                for name in ("terminated", "truncated", "episode_end", "dropped"):
+                    assert not getattr(step, name).any(), f"step {t}: {name} set, flagged False"
+            if step.all_legal:
+                made["all_legal"] += 1
+                assert all(m is None or m.all() for m in step.mask.values()), f"step {t}: mask"
+            if step.all_acting:
+                made["all_acting"] += 1
+                assert step.acting.all(), f"step {t}: acting"
+    finally:
+        env.close()
+    if kind == "sync" and env_id == "mpe2.simple_spread_v3":  # what the shortcuts are for
+        assert made["all_legal"] == made["all_acting"] == 80 and made["unflagged"] >= 70
+    if "connect_four" in str(env_id):  # masks and turns: nothing of the kind may be promised
+        assert made["all_legal"] == made["all_acting"] == 0
+
+
+def test_random_policies_act_the_same_whether_or_not_the_env_promises_all_legal():
+    """The sync env promises all-legal masks (the policy is handed none); the async one does
+    not: a seeded random policy must still draw the same actions in both."""
+    actions = {}
+    for kind in ("sync", "async"):
+        runner = make_runner({"env": {"id": "mpe2.simple_spread_v3", "num_envs": 2,
+                                      "vectorization": kind, "num_workers": 2}})
+        try:
+            runner.reset(5)
+            got = []
+            for _ in range(30):
+                got += [t.action for t in runner.step().values()]
+        finally:
+            runner.env.close()
+        actions[kind] = np.concatenate(got)
+    assert len(actions["sync"]) > 0
+    np.testing.assert_array_equal(actions["async"], actions["sync"])

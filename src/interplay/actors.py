@@ -44,7 +44,8 @@ class RandomActor:
         self.rng = rng
         space = spec.action_space
         if self.view.kind == "multi_discrete":
-            self._splits = np.cumsum(space.nvec)[:-1]
+            self._nvec = [int(k) for k in space.nvec]
+            self._splits = np.cumsum(self._nvec)[:-1]
         elif self.view.kind == "box":
             self._low = np.where(np.isfinite(space.low), space.low, -1.0)
             self._high = np.where(np.isfinite(space.high), space.high, 1.0)
@@ -60,17 +61,24 @@ class RandomActor:
         kind = self.view.kind
         if kind == "box":
             return self.rng.uniform(self._low, self._high, (n, *self.view.shape)).astype(np.float32), {}
-        mask = batch.mask if batch.mask is not None else np.ones((n, self.view.mask_dim), bool)
+        mask = batch.mask
         if kind == "discrete":
-            return masked_uniform(self.rng, mask), {}
-        parts = np.split(mask, self._splits, axis=1)
-        return np.stack([masked_uniform(self.rng, m) for m in parts], axis=1), {}
+            return masked_uniform(self.rng, mask, (n, self.view.mask_dim)), {}
+        parts = np.split(mask, self._splits, axis=1) if mask is not None else [None] * len(self._nvec)
+        return np.stack([masked_uniform(self.rng, m, (n, k))
+                         for m, k in zip(parts, self._nvec, strict=True)], axis=1), {}
 
 
-def masked_uniform(rng: np.random.Generator, mask: np.ndarray) -> np.ndarray:
-    """One legal index per row, uniformly; rows with no legal action pick index 0."""
-    scores = rng.random(mask.shape)
-    scores[~mask] = -1.0
+def masked_uniform(rng: np.random.Generator, mask: np.ndarray | None,
+                   shape: tuple[int, int] | None = None) -> np.ndarray:
+    """One legal index per row, uniformly; rows with no legal action pick index 0.
+
+    ``mask`` None: every action of a ``shape`` ``[n, actions]`` is legal (the same draws as
+    an all-True mask).
+    """
+    scores = rng.random(mask.shape if mask is not None else shape)
+    if mask is not None:
+        scores[~mask] = -1.0
     return scores.argmax(axis=1).astype(np.int64, copy=False)
 
 

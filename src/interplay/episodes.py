@@ -38,8 +38,13 @@ class EpisodeTracker:
         self.agents = agents
         self.ret = np.zeros((num_envs, len(agents)), np.float64)
         self.seen = np.zeros((num_envs, len(agents)), bool)
-        self.length = np.zeros(num_envs, np.int64)
-        self._ones = np.ones(num_envs, np.int64)
+        self._all_seen = False  # every entry of ``seen`` is known to be True
+        # Steps per copy: ``_length`` counts the steps some copies sat out; steps every copy
+        # took are counted once, in ``_common``, from ``_since[e]`` (its value when copy e's
+        # episode began). ``length`` adds them up.
+        self._length = np.zeros(num_envs, np.int64)
+        self._common = 0
+        self._since = [0] * num_envs
         self.envs = envs or [None] * num_envs
         self._next_id = 0
         self.current = [self._new(e) for e in range(num_envs)]
@@ -48,9 +53,15 @@ class EpisodeTracker:
         self._next_id += 1
         return Episode(id=self._next_id, env_index=e, env=self.envs[e])
 
+    def restore(self, ret: Any, seen: Any, length: Any, next_id: int) -> None:
+        """Take back counts saved from ``ret``, ``seen``, ``length`` and the next episode id."""
+        self.ret[...], self.seen[...], self._length[...] = ret, seen, length
+        self._common, self._since = 0, [0] * len(self._since)
+        self._all_seen = False
+        self._next_id = next_id
+
     def acted(self, acting: np.ndarray) -> None:
         self.seen |= acting
-
     def stepped(self, stepped: np.ndarray, reward: np.ndarray, ended_agents: np.ndarray | None,
                 everywhere: bool = False) -> None:
         """Book one step.
@@ -60,10 +71,12 @@ class EpisodeTracker:
         """
         self.ret += reward
         if everywhere:
-            self.length += self._ones  # the same dtype adds faster than bool to int
-            self.seen.fill(True)
+            self._common += 1
+            if not self._all_seen:
+                self.seen.fill(True)
+                self._all_seen = True
             return
-        self.length += stepped
+        self._length += stepped
         self.seen |= reward != 0.0  # paid anything
         if ended_agents is not None:
             self.seen |= ended_agents
@@ -71,21 +84,29 @@ class EpisodeTracker:
     def finish(self, e: int) -> Episode:
         """Close copy ``e``'s episode and start the next one there."""
         ep = self.current[e]
-        ep.length = int(self.length[e])
+        ep.length = self.length_of(e)
         ret, seen = self.ret[e].tolist(), self.seen[e].tolist()
         ep.returns = {a: r for a, r, s in zip(self.agents, ret, seen, strict=True) if s}
-        self.ret[e] = 0.0
-        self.seen[e] = False
-        self.length[e] = 0
-        self.current[e] = self._new(e)
+        self.drop(e)
         return ep
 
     def drop(self, e: int) -> None:
-        """Forget copy ``e``'s partial episode."""
+        """Forget copy ``e``'s partial episode and start the next one there."""
         self.ret[e] = 0.0
         self.seen[e] = False
-        self.length[e] = 0
+        self._all_seen = False
+        self._length[e] = 0
+        self._since[e] = self._common
         self.current[e] = self._new(e)
+
+    def length_of(self, e: int) -> int:
+        """Steps copy ``e``'s current episode has taken."""
+        return int(self._length[e]) + self._common - self._since[e]
+
+    @property
+    def length(self) -> np.ndarray:
+        """``[E]`` steps each copy's current episode has taken (a copy)."""
+        return self._length + (self._common - np.asarray(self._since, np.int64))
 
 
 class Window:

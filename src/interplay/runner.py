@@ -228,8 +228,7 @@ class Runner:
         if not episodes:
             return
         tr = state["tracker"]
-        t.ret[...], t.seen[...], t.length[...] = tr["ret"], tr["seen"], tr["length"]
-        t._next_id = tr["next_id"]
+        t.restore(tr["ret"], tr["seen"], tr["length"], tr["next_id"])
         for ep, ep_id, custom in zip(t.current, tr["ids"], tr["custom"], strict=True):
             ep.id, ep.custom = ep_id, [tuple(c) for c in custom]
         for g in self.groups:
@@ -265,7 +264,7 @@ class Runner:
         acting = step.acting
         n_acting = 0  # every agent belongs to one group
         for g in self.groups:
-            n = int(np.count_nonzero(g.acts))
+            n = g.acts.size if step.all_acting else int(np.count_nonzero(g.acts))
             if n:
                 self._act(g, n, step, explore)
                 n_acting += n
@@ -304,15 +303,20 @@ class Runner:
         return {pid: t for pid, t in released.items() if t is not None}
 
     def _act(self, g: _Group, n: int, step: VecStep, explore: bool) -> None:
+        # The policy is handed no mask when every action is legal; the book keeps it anyway.
+        legal = step.all_legal
+        mask = None
         if n == g.acts.size:  # everyone acts (simultaneous moves): reshape instead of gathering
             e, s = g.every
             obs = g.obs.reshape(n, -1)
-            mask = None if g.mask is None else g.mask.reshape(n, -1)
+            if g.mask is not None and (g.book is not None or not legal):
+                mask = g.mask.reshape(n, -1)
         else:
             e, s = np.nonzero(g.acts)
             obs = g.obs[e, s]
-            mask = None if g.mask is None else g.mask[e, s]
-        batch = ActBatch(obs=obs, mask=mask, slot=s, env=e)
+            if g.mask is not None and (g.book is not None or not legal):
+                mask = g.mask[e, s]
+        batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e)
         agents = g.spec.agents
         if g.actor.wants_env_obs:
             batch.agent_ids = [agents[j] for j in s]
@@ -426,7 +430,7 @@ class Runner:
         if self.callbacks.wants_steps:
             for e in np.nonzero(stepped)[0]:
                 episode = tracker.current[e]
-                episode.length = int(tracker.length[e])
+                episode.length = tracker.length_of(int(e))
                 self.callbacks.on_episode_step(episode=episode, env_index=int(e), runner=self)
         if not ends:
             return

@@ -92,34 +92,48 @@ class ParallelAdapter(_Adapter):
         if missing:
             raise EnvContractError(f"reset() returned no observation for live agent(s) {missing}")
         self._live = live
+        self._live_keys = frozenset(live)
         return CopyStep({a: obs[a] for a in live}, {a: infos.get(a, {}) for a in live})
 
     def step(self, actions: dict[str, Any]) -> CopyStep:
         obs, rewards, terms, truncs, infos = self.env.step(actions)
         self.t += 1
-        live = list(self.env.agents)
+        out = CopyStep({}, {}, rewards)
+        agents = self.env.agents
+        if agents == self._live:  # the same agents go on, all known
+            if not self._known.issuperset(rewards):
+                self._unknown(list(rewards))
+            if not (any(terms.values()) or any(truncs.values())):
+                return self._next(out, obs, infos)
+        live = list(agents)
         if not (self._known.issuperset(live) and self._known.issuperset(rewards)):
             self._unknown(list(dict.fromkeys([*live, *rewards])))
-        out = CopyStep({}, {}, rewards)
-        if any(terms.values()) or any(truncs.values()) or live != self._live:
-            self._ended(out, obs, terms, truncs, set(live))
-            live = [a for a in live if not (a in out.terminated or a in out.truncated
-                                            or terms.get(a) or truncs.get(a))]
-        try:
-            out.obs = {a: obs[a] for a in live}
-        except KeyError as err:
-            raise EnvContractError(
-                f"step {self.t}: agent {err.args[0]!r} is live but step() returned no observation "
-                "for it"
-            ) from None
-        out.infos = {a: infos.get(a, {}) for a in live}
-        self._live = live
+        self._ended(out, obs, terms, truncs, set(live))
+        self._live = [a for a in live if not (a in out.terminated or a in out.truncated
+                                              or terms.get(a) or truncs.get(a))]
+        self._live_keys = frozenset(self._live)
+        return self._next(out, obs, infos)
+
+    def _next(self, out: CopyStep, obs: dict, infos: dict) -> CopyStep:
+        """Fill in ``out`` for the live agents, who act next (unless the episode is over)."""
+        live = self._live
+        if obs.keys() != self._live_keys:  # the env's dict may hold more agents, or miss one
+            try:
+                obs = {a: obs[a] for a in live}
+            except KeyError as err:
+                raise EnvContractError(
+                    f"step {self.t}: agent {err.args[0]!r} is live but step() returned no "
+                    "observation for it") from None
         if not live:
             out.over = True
         elif self.max_steps is not None and self.t >= self.max_steps:
-            out.truncated.update(out.obs)
-            out.obs, out.infos, out.over = {}, {}, True
-            self._live = []
+            out.truncated.update(obs)
+            out.over = True
+            self._live, self._live_keys = [], frozenset()
+        else:
+            out.obs = obs
+            out.infos = infos if infos.keys() == self._live_keys else {
+                a: infos.get(a, {}) for a in live}
         return out
 
     def _ended(self, out: CopyStep, obs: dict, terms: dict, truncs: dict, live: set) -> None:

@@ -80,11 +80,13 @@ class EnvCopies:
 
     def step(self, buf: StepBuffers, actions: dict[str, np.ndarray]) -> None:
         """Step every copy that has agents to move; copies whose episode ended reset."""
-        buf.clear_step(self._slice)
+        buf.clear_step(self._slice, rewards=False)  # write_outcome writes each copy's row
         env_actions = buf.env_actions(actions, self._slice)
+        reward = buf.reward
         for i, e in enumerate(self.rows):
             movers = buf.movers[e]
             if not movers:
+                reward[e] = 0.0
                 continue
             moves = {a: env_actions[a][i] for a in movers}
             try:
@@ -92,6 +94,7 @@ class EnvCopies:
             except EnvContractError:
                 raise
             except Exception as err:
+                reward[e] = 0.0
                 buf.flag(buf.dropped, e)
                 buf.write_acting(e, self._rebuild(i, "step()", err))
                 continue

@@ -41,6 +41,11 @@ class VecStep:
     # False promises that terminated, truncated, episode_end and dropped are all clear, so
     # readers may skip looking; True means they may hold something.
     flagged: bool = True
+    # True promises that every row of ``mask`` is all True (no action is illegal anywhere), so
+    # readers may skip it; False means some row may hold a False.
+    all_legal: bool = False
+    # True promises that ``acting`` is all True (every agent of every copy acts now).
+    all_acting: bool = False
 
 
 class VecEnv(Protocol):
@@ -104,10 +109,14 @@ class StepBuffers:
         self.keep_raw = keep_raw
         self.raw_obs: list[dict[str, Any]] = [{} for _ in range(E)]
         self.infos: list[dict[str, dict]] = [{} for _ in range(E)]
-        self.movers: list[tuple[str, ...]] = [() for _ in range(E)]  # who acts next, per copy
+        # Who acts next, per copy; None until a copy is first written here.
+        self.movers: list[tuple[str, ...] | None] = [None] * E
+        self._n_acting = 0  # True entries of ``acting``
         self._flagged = True  # a flag may be set since the last clear_step
-        # masked: rows whose legal-action mask may not be all True (in this process).
-        masked = {a: [True] * E for a in agents}
+        # masked: rows whose legal-action mask may not be all True (in this process), counted
+        # in _n_masked; agents without masks have none.
+        masked = {a: [self.mask[a] is not None] * E for a in agents}
+        self._n_masked = sum(map(sum, masked.values()))
         # Per agent, what writing its observation needs: column, view, rows, mask rows, masked.
         self._slots = {a: (self.col[a], obs_views[a], self.obs[a], self.mask[a], masked[a])
                        for a in agents}
@@ -123,11 +132,15 @@ class StepBuffers:
         """Each agent's actions for copies ``rows`` as the env takes them (row i: copy rows[i])."""
         if rows.start != 0 or rows.stop != self.num_envs:
             actions = {a: x[rows] for a, x in actions.items()}
+        elif self._as_is.issuperset(actions):
+            return actions
         views = self.action_views
         return {a: x if a in self._as_is else views[a].to_env(x) for a, x in actions.items()}
 
-    def clear_step(self, rows: slice = slice(None)) -> None:
-        self.reward[rows] = 0.0
+    def clear_step(self, rows: slice = slice(None), rewards: bool = True) -> None:
+        """Clear the rewards (unless ``rewards`` is False) and flags of copies ``rows``."""
+        if rewards:
+            self.reward[rows] = 0.0
         if not self._flagged:  # flags are rare (episode ends, failures); most steps skip this
             return
         self.terminated[rows] = False
@@ -143,14 +156,19 @@ class StepBuffers:
 
     def write_acting(self, e: int, cs: CopyStep) -> None:
         acting, infos = self.acting, cs.infos
-        acting[e] = False
-        self.movers[e] = tuple(cs.obs)
+        movers = tuple(cs.obs)
+        moved = movers != self.movers[e]  # who acts changed: rewrite the row
+        if moved:
+            acting[e] = False
+            self._n_acting += len(movers) - len(self.movers[e] or ())
+            self.movers[e] = movers
         if self.keep_raw:
             self.raw_obs[e] = cs.obs
             self.infos[e] = infos
         for a, o in cs.obs.items():
             col, view, rows, masks, masked = self._slots[a]
-            acting[e, col] = True
+            if moved:
+                acting[e, col] = True
             if view.plain:
                 rows[e] = o
             else:
@@ -161,16 +179,24 @@ class StepBuffers:
             row = self._mask_row(a, o, info) if view.has_mask_key or info else None
             if row is not None:
                 masks[e] = row
-                masked[e] = True
+                if not masked[e]:
+                    masked[e] = True
+                    self._n_masked += 1
             elif masked[e]:  # all legal: written only when the row may hold something else
                 masks[e] = True
                 masked[e] = False
+                self._n_masked -= 1
 
     def write_outcome(self, e: int, cs: CopyStep) -> None:
-        """Write copy ``e``'s rewards and flags from one step (after :meth:`clear_step`)."""
-        col, reward = self.col, self.reward
+        """Write copy ``e``'s rewards and flags from one step (after :meth:`clear_step`).
+
+        The rewards need not have been cleared: an agent the step paid nothing gets 0 here.
+        """
+        col, reward, rewards = self.col, self.reward, cs.rewards
+        if len(rewards) != len(col):
+            reward[e] = 0.0
         try:
-            for a, r in cs.rewards.items():
+            for a, r in rewards.items():
                 reward[e, col[a]] = r
         except (TypeError, ValueError) as err:
             raise EnvContractError(
@@ -212,6 +238,8 @@ class StepBuffers:
     def view(self) -> VecStep:
         """The buffers as a step; the same object every time, holding the latest step."""
         self._view.flagged = self._flagged
+        self._view.all_legal = not self._n_masked
+        self._view.all_acting = self._n_acting == self.acting.size
         return self._view
 
 

@@ -25,7 +25,7 @@ from interplay.envs.registry import env_factory
 from interplay.envs.vector import SyncVecEnv
 
 SECONDS = 1.0  # per measurement
-ROUNDS = 3
+ROUNDS = 5
 COPIES = (1, 2, 4, 8, 16)
 MAX_STEPS = 25
 SEED = 0

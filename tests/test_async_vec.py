@@ -20,7 +20,7 @@ from helpers import make_runner, read_metrics
 
 from interplay.config import load, validate
 from interplay.envs.adapters import CopyStep, EnvContractError
-from interplay.envs.async_vec import AsyncVecEnv, WorkerError
+from interplay.envs.async_vec import AsyncVecEnv, WorkerError, _await_bell
 from interplay.envs.copies import EnvCrashError
 from interplay.envs.registry import env_factory
 from interplay.envs.vector import StepBuffers, SyncVecEnv, VecStep
@@ -102,15 +102,17 @@ def assert_gone(pids: list[int], shm_name: str, within: float = 5.0) -> None:
                          f"{Path(f'/dev/shm/{shm_name}').exists()}")
 
 
-@pytest.mark.parametrize("env_id,max_steps", [
-    ("mpe2.simple_spread_v3", 25),
-    ("pettingzoo.classic.connect_four_v3", None),
-    ("interplay.envs.toy:shifting_crowd", None),
+@pytest.mark.parametrize("env_id,max_steps,spin_s", [
+    ("mpe2.simple_spread_v3", 25, 0.0005),
+    ("mpe2.simple_spread_v3", 25, 0.0),  # workers block on the pipe at once
+    ("pettingzoo.classic.connect_four_v3", None, 0.0005),
+    ("interplay.envs.toy:shifting_crowd", None, 0.0005),
 ])
-def test_async_returns_exactly_what_sync_returns(env_id, max_steps):
+def test_async_returns_exactly_what_sync_returns(env_id, max_steps, spin_s):
     make = env_factory(env_id)
     sync = SyncVecEnv(make, 3, max_steps)
-    with AsyncVecEnv(make, 3, max_steps, num_workers=2, raw_obs=True, step_timeout_s=20) as env:
+    with AsyncVecEnv(make, 3, max_steps, num_workers=2, raw_obs=True, step_timeout_s=20,
+                     spin_s=spin_s) as env:
         assert env.agents == sync.agents
         want, got = sync.reset(7), env.reset(7)
         assert_same(got, want, "reset")
@@ -478,3 +480,16 @@ def test_random_policies_act_the_same_whether_or_not_the_env_promises_all_legal(
         actions[kind] = np.concatenate(got)
     assert len(actions["sync"]) > 0
     np.testing.assert_array_equal(actions["async"], actions["sync"])
+
+
+def test_a_worker_waits_on_its_doorbell_no_longer_than_told_and_clears_it():
+    bells = np.zeros(3, np.uint8)
+    start = time.perf_counter()
+    _await_bell(bells, 1, 0.02)  # nobody rings: back after the watch
+    assert 0.02 <= time.perf_counter() - start < 5
+    bells[1] = 1
+    start = time.perf_counter()
+    _await_bell(bells, 1, 30.0)  # rung already: back at once, the bell cleared
+    assert time.perf_counter() - start < 5 and not bells.any()
+    with pytest.raises(ValueError, match="spin_s must be at least 0, got -1"):
+        AsyncVecEnv(flaky_counter, 1, spin_s=-1)

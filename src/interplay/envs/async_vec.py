@@ -6,6 +6,11 @@ laid out like :class:`StepBuffers`; the main process returns views of the same a
 travel the other way through the segment, so a pipe carries a few bytes per step, plus the
 env's own observations when ``raw_obs`` asks for them.
 
+Waking a process blocked on a pipe takes tens of microseconds, as long as a small env's step.
+So a worker that has answered watches a doorbell in the segment for ``spin_s`` (yielding its
+core to anyone who wants it) before it blocks; the main process rings it right after writing
+the next message, which the worker then finds already in the pipe.
+
 Faults: an env that raises is rebuilt inside its worker. A worker that dies, or does not answer
 within ``step_timeout_s``, is killed and replaced, its copies started afresh and their episodes
 dropped, up to ``max_restarts`` times. Workers and the segment go away on ``close()``, when the
@@ -70,12 +75,14 @@ class _Layout:
     num_envs: int
 
     def carve(self, carver: _Carver,
-              keep_raw: bool = False) -> tuple[StepBuffers, dict[str, np.ndarray]]:
+              keep_raw: bool = False) -> tuple[StepBuffers, dict[str, np.ndarray], np.ndarray]:
+        """The step buffers, the actions, and the doorbells (one per copy; a worker's is the
+        one of its first copy)."""
         buf = StepBuffers(self.agents, self.obs_views, self.action_views, self.num_envs, carver,
                           keep_raw)
         actions = {a: carver((self.num_envs, *v.shape), 0, v.dtype)
                    for a, v in self.action_views.items()}
-        return buf, actions
+        return buf, actions, carver((self.num_envs,), 0, np.uint8)
 
     def size(self) -> int:
         measure = _Carver(None)
@@ -196,7 +203,7 @@ class AsyncVecEnv:
     def __init__(self, make: Callable[[], Any], num_envs: int = 1, max_steps: int | None = None,
                  num_workers: int | None = None, step_timeout_s: float = 60.0,
                  max_restarts: int = 10, max_failures: int = 3, raw_obs: bool = False,
-                 context: str | None = None):
+                 context: str | None = None, spin_s: float = 0.0005):
         if num_envs < 1:
             raise ValueError(f"env.num_envs must be at least 1, got {num_envs}")
         if num_workers is not None and num_workers < 1:
@@ -207,12 +214,15 @@ class AsyncVecEnv:
             raise ValueError(f"env.max_restarts must be at least 0, got {max_restarts}")
         if max_failures < 1:
             raise ValueError(f"env.max_failures must be at least 1, got {max_failures}")
+        if spin_s < 0:
+            raise ValueError(f"spin_s must be at least 0, got {spin_s}")
         self.num_envs = num_envs
         self.max_steps = max_steps
         self.step_timeout_s = step_timeout_s
         self.max_restarts = max_restarts
         self.max_failures = max_failures
         self.raw_obs = raw_obs
+        self.spin_s = spin_s
         self._ctx = _context(context)
         self._make = cloudpickle.dumps(make)
         self._res = _Resources()
@@ -247,7 +257,7 @@ class AsyncVecEnv:
         self._res.shm = shm
         shm.close()  # the arrays live in a mapping of our own; this object only unlinks
         self.shm_name = shm.name
-        self._buf, self._actions = layout.carve(_Carver(_map_segment(shm.name, size)),
+        self._buf, self._actions, self._bells = layout.carve(_Carver(_map_segment(shm.name, size)),
                                                 keep_raw=self.raw_obs)
         self._attach = (shm.name, size, layout)
         for w in workers:
@@ -275,7 +285,7 @@ class AsyncVecEnv:
         process = self._ctx.Process(
             target=_work, name=f"interplay-env-worker-{index}", daemon=True,
             args=(theirs, (rows.start, rows.stop), self._make, self.max_steps, self.max_failures,
-                  self.raw_obs, attach, entropy, rebuilds),
+                  self.raw_obs, attach, entropy, rebuilds, self.spin_s),
         )
         process.start()
         theirs.close()
@@ -324,6 +334,7 @@ class AsyncVecEnv:
             for w in workers:
                 with contextlib.suppress(OSError):  # a dead worker shows up in _gather
                     _send(w.conn, message(w))
+                self._bells[w.rows.start] = 1  # after the message: it is in the pipe now
             replies = self._gather(workers, self.step_timeout_s)
             for w in workers:
                 reply = replies[w]
@@ -449,7 +460,7 @@ def _die_with_parent() -> None:
 
 def _work(conn: Connection, rows: tuple[int, int], make_blob: bytes, max_steps: int | None,
           max_failures: int, raw_obs: bool, attach: tuple | None,
-          entropy: list[int | None], rebuilds: list[int]) -> None:
+          entropy: list[int | None], rebuilds: list[int], spin_s: float) -> None:
     """A worker: build its copies, map the segment, then serve reset/step until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     _die_with_parent()
@@ -468,7 +479,9 @@ def _work(conn: Connection, rows: tuple[int, int], make_blob: bytes, max_steps: 
         else:
             fresh = True
         name, size, layout = attach
-        buf, actions = layout.carve(_Carver(_map_segment(name, size), fill=False), raw_obs)
+        buf, actions, bells = layout.carve(_Carver(_map_segment(name, size), fill=False),
+                                           raw_obs)
+        bell = span.start
         if fresh:
             copies.restart(buf)
         while True:
@@ -478,6 +491,7 @@ def _work(conn: Connection, rows: tuple[int, int], make_blob: bytes, max_steps: 
                            if raw_obs else None))
             else:
                 conn.send_bytes(_OK)
+            _await_bell(bells, bell, spin_s)
             data = conn.recv_bytes()
             if data == _STEP:
                 copies.step(buf, actions)
@@ -495,6 +509,19 @@ def _work(conn: Connection, rows: tuple[int, int], make_blob: bytes, max_steps: 
         if copies is not None:
             with contextlib.suppress(Exception):
                 copies.close()
+
+
+def _await_bell(bells: np.ndarray, i: int, spin_s: float) -> None:
+    """Watch doorbell ``i`` for up to ``spin_s``, yielding the core meanwhile; clear it.
+
+    A ring may be missed (it came after the watch) or be stale (it came after the message was
+    read): either way the pipe, read next, says what to do; only the wait may be longer.
+    """
+    if spin_s:
+        deadline = time.perf_counter() + spin_s
+        while not bells[i] and time.perf_counter() < deadline:
+            os.sched_yield()
+    bells[i] = 0
 
 
 def _send_error(conn: Connection, err: BaseException) -> None:

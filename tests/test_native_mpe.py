@@ -324,3 +324,20 @@ def test_illegal_discrete_action_is_rejected():
 def test_registered():
     assert native_env_class("spread") is Spread
     assert native_env_class("speaker_listener") is SpeakerListener
+
+
+@pytest.mark.parametrize("cls", [Spread, SpeakerListener])
+def test_a_native_step_promises_only_what_holds(cls):
+    """No flag unless ``flagged``; every action legal and every agent acting, always."""
+    env = cls(4, max_steps=7)
+    rng = np.random.default_rng(2)
+    step = env.reset(0)
+    assert not step.flagged and step.all_legal and step.all_acting
+    flagged = 0
+    for t in range(30):
+        step = env.step(random_actions(env, rng, 4))
+        ends = step.episode_end.any() or step.truncated.any() or step.terminated.any()
+        assert step.flagged == ends, f"step {t}"
+        flagged += step.flagged
+        assert step.acting.all() and all(m is None or m.all() for m in step.mask.values())
+    assert flagged == 30 // 7

@@ -81,6 +81,7 @@ class NativeEnv:
             obs=self._obs, mask=self._mask, acting=self._acting, reward=self._reward,
             terminated=self._terminated, truncated=self._truncated, final_obs=self._final_obs,
             final_mask=self._final_mask, episode_end=self._episode_end, raw_obs=None, infos=None,
+            flagged=False, all_legal=True, all_acting=True,  # every action legal, every agent acts
         )
 
     def _mask_array(self, agent: str) -> np.ndarray | None:
@@ -114,6 +115,7 @@ class NativeEnv:
         self._t[:] = 0
         self._clear()
         self._write_obs()
+        self._view.flagged = False
         return self._view
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
@@ -127,7 +129,8 @@ class NativeEnv:
         self._t += 1
         self._write_obs()
         done = self._t >= self.limit
-        if done.any():
+        self._view.flagged = flagged = bool(done.any())
+        if flagged:
             rows = slice(None) if done.all() else np.flatnonzero(done)
             self._save_final(rows)
             self._reset_rows(rows)

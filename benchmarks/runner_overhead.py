@@ -1,23 +1,30 @@
-"""Runner env-steps/s over a bare PettingZoo loop on mpe2 simple_spread_v3, one env, random actions.
+"""Runner speed over a bare PettingZoo loop on one env, random actions.
+
+    python benchmarks/runner_overhead.py [--env mpe2.simple_spread_v3] [--api auto|aec|parallel]
 
 Prints one JSON line. All loops run in this process, on the same seeds, interleaved over
 several rounds; the figures are ratios of medians (1.0 = the runner costs nothing). Two bare
-loops: the one PettingZoo's docs write (``env.action_space(agent).sample()`` per agent), and a
-leaner one drawing actions from a NumPy generator.
+loops: the one PettingZoo's docs write (``env.action_space(agent).sample(mask)`` per agent, the
+``agent_iter``/``last`` loop for an AEC env), and a leaner one drawing actions from a NumPy
+generator. A step is one env step of a Parallel env and one agent's move in an AEC env.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
-from mpe2 import simple_spread_v3
 
 from interplay.actors import RandomActor
 from interplay.algos.base import rng_for
 from interplay.config import validate
+from interplay.envs.adapters import is_aec
+from interplay.envs.registry import env_factory
 from interplay.runner import Runner
 from interplay.trainer import make_specs, make_vec_env
 
@@ -26,51 +33,106 @@ ROUNDS = 7
 SEED = 0
 
 
-def bare_loop(docs_style: bool) -> float:
-    env = simple_spread_v3.parallel_env()
+def legal(obs: Any, info: dict) -> np.ndarray | None:
+    if isinstance(obs, dict) and "action_mask" in obs:
+        return obs["action_mask"]
+    return info.get("action_mask") if info else None
+
+
+def lean_action(space: Any, mask: np.ndarray | None, rng: np.random.Generator) -> Any:
+    if mask is None:
+        return np.int64(rng.integers(space.n))
+    choices = np.flatnonzero(mask)
+    return np.int64(choices[rng.integers(len(choices))])
+
+
+def bare_parallel(make: Callable[[], Any], docs_style: bool) -> float:
+    env = make()
+    obs, infos = env.reset(seed=SEED)
+    rng = np.random.default_rng(SEED)
+    for a in env.possible_agents:
+        env.action_space(a).seed(SEED)
+    masked = any(legal(obs[a], infos.get(a)) is not None for a in obs)
+    start = time.perf_counter()
+    for _ in range(STEPS):
+        if docs_style and not masked:  # as PettingZoo's docs write it
+            actions = {a: env.action_space(a).sample() for a in env.agents}
+        elif docs_style:
+            actions = {a: env.action_space(a).sample(legal(obs[a], infos.get(a)))
+                       for a in env.agents}
+        else:
+            actions = {a: lean_action(env.action_space(a), legal(obs[a], infos.get(a)), rng)
+                       for a in env.agents}
+        obs, _, _, _, infos = env.step(actions)
+        if not env.agents:
+            obs, infos = env.reset()
+    return STEPS / (time.perf_counter() - start)
+
+
+def bare_aec(make: Callable[[], Any], docs_style: bool) -> float:
+    env = make()
     env.reset(seed=SEED)
     rng = np.random.default_rng(SEED)
     for a in env.possible_agents:
         env.action_space(a).seed(SEED)
+    moves = 0
     start = time.perf_counter()
-    for _ in range(STEPS):
-        if docs_style:
-            env.step({a: env.action_space(a).sample() for a in env.agents})
-        else:
-            env.step({a: int(rng.integers(5)) for a in env.agents})
-        if not env.agents:
-            env.reset()
-    return STEPS / (time.perf_counter() - start)
+    while moves < STEPS:
+        for agent in env.agent_iter():
+            obs, _, term, trunc, info = env.last()
+            if term or trunc:
+                action = None
+            else:
+                space = env.action_space(agent)
+                mask = legal(obs, info)
+                action = space.sample(mask) if docs_style else lean_action(space, mask, rng)
+                moves += 1
+            env.step(action)
+        env.reset()
+    return moves / (time.perf_counter() - start)
 
 
-def runner_loop(collect: bool) -> float:
-    cfg = validate({"env": {"id": "mpe2.simple_spread_v3"}})
+def runner_loop(env_id: str, api: str, collect: bool) -> float:
+    cfg = validate({"env": {"id": env_id, "api": api}})
     env, copies = make_vec_env(cfg)
     specs = make_specs(cfg, env)
     actors = {pid: RandomActor(s, rng_for(SEED, pid)) for pid, s in specs.items()}
     runner = Runner(env, specs, actors, set(specs) if collect else set(), copies=copies)
     runner.reset(SEED)
+    aec = is_aec(copies[0])
     start = time.perf_counter()
-    while runner.env_steps < STEPS:
+    while (runner.agent_steps if aec else runner.env_steps) < STEPS:
         runner.step()
-    return runner.env_steps / (time.perf_counter() - start)
+    done = runner.agent_steps if aec else runner.env_steps
+    rate = done / (time.perf_counter() - start)
+    env.close()
+    return rate
 
 
 def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--env", default="mpe2.simple_spread_v3", help="a PettingZoo env module")
+    p.add_argument("--api", default="auto", choices=["auto", "aec", "parallel"])
+    args = p.parse_args()
+    make = env_factory(args.env, api=args.api)
+    probe = make()
+    aec = is_aec(probe)
+    probe.close()
+    bare = bare_aec if aec else bare_parallel
     docs, lean, plain, booked = [], [], [], []
     for _ in range(ROUNDS):
-        docs.append(bare_loop(docs_style=True))
-        lean.append(bare_loop(docs_style=False))
-        plain.append(runner_loop(collect=False))
-        booked.append(runner_loop(collect=True))
+        docs.append(bare(make, docs_style=True))
+        lean.append(bare(make, docs_style=False))
+        plain.append(runner_loop(args.env, args.api, collect=False))
+        booked.append(runner_loop(args.env, args.api, collect=True))
     d, b = statistics.median(docs), statistics.median(lean)
-    p, k = statistics.median(plain), statistics.median(booked)
+    p_, k = statistics.median(plain), statistics.median(booked)
     print(json.dumps({
-        "benchmark": "runner_overhead", "env": "mpe2.simple_spread_v3", "num_envs": 1,
-        "steps": STEPS, "rounds": ROUNDS,
+        "benchmark": "runner_overhead", "env": args.env, "api": "aec" if aec else "parallel",
+        "num_envs": 1, "steps": STEPS, "rounds": ROUNDS,
         "bare_docs_loop_steps_per_s": round(d, 1), "bare_lean_loop_steps_per_s": round(b, 1),
-        "runner_steps_per_s": round(p, 1), "runner_collecting_steps_per_s": round(k, 1),
-        "ratio": round(p / d, 3), "ratio_vs_lean_loop": round(p / b, 3),
+        "runner_steps_per_s": round(p_, 1), "runner_collecting_steps_per_s": round(k, 1),
+        "ratio": round(p_ / d, 3), "ratio_vs_lean_loop": round(p_ / b, 3),
         "ratio_collecting": round(k / d, 3),
     }))
 

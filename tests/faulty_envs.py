@@ -118,6 +118,29 @@ class Vanishing(FlakyCounter):
         return obs, rewards, terms, truncs, infos
 
 
+class Lingering(FlakyCounter):
+    """A :class:`FlakyCounter` (never failing) whose agent a_1 is terminated at step ``leave``,
+    while the observation and info dicts go on holding every possible agent, finished or not."""
+
+    def __init__(self, leave: int = 1, **kwargs):
+        super().__init__(p=0.0, **kwargs)
+        self.leave = leave
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        return {a: np.array([self.t, i], np.float32) for i, a in enumerate(self.possible_agents)}
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        obs, _ = super().reset(seed, options)
+        return obs, {a: {} for a in self.possible_agents}
+
+    def step(self, actions: dict):
+        obs, rewards, terms, truncs, _ = super().step(actions)
+        if self.t == self.leave and "a_1" in self.agents:
+            terms["a_1"] = True
+            self.agents.remove("a_1")
+        return obs, rewards, terms, truncs, {a: {} for a in self.possible_agents}
+
+
 def vanishing(**kwargs) -> Vanishing:
     return Vanishing(**kwargs)
 

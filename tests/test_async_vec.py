@@ -493,3 +493,37 @@ def test_a_worker_waits_on_its_doorbell_no_longer_than_told_and_clears_it():
     assert time.perf_counter() - start < 5 and not bells.any()
     with pytest.raises(ValueError, match="spin_s must be at least 0, got -1"):
         AsyncVecEnv(flaky_counter, 1, spin_s=-1)
+
+
+def test_a_snapshot_without_the_step_counts_is_counted_again_on_restore():
+    """Snapshots taken before the buffers counted acting agents and masked rows still resume
+    with what a step promises matching the rows."""
+    from interplay.envs.snapshot import OBJ, capture, restore
+
+    make = lambda: vanishing(leave=2, length=5)  # noqa: E731
+    env = SyncVecEnv(make, 2)
+    step = env.reset(0)
+    rng = np.random.default_rng(0)
+    for _ in range(3):  # a_1 has left both copies
+        step = env.step(random_actions(env, step, rng))
+    assert not step.acting.all()
+    snap = capture(env)
+    buffers = snap[OBJ]["_buf"][OBJ]
+    del buffers["_n_acting"], buffers["_n_masked"]
+    fresh = SyncVecEnv(make, 2)
+    fresh.reset(0)
+    assert fresh.current_step().all_acting  # as its own reset left it
+    restore(fresh, snap)
+    fresh.restored()
+    got = fresh.current_step()
+    np.testing.assert_array_equal(got.acting, step.acting)
+    assert not got.all_acting and got.all_legal == step.all_legal
+
+
+def test_an_all_legal_draw_needs_its_shape():
+    from interplay.actors import masked_uniform
+
+    rng = np.random.default_rng(0)
+    assert masked_uniform(rng, None, (4, 3)).shape == (4,)
+    with pytest.raises(ValueError, match="give a mask or, for all actions legal, a shape"):
+        masked_uniform(rng, None)

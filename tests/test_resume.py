@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from faulty_envs import Lingering
 from helpers import read_metrics
 
 from interplay import register_env
@@ -24,10 +25,13 @@ def _numbers(rows):
     ("mpe2.simple_spread_v3", 2, 300, ["policies.agent.stack_size=2"]),
     ("pettingzoo.classic.connect_four_v3", 3, 300, []),
     ("crowd_resume", 2, 60, []),
+    # an agent finished mid-episode while the env's dicts still hold it
+    ("lingering_resume", 2, 40, []),
     ("spread", 2, 250, []),  # N not a multiple of the report interval
 ])
 def test_resume_continues_exactly(tmp_path, env, num_envs, n, extra):
     register_env("crowd_resume", ShiftingCrowd)
+    register_env("lingering_resume", Lingering)
     common = [f"env.id={env}", f"env.num_envs={num_envs}", "log.console=false",
               f"log.every={n // 3}", f"train.test_frequency={n // 2}", "train.test_episodes=3",
               "log.tensorboard=false", "log.curve=false", *extra]

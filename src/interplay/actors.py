@@ -76,6 +76,8 @@ def masked_uniform(rng: np.random.Generator, mask: np.ndarray | None,
     ``mask`` None: every action of a ``shape`` ``[n, actions]`` is legal (the same draws as
     an all-True mask).
     """
+    if mask is None and shape is None:
+        raise ValueError("masked_uniform: give a mask or, for all actions legal, a shape")
     scores = rng.random(mask.shape if mask is not None else shape)
     if mask is not None:
         scores[~mask] = -1.0

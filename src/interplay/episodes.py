@@ -62,6 +62,7 @@ class EpisodeTracker:
 
     def acted(self, acting: np.ndarray) -> None:
         self.seen |= acting
+
     def stepped(self, stepped: np.ndarray, reward: np.ndarray, ended_agents: np.ndarray | None,
                 everywhere: bool = False) -> None:
         """Book one step.

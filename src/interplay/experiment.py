@@ -122,6 +122,9 @@ class Experiment:
         self.runner.reset(self.cfg.train.seed)  # builds everything a snapshot fills back in
         if state["env"] is not None:
             restore(self.env, state["env"])
+            rederive = getattr(self.env, "restored", None)  # what the env derives from its data
+            if rederive is not None:
+                rederive()
         self.runner.load_state_dict(state["runner"], episodes=state["env"] is not None)
         self.algo.load_state_dict(state["algo"])
         for pid, s in state["actors"].items():

@@ -305,16 +305,17 @@ class Runner:
     def _act(self, g: _Group, n: int, step: VecStep, explore: bool) -> None:
         # The policy is handed no mask when every action is legal; the book keeps it anyway.
         legal = step.all_legal
+        wanted = g.mask is not None and (g.book is not None or not legal)
         mask = None
         if n == g.acts.size:  # everyone acts (simultaneous moves): reshape instead of gathering
             e, s = g.every
             obs = g.obs.reshape(n, -1)
-            if g.mask is not None and (g.book is not None or not legal):
+            if wanted:
                 mask = g.mask.reshape(n, -1)
         else:
             e, s = np.nonzero(g.acts)
             obs = g.obs[e, s]
-            if g.mask is not None and (g.book is not None or not legal):
+            if wanted:
                 mask = g.mask[e, s]
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e)
         agents = g.spec.agents

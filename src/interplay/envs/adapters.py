@@ -70,6 +70,9 @@ class _Adapter:
     def close(self) -> None:
         self.env.close()
 
+    def restored(self) -> None:
+        """Rebuild what is derived from the env and this adapter after a snapshot was put back."""
+
     def _unknown(self, agents: Any) -> None:
         if self._known.issuperset(agents):
             return
@@ -82,7 +85,14 @@ class _Adapter:
 
 
 class ParallelAdapter(_Adapter):
-    """Every live agent acts at every step."""
+    """Every live agent acts at every step.
+
+    When the env's observation and info dicts hold exactly the live agents, they are handed on
+    as they are (not copied).
+    """
+
+    def restored(self) -> None:
+        self._live_keys = frozenset(self._live)
 
     def reset(self, seed: int | None) -> CopyStep:
         obs, infos = self.env.reset(seed=seed)
@@ -158,12 +168,15 @@ class AECAdapter(_Adapter):
 
     def reset(self, seed: int | None) -> CopyStep:
         self.env.reset(seed=seed)
-        self._fields = fields_holder(self.env)
+        self.restored()
         self.t = 0
         self._done: set[str] = set()
         out = CopyStep(obs={}, infos={})
         self._settle(out)
         return out
+
+    def restored(self) -> None:
+        self._fields = fields_holder(self.env)
 
     def step(self, actions: dict[str, Any]) -> CopyStep:
         agent = self._fields.agent_selection

@@ -82,11 +82,10 @@ class EnvCopies:
         """Step every copy that has agents to move; copies whose episode ended reset."""
         buf.clear_step(self._slice, rewards=False)  # write_outcome writes each copy's row
         env_actions = buf.env_actions(actions, self._slice)
-        reward = buf.reward
         for i, e in enumerate(self.rows):
             movers = buf.movers[e]
             if not movers:
-                reward[e] = 0.0
+                buf.no_outcome(e)
                 continue
             moves = {a: env_actions[a][i] for a in movers}
             try:
@@ -94,7 +93,7 @@ class EnvCopies:
             except EnvContractError:
                 raise
             except Exception as err:
-                reward[e] = 0.0
+                buf.no_outcome(e)
                 buf.flag(buf.dropped, e)
                 buf.write_acting(e, self._rebuild(i, "step()", err))
                 continue

@@ -137,6 +137,16 @@ class StepBuffers:
         views = self.action_views
         return {a: x if a in self._as_is else views[a].to_env(x) for a, x in actions.items()}
 
+    def recount(self) -> None:
+        """Derive the counts behind ``all_acting``/``all_legal`` again from the rows (after the
+        rows were put back from a snapshot, which may predate the counts)."""
+        self._n_acting = int(np.count_nonzero(self.acting))
+        self._n_masked = sum(sum(slot[4]) for slot in self._slots.values())
+
+    def no_outcome(self, e: int) -> None:
+        """Copy ``e`` took no step, or its step failed: nobody was paid."""
+        self.reward[e] = 0.0
+
     def clear_step(self, rows: slice = slice(None), rewards: bool = True) -> None:
         """Clear the rewards (unless ``rewards`` is False) and flags of copies ``rows``."""
         if rewards:
@@ -323,6 +333,12 @@ class SyncVecEnv:
     def current_step(self) -> VecStep:
         """The step the copies are at now (what the last reset/step returned)."""
         return self._buf.view()
+
+    def restored(self) -> None:
+        """Rebuild what is derived from the copies and buffers after a snapshot was put back."""
+        self._buf.recount()
+        for copy in self.copies:
+            copy.restored()
 
     def state(self, e: int = 0) -> Any:
         return self.copies[e].state()

@@ -257,6 +257,8 @@ class AsyncVecEnv:
         self._res.shm = shm
         shm.close()  # the arrays live in a mapping of our own; this object only unlinks
         self.shm_name = shm.name
+        # The workers write the rows; these buffers only read them, so their counts stay as
+        # they start and their steps promise nothing they cannot know (all_acting, all_legal).
         self._buf, self._actions, self._bells = layout.carve(
             _Carver(_map_segment(shm.name, size)), keep_raw=self.raw_obs)
         self._attach = (shm.name, size, layout)

@@ -522,8 +522,11 @@ def _await_bell(bells: np.ndarray, i: int, spin_s: float) -> None:
     if spin_s:
         deadline = time.perf_counter() + spin_s
         while not bells[i] and time.perf_counter() < deadline:
-            os.sched_yield()
+            _yield()
     bells[i] = 0
+
+
+_yield = getattr(os, "sched_yield", lambda: time.sleep(0))  # not every platform has it
 
 
 def _send_error(conn: Connection, err: BaseException) -> None:

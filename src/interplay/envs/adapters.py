@@ -92,7 +92,12 @@ class ParallelAdapter(_Adapter):
     """
 
     def restored(self) -> None:
-        self._live_keys = frozenset(self._live)
+        self._set_live(self._live)
+
+    def _set_live(self, live: list[str]) -> None:
+        """The agents that act next, as a list and as the keys the env's dicts are checked by."""
+        self._live = live
+        self._live_keys = frozenset(live)
 
     def reset(self, seed: int | None) -> CopyStep:
         obs, infos = self.env.reset(seed=seed)
@@ -102,8 +107,7 @@ class ParallelAdapter(_Adapter):
         missing = [a for a in live if a not in obs]
         if missing:
             raise EnvContractError(f"reset() returned no observation for live agent(s) {missing}")
-        self._live = live
-        self._live_keys = frozenset(live)
+        self._set_live(live)
         return CopyStep({a: obs[a] for a in live}, {a: infos.get(a, {}) for a in live})
 
     def step(self, actions: dict[str, Any]) -> CopyStep:
@@ -120,9 +124,8 @@ class ParallelAdapter(_Adapter):
         if not (self._known.issuperset(live) and self._known.issuperset(rewards)):
             self._unknown(list(dict.fromkeys([*live, *rewards])))
         self._ended(out, obs, terms, truncs, set(live))
-        self._live = [a for a in live if not (a in out.terminated or a in out.truncated
-                                              or terms.get(a) or truncs.get(a))]
-        self._live_keys = frozenset(self._live)
+        self._set_live([a for a in live if not (a in out.terminated or a in out.truncated
+                                                or terms.get(a) or truncs.get(a))])
         return self._next(out, obs, infos)
 
     def _next(self, out: CopyStep, obs: dict, infos: dict) -> CopyStep:
@@ -140,7 +143,7 @@ class ParallelAdapter(_Adapter):
         elif self.max_steps is not None and self.t >= self.max_steps:
             out.truncated.update(obs)
             out.over = True
-            self._live, self._live_keys = [], frozenset()
+            self._set_live([])
         else:
             out.obs = obs
             out.infos = infos if infos.keys() == self._live_keys else {

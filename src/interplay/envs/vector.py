@@ -111,15 +111,14 @@ class StepBuffers:
         self.infos: list[dict[str, dict]] = [{} for _ in range(E)]
         # Who acts next, per copy; None until a copy is first written here.
         self.movers: list[tuple[str, ...] | None] = [None] * E
-        self._n_acting = 0  # True entries of ``acting``
         self._flagged = True  # a flag may be set since the last clear_step
-        # masked: rows whose legal-action mask may not be all True (in this process), counted
-        # in _n_masked; agents without masks have none.
-        masked = {a: [self.mask[a] is not None] * E for a in agents}
-        self._n_masked = sum(map(sum, masked.values()))
+        # Rows whose legal-action mask may not be all True (in this process), per agent;
+        # agents without masks have none.
+        self._masked = {a: [self.mask[a] is not None] * E for a in agents}
         # Per agent, what writing its observation needs: column, view, rows, mask rows, masked.
-        self._slots = {a: (self.col[a], obs_views[a], self.obs[a], self.mask[a], masked[a])
+        self._slots = {a: (self.col[a], obs_views[a], self.obs[a], self.mask[a], self._masked[a])
                        for a in agents}
+        self.recount()
         self._view = VecStep(
             obs=self.obs, mask=self.mask, acting=self.acting, reward=self.reward,
             terminated=self.terminated, truncated=self.truncated, final_obs=self.final_obs,
@@ -138,10 +137,10 @@ class StepBuffers:
         return {a: x if a in self._as_is else views[a].to_env(x) for a, x in actions.items()}
 
     def recount(self) -> None:
-        """Derive the counts behind ``all_acting``/``all_legal`` again from the rows (after the
-        rows were put back from a snapshot, which may predate the counts)."""
+        """Count the True entries of ``acting`` and the masked rows behind ``all_acting`` and
+        ``all_legal`` (:meth:`write_acting` keeps the counts; a snapshot put back may not)."""
         self._n_acting = int(np.count_nonzero(self.acting))
-        self._n_masked = sum(sum(slot[4]) for slot in self._slots.values())
+        self._n_masked = sum(map(sum, self._masked.values()))
 
     def no_outcome(self, e: int) -> None:
         """Copy ``e`` took no step, or its step failed: nobody was paid."""

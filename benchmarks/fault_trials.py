@@ -53,12 +53,12 @@ from typing import Any
 
 import torch
 
-from interplay.callbacks import Callbacks
-from interplay.checkpoint import list_checkpoints, verify_checkpoint
 from interplay.cli import main as cli
-from interplay.config import load
+from interplay.config.schema import load
 from interplay.envs.async_vec import AsyncVecEnv
-from interplay.experiment import resume, train
+from interplay.experiment.checkpoint import list_checkpoints, verify_checkpoint
+from interplay.experiment.loop import resume, train
+from interplay.run.callbacks import Callbacks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from faulty_envs import flaky_counter  # noqa: E402

@@ -28,10 +28,10 @@ from collections.abc import Callable
 import torch
 from native_env_speed import mpe2_speed, native_speed
 
-from interplay.config import Config, load
-from interplay.experiment import train
-from interplay.runner import Runner
-from interplay.trainer import make_actors, make_algorithm, make_specs, make_vec_env
+from interplay.config.schema import Config, load
+from interplay.experiment.build import make_actors, make_algorithm, make_specs, make_vec_env
+from interplay.experiment.loop import train
+from interplay.run.runner import Runner
 
 MPE2 = "mpe2.simple_spread_v3"
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false",

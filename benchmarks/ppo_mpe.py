@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from interplay.callbacks import Callbacks
-from interplay.config import Config, load
-from interplay.experiment import train
-from interplay.runner import Runner
-from interplay.trainer import make_specs, make_vec_env
+from interplay.config.schema import Config, load
+from interplay.experiment.build import make_specs, make_vec_env
+from interplay.experiment.loop import train
+from interplay.run.callbacks import Callbacks
+from interplay.run.runner import Runner
 
 
 class KeepRunner(Callbacks):

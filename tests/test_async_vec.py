@@ -18,15 +18,16 @@ from faulty_envs import flaky_counter, hanging, no_agents, vanishing
 from gymnasium import spaces
 from helpers import make_runner, read_metrics
 
-from interplay.config import load, validate
+from interplay.config.schema import load, validate
 from interplay.envs.adapters import CopyStep, EnvContractError
 from interplay.envs.async_vec import AsyncVecEnv, WorkerError, _await_bell
+from interplay.envs.batch import StepBuffers, VecStep
 from interplay.envs.copies import EnvCrashError
 from interplay.envs.registry import env_factory
-from interplay.envs.vector import StepBuffers, SyncVecEnv, VecStep
-from interplay.experiment import train
-from interplay.spaces import action_view, obs_view
-from interplay.trainer import make_vec_env
+from interplay.envs.spaces import action_view, obs_view
+from interplay.envs.vector import SyncVecEnv
+from interplay.experiment.build import make_vec_env
+from interplay.experiment.loop import train
 
 TESTS = Path(__file__).parent
 SRC = TESTS.parent / "src"
@@ -521,7 +522,7 @@ def test_a_snapshot_without_the_step_counts_is_counted_again_on_restore():
 
 
 def test_an_all_legal_draw_needs_its_shape():
-    from interplay.actors import masked_uniform
+    from interplay.run.actors import masked_uniform
 
     rng = np.random.default_rng(0)
     assert masked_uniform(rng, None, (4, 3)).shape == (4,)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from interplay import register_env
 from interplay.envs.toy import Move, ScriptedTurnGame, ShiftingCrowd
-from interplay.transitions import TransitionBook
+from interplay.run.transitions import TransitionBook
 
 
 @st.composite

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from interplay.config import ConfigError, load
+from interplay.config.schema import ConfigError, load
 
 
 def test_files_merge_in_order_and_overrides_come_last(tmp_path):

@@ -3,7 +3,7 @@ import json
 import pytest
 from PIL import Image
 
-from interplay.curve import plot_curve
+from interplay.loggers.curve import plot_curve
 
 
 def write_rows(path, rows):

@@ -11,17 +11,17 @@ import torch
 from helpers import read_metrics
 from torch import nn
 
-from interplay.actors import ActBatch
 from interplay.algos.dqn import DQN, QNet, td_target
-from interplay.algos.networks import NetSettings
 from interplay.cli import main
-from interplay.config import ConfigError, load, validate_section
-from interplay.evaluate import evaluate
-from interplay.experiment import Experiment, resume, train
-from interplay.replay import Sample
-from interplay.runner import NonFiniteError
-from interplay.statecodec import decode, encode
-from interplay.trainer import make_specs, make_vec_env
+from interplay.config.schema import ConfigError, load, validate_section
+from interplay.data.replay import Sample
+from interplay.errors import NonFiniteError
+from interplay.experiment.build import make_specs, make_vec_env
+from interplay.experiment.evaluate import evaluate
+from interplay.experiment.loop import Experiment, resume, train
+from interplay.experiment.statecodec import decode, encode
+from interplay.nets.mlp import NetSettings
+from interplay.run.actors import ActBatch
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 TTT = "pettingzoo.classic.tictactoe_v3"
@@ -125,7 +125,7 @@ def test_epsilon_falls_linearly_over_the_steps():
 # -- state ------------------------------------------------------------------------------------
 def fill(algo: DQN, steps: int, seed: int = 0) -> None:
     """Random games of tic-tac-toe into ``algo``'s buffer through its own actor."""
-    from interplay.runner import Runner
+    from interplay.run.runner import Runner
 
     cfg = load([], [f"env.id={TTT}", "train.self_play=true", "env.num_envs=2"])
     vec, copies = make_vec_env(cfg)

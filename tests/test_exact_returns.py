@@ -6,9 +6,9 @@ import pytest
 from helpers import aec_returns, parallel_returns, read_metrics
 
 from interplay import register_env
-from interplay.config import load
+from interplay.config.schema import load
 from interplay.envs.toy import Move, ScriptedTurnGame, ShiftingCrowd
-from interplay.experiment import train
+from interplay.experiment.loop import train
 
 # Rewards land on agents other than the mover, player_1 is terminated on move 2 (and is
 # paid on that move), and the env truncates after move 7.

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from helpers import read_metrics
 
-from interplay.actors import ActBatch
 from interplay.algos.base import REGISTRY, Algorithm, register
 from interplay.cli import main
-from interplay.config import load
-from interplay.experiment import train
-from interplay.transitions import Transitions
+from interplay.config.schema import load
+from interplay.experiment.loop import train
+from interplay.run.actors import ActBatch
+from interplay.run.transitions import Transitions
 
 
 def two(obs, agent):

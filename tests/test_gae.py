@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from interplay.algos.gae import gae
+from interplay.data.returns import gae
 
 G, L = 0.9, 0.5
 

@@ -13,18 +13,18 @@ from test_ppo import build as build_with
 from test_ppo import checkpointed, drive, drive_twins, greedy_return
 from torch import nn
 
-from interplay.actors import ActBatch, RandomActor
 from interplay.algos.maddpg import (
     critic_target,
     gumbel_softmax,
     smoothed,
     soft_update,
 )
-from interplay.config import ConfigError, load
+from interplay.config.schema import ConfigError, load
 from interplay.envs.toy import Move, ScriptedTurnGame
-from interplay.experiment import Experiment, resume, train
-from interplay.runner import NonFiniteError
-from interplay.transitions import Transitions
+from interplay.errors import NonFiniteError
+from interplay.experiment.loop import Experiment, resume, train
+from interplay.run.actors import ActBatch, RandomActor
+from interplay.run.transitions import Transitions
 
 PRESETS = Path(__file__).resolve().parent.parent / "configs"
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]

@@ -11,18 +11,18 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from interplay.actors import ActBatch
 from interplay.algos import REGISTRY
-from interplay.algos.distributions import ActionDist
-from interplay.algos.gae import gae
 from interplay.algos.ppo import PPO
-from interplay.config import ConfigError, load, validate
+from interplay.config.schema import ConfigError, load, validate
+from interplay.data.returns import gae
+from interplay.envs.spaces import action_view
 from interplay.envs.toy import Move, ScriptedTurnGame
-from interplay.experiment import train
-from interplay.runner import Runner
-from interplay.spaces import action_view
-from interplay.statecodec import decode, encode
-from interplay.trainer import make_actors, make_algorithm, make_specs, make_vec_env
+from interplay.experiment.build import make_actors, make_algorithm, make_specs, make_vec_env
+from interplay.experiment.loop import train
+from interplay.experiment.statecodec import decode, encode
+from interplay.nets.distributions import ActionDist
+from interplay.run.actors import ActBatch
+from interplay.run.runner import Runner
 
 FAST = {"rollout": 16, "epochs": 2, "minibatches": 2}
 

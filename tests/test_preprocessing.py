@@ -8,14 +8,15 @@ from gymnasium import spaces
 from helpers import read_metrics
 
 from interplay import Callbacks, register_env
-from interplay.actors import ActBatch
-from interplay.config import load, validate
+from interplay.config.schema import load, validate
 from interplay.envs.adapters import EnvContractError
+from interplay.envs.spaces import action_view, obs_view
 from interplay.envs.toy import ShiftingCrowd
-from interplay.experiment import train
-from interplay.runner import NonFiniteError, Runner
-from interplay.spaces import action_view, obs_view
-from interplay.trainer import make_specs, make_vec_env
+from interplay.errors import NonFiniteError
+from interplay.experiment.build import make_specs, make_vec_env
+from interplay.experiment.loop import train
+from interplay.run.actors import ActBatch
+from interplay.run.runner import Runner
 
 
 class Recorder:

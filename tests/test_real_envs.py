@@ -7,9 +7,9 @@ import pytest
 from helpers import parallel_returns, read_metrics
 from pettingzoo.utils.wrappers import BaseWrapper
 
-from interplay.config import load
+from interplay.config.schema import load
 from interplay.envs.adapters import adapt, fields_holder
-from interplay.experiment import train
+from interplay.experiment.loop import train
 
 
 def test_connect_four_random_never_plays_an_illegal_move(tmp_path):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from helpers import make_runner
 
+from interplay.data.replay import Group, JointReplayBuffer, ReplayBuffer
 from interplay.envs.toy import Move
-from interplay.replay import Group, JointReplayBuffer, ReplayBuffer
-from interplay.statecodec import decode, encode
-from interplay.transitions import Transitions
+from interplay.experiment.statecodec import decode, encode
+from interplay.run.transitions import Transitions
 
 
 def rows(obs, next_obs, reward, env=0, slot=0, terminated=False, truncated=False, action=0,

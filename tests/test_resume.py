@@ -7,11 +7,11 @@ from faulty_envs import Lingering
 from helpers import read_metrics
 
 from interplay import register_env
-from interplay.checkpoint import list_checkpoints
 from interplay.cli import main
-from interplay.config import load
+from interplay.config.schema import load
 from interplay.envs.toy import ShiftingCrowd
-from interplay.experiment import resume, train
+from interplay.experiment.checkpoint import list_checkpoints
+from interplay.experiment.loop import resume, train
 
 TIMING = {"wall_s", "env_steps_per_s"}
 

@@ -10,11 +10,11 @@ import imageio.v2 as imageio
 import pytest
 from helpers import read_metrics
 
-from interplay.checkpoint import list_checkpoints
 from interplay.cli import main
-from interplay.config import load
-from interplay.evaluate import evaluate
-from interplay.experiment import train
+from interplay.config.schema import load
+from interplay.experiment.checkpoint import list_checkpoints
+from interplay.experiment.evaluate import evaluate
+from interplay.experiment.loop import train
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_a_checkpoint_that_runs_code_is_refused(spread_run, tmp_path, capsys):
 def test_progress_bar_rate_is_training_speed_not_the_test_phase(tmp_path):
     from rich.console import Console
 
-    from interplay.loggers import ConsoleLogger
+    from interplay.loggers.rows import ConsoleLogger
 
     log = ConsoleLogger(1000, enabled=True, console=Console(file=io.StringIO()))
     log.report({"phase": "train", "env_steps": 500, "env_steps_per_s": 1234.0,

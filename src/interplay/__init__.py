@@ -1,11 +1,11 @@
 """interplay: multi-agent reinforcement learning on PettingZoo envs."""
 
-from interplay.callbacks import Callbacks
-from interplay.config import Config, ConfigError
-from interplay.config import load as load_config
+from interplay.config.schema import Config, ConfigError
+from interplay.config.schema import load as load_config
 from interplay.envs.registry import register_env
-from interplay.episodes import Episode
-from interplay.experiment import Result, resume, train
+from interplay.experiment.loop import Result, resume, train
+from interplay.run.callbacks import Callbacks
+from interplay.run.episodes import Episode
 
 __all__ = [
     "Callbacks", "Config", "ConfigError", "Episode", "Result", "load_config", "register_env",

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from interplay.config import ConfigError
+from interplay.config.schema import ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,27 +71,27 @@ def _dispatch(args: argparse.Namespace) -> int:
     from interplay import config as config_mod
 
     if args.command == "train":
-        from interplay.experiment import train
+        from interplay.experiment.loop import train
 
         cfg = config_mod.load(args.configs, args.set)
         result = train(cfg, args.run_dir)
         print(f"run folder: {result.run_dir}")
         return 0
     if args.command == "resume":
-        from interplay.experiment import resume
+        from interplay.experiment.loop import resume
 
         result = resume(args.run_dir, args.set, args.checkpoint)
         print(f"run folder: {result.run_dir}")
         return 0
     if args.command == "eval":
-        from interplay.evaluate import evaluate
+        from interplay.experiment.evaluate import evaluate
 
         evaluate(args.run_dir, checkpoint=args.checkpoint, episodes=args.episodes,
                  env_id=args.env, overrides=args.set, render=args.render, seed=args.seed,
                  out=args.out, vs=args.vs)
         return 0
     if args.command == "check":
-        from interplay.check import check_env
+        from interplay.envs.check import check_env
 
         cfg = config_mod.load([], [f"env.id={args.env_id}", *args.set])
         problems = check_env(cfg, cycles=args.cycles)

@@ -1,15 +1,16 @@
-"""The failures that are the user's to fix; the CLI prints them without a traceback."""
+"""The failures that are the user's to fix; the CLI prints them without a traceback.
 
-from interplay.checkpoint import CheckpointError
-from interplay.config import ConfigError
-from interplay.envs.adapters import EnvContractError
-from interplay.envs.async_vec import WorkerError
-from interplay.envs.copies import EnvCrashError
-from interplay.envs.registry import EnvSpecError
-from interplay.envs.snapshot import SnapshotError
-from interplay.spaces import SpaceError
+Every such error derives from :class:`UserError`, wherever it is raised; the layers below
+the CLI import this module, never the other way round.
+"""
 
-USER_ERRORS: tuple[type[BaseException], ...] = (
-    ConfigError, CheckpointError, SnapshotError, EnvSpecError, EnvContractError, SpaceError, FileNotFoundError, EnvCrashError, WorkerError,
-    FloatingPointError,
-)
+
+class UserError(Exception):
+    """Something the user can fix (a config key, an env, a file), already phrased for them."""
+
+
+class NonFiniteError(UserError, FloatingPointError):
+    """NaN or inf where a number was expected, with where it came from."""
+
+
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, FileNotFoundError, FloatingPointError)

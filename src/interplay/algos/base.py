@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from interplay.actors import Actor
-from interplay.config import ConfigError
-from interplay.mapping import PolicySpec
-from interplay.transitions import Transitions
+from interplay.config.schema import ConfigError
+from interplay.run.actors import Actor
+from interplay.run.mapping import PolicySpec
+from interplay.run.transitions import Transitions
 
 
 class AlgoSettings(BaseModel):

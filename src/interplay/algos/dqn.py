@@ -23,13 +23,13 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from interplay.actors import ActBatch, masked_uniform
 from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
-from interplay.algos.networks import ACTIVATIONS, NetSettings, mlp
-from interplay.mapping import PolicySpec
-from interplay.replay import ReplayBuffer, Sample
-from interplay.runner import NonFiniteError
-from interplay.transitions import Transitions
+from interplay.data.replay import ReplayBuffer, Sample
+from interplay.errors import NonFiniteError
+from interplay.nets.mlp import ACTIVATIONS, NetSettings, mlp
+from interplay.run.actors import ActBatch, masked_uniform
+from interplay.run.mapping import PolicySpec
+from interplay.run.transitions import Transitions
 
 
 class DQNSettings(AlgoSettings):

@@ -44,15 +44,15 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from interplay.actors import ActBatch
 from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
-from interplay.algos.distributions import MASKED
-from interplay.algos.networks import NetSettings, mlp
-from interplay.config import ConfigError
-from interplay.mapping import PolicySpec
-from interplay.replay import Group, GroupRows, JointReplayBuffer
-from interplay.runner import NonFiniteError
-from interplay.transitions import Transitions
+from interplay.config.schema import ConfigError
+from interplay.data.replay import Group, GroupRows, JointReplayBuffer
+from interplay.errors import NonFiniteError
+from interplay.nets.distributions import MASKED
+from interplay.nets.mlp import NetSettings, mlp
+from interplay.run.actors import ActBatch
+from interplay.run.mapping import PolicySpec
+from interplay.run.transitions import Transitions
 
 
 def _relu(hidden: list[int]) -> Any:

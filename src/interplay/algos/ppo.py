@@ -21,15 +21,15 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from interplay.actors import ActBatch
 from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
-from interplay.algos.distributions import ActionDist
-from interplay.algos.gae import gae
-from interplay.algos.networks import NetSettings, PerAgent, mlp
-from interplay.algos.normalize import RunningMeanStd
-from interplay.config import ConfigError
-from interplay.mapping import PolicySpec
-from interplay.transitions import Transitions, concat, stream_order
+from interplay.config.schema import ConfigError
+from interplay.data.returns import gae
+from interplay.nets.distributions import ActionDist
+from interplay.nets.mlp import NetSettings, PerAgent, mlp
+from interplay.nets.normalize import RunningMeanStd
+from interplay.run.actors import ActBatch
+from interplay.run.mapping import PolicySpec
+from interplay.run.transitions import Transitions, concat, stream_order
 
 OBS_CLIP = 10.0  # normalised observations are clipped to +-this
 

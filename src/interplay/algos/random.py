@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from interplay.actors import Actor, RandomActor
 from interplay.algos.base import Algorithm, register, rng_for
+from interplay.run.actors import Actor, RandomActor
 
 
 @register

@@ -16,8 +16,10 @@ from gymnasium import spaces
 from pettingzoo import AECEnv
 from pettingzoo.utils.wrappers import BaseWrapper
 
+from interplay.errors import UserError
 
-class EnvContractError(RuntimeError):
+
+class EnvContractError(UserError, RuntimeError):
     """The env broke the PettingZoo contract in a way interplay cannot paper over."""
 
 

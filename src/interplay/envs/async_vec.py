@@ -41,9 +41,10 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
+from interplay.envs.batch import StepBuffers, VecStep, copy_seeds
 from interplay.envs.copies import EnvCopies, EnvCrashError
-from interplay.envs.vector import StepBuffers, VecStep, copy_seeds
-from interplay.spaces import ActionView, ObsView, action_view, obs_view
+from interplay.envs.spaces import ActionView, ObsView, action_view, obs_view
+from interplay.errors import UserError
 
 START_TIMEOUT_S = 60.0  # a worker builds its copies first: imports, assets, servers
 CLOSE_GRACE_S = 1.0  # how long close() lets workers exit on their own before killing them
@@ -54,7 +55,7 @@ _OK = b"k"
 _OK_REPLY = ("ok", [], None)
 
 
-class WorkerError(RuntimeError):
+class WorkerError(UserError, RuntimeError):
     """A worker died or hung and may not be replaced, or sent what cannot be read."""
 
 

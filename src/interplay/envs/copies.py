@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from interplay.envs.adapters import AECAdapter, CopyStep, EnvContractError, ParallelAdapter, adapt
+from interplay.errors import UserError
 
 if TYPE_CHECKING:
-    from interplay.envs.vector import StepBuffers
+    from interplay.envs.batch import StepBuffers
 
 
-class EnvCrashError(RuntimeError):
+class EnvCrashError(UserError, RuntimeError):
     """An env copy raised ``max_failures`` times in a row; carries the env's last error."""
 
     def __init__(self, copy: int, phase: str, env_step: int, failures: int,

@@ -6,13 +6,15 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from interplay.errors import UserError
+
 EnvFactory = Callable[..., Any]
 
 _REGISTRY: dict[str, EnvFactory] = {}
 _NATIVE: dict[str, type] = {}
 
 
-class EnvSpecError(ValueError):
+class EnvSpecError(UserError, ValueError):
     """An ``env.id`` that does not lead to an env."""
 
 

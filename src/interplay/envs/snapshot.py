@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from interplay.errors import UserError
+
 _SCALARS = (bool, int, float, str, bytes, type(None), np.generic)
 _SKIP = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
          types.MethodType, types.GeneratorType)
@@ -26,7 +28,7 @@ OBJ, LIST, DICT, TUPLE, GEN, RSTATE, PYRAND, KEEP = (
 _KEEP = {KEEP: True}
 
 
-class SnapshotError(RuntimeError):
+class SnapshotError(UserError, RuntimeError):
     """The env's structure differs from the one the snapshot was taken of."""
 
 

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from interplay.envs.vector import VecStep
-from interplay.spaces import action_view, obs_view
+from interplay.envs.batch import VecStep
+from interplay.envs.spaces import action_view, obs_view
 
 
 def check_kwargs(task: str, given: dict[str, Any], accepted: dict[str, Any]) -> dict[str, Any]:

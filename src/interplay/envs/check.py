@@ -13,11 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from interplay.config import Config
-from interplay.envs.adapters import CopyStep, EnvContractError, is_aec
+from interplay.config.schema import Config
+from interplay.envs.adapters import CopyStep, EnvContractError, adapt, is_aec
 from interplay.envs.registry import env_factory, native_env_class
-from interplay.envs.vector import adapt
-from interplay.spaces import MASK_KEY, SpaceError, action_view, obs_view
+from interplay.envs.spaces import MASK_KEY, SpaceError, action_view, obs_view
 
 
 def check_env(cfg: Config, cycles: int = 200, say: Callable[[str], None] = print) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from interplay.transitions import Transitions, stream_order
+from interplay.run.transitions import Transitions, stream_order
 
 
 @dataclass

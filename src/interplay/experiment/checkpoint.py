@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from interplay.statecodec import decode, encode
+from interplay.errors import UserError
+from interplay.experiment.statecodec import decode, encode
 
 FORMAT_VERSION = 1
 STATE_FILE = "state.pt"
@@ -35,7 +36,7 @@ _TMP_PREFIX = ".tmp-"
 _OLD_PREFIX = ".old-"
 
 
-class CheckpointError(Exception):
+class CheckpointError(UserError):
     """A checkpoint is missing, damaged, or holds something that will not be loaded."""
 
 

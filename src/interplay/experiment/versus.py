@@ -17,14 +17,14 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from interplay.actors import Actor, RandomActor, ScriptedActor
 from interplay.algos.base import rng_for
-from interplay.callbacks import CallbackList, Callbacks
-from interplay.config import Config, ConfigError, PolicyConfig
-from interplay.mapping import PolicySpec, load_callable
-from interplay.runner import Runner
-from interplay.spaces import same_space
-from interplay.trainer import make_specs, make_vec_env
+from interplay.config.schema import Config, ConfigError, PolicyConfig
+from interplay.envs.spaces import same_space
+from interplay.experiment.build import make_specs, make_vec_env
+from interplay.run.actors import Actor, RandomActor, ScriptedActor
+from interplay.run.callbacks import CallbackList, Callbacks
+from interplay.run.mapping import PolicySpec, load_callable
+from interplay.run.runner import Runner
 
 OUTCOMES = ("win", "draw", "loss")
 

@@ -10,15 +10,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from interplay.actors import Actor, RandomActor, ScriptedActor
 from interplay.algos import algorithm_class
 from interplay.algos.base import Algorithm, rng_for
-from interplay.callbacks import CallbackList, Callbacks
-from interplay.config import Config, ConfigError, validate_section
+from interplay.config.schema import Config, ConfigError, validate_section
 from interplay.envs.async_vec import AsyncVecEnv
+from interplay.envs.batch import VecEnv
 from interplay.envs.registry import env_factory, native_env_class
-from interplay.envs.vector import SyncVecEnv, VecEnv
-from interplay.mapping import PolicySpec, build_specs, load_callable
+from interplay.envs.vector import SyncVecEnv
+from interplay.run.actors import Actor, RandomActor, ScriptedActor
+from interplay.run.callbacks import CallbackList, Callbacks
+from interplay.run.mapping import PolicySpec, build_specs, load_callable
 
 
 def seed_everything(seed: int) -> None:

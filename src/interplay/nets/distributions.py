@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from interplay.spaces import ActionView
+from interplay.envs.spaces import ActionView
 
 MASKED = -1e9  # the logit of an illegal action: its probability underflows to exactly 0
 

@@ -8,10 +8,12 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from interplay.errors import UserError
+
 MASK_KEY = "action_mask"
 
 
-class SpaceError(ValueError):
+class SpaceError(UserError, ValueError):
     """A space interplay cannot drive, named with the agent it belongs to."""
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from interplay.transitions import stream_order
+from interplay.run.transitions import stream_order
 
 
 def gae(reward: np.ndarray, value: np.ndarray, next_value: np.ndarray, terminated: np.ndarray,

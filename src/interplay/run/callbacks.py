@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from interplay.episodes import Episode
+from interplay.run.episodes import Episode
 
 
 class Callbacks:
     """Every hook gets explicit keyword arguments; none needs to return anything.
 
-    ``runner`` is the :class:`interplay.runner.Runner` stepping the envs. Custom episode
+    ``runner`` is the :class:`interplay.run.runner.Runner` stepping the envs. Custom episode
     metrics go through ``episode.add_metric(name, value, reduce)`` and land in
     ``metrics.jsonl`` and TensorBoard like the built-in ones.
     """

@@ -18,16 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from interplay.actors import ActBatch, Actor
-from interplay.callbacks import CallbackList
-from interplay.envs.vector import FixedArrays, VecEnv, VecStep
-from interplay.episodes import EpisodeTracker, Window
-from interplay.mapping import PolicySpec
-from interplay.transitions import EpisodeHold, FrameStack, TransitionBook, Transitions, concat
-
-
-class NonFiniteError(FloatingPointError):
-    """NaN or inf where a number was expected, with where it came from."""
+from interplay.envs.batch import FixedArrays, VecEnv, VecStep
+from interplay.errors import NonFiniteError
+from interplay.run.actors import ActBatch, Actor
+from interplay.run.callbacks import CallbackList
+from interplay.run.episodes import EpisodeTracker, Window
+from interplay.run.mapping import PolicySpec
+from interplay.run.transitions import EpisodeHold, FrameStack, TransitionBook, Transitions, concat
 
 
 @dataclass(slots=True)

@@ -17,20 +17,9 @@ import numpy as np
 import torch
 
 from interplay.algos.base import rng_for
-from interplay.callbacks import Callbacks
-from interplay.checkpoint import (
-    CheckpointError,
-    latest_valid,
-    load_checkpoint,
-    resolve_checkpoint,
-    save_checkpoint,
-)
-from interplay.config import Config, ConfigError, load, to_yaml
-from interplay.curve import plot_curve
+from interplay.config.schema import Config, ConfigError, load, to_yaml
 from interplay.envs.snapshot import capture, restore
-from interplay.loggers import ConsoleLogger, JsonlLogger
-from interplay.runner import Runner
-from interplay.trainer import (
+from interplay.experiment.build import (
     make_actors,
     make_algorithm,
     make_callbacks,
@@ -39,6 +28,17 @@ from interplay.trainer import (
     resolve_device,
     seed_everything,
 )
+from interplay.experiment.checkpoint import (
+    CheckpointError,
+    latest_valid,
+    load_checkpoint,
+    resolve_checkpoint,
+    save_checkpoint,
+)
+from interplay.loggers.curve import plot_curve
+from interplay.loggers.rows import ConsoleLogger, JsonlLogger
+from interplay.run.callbacks import Callbacks
+from interplay.run.runner import Runner
 
 STATE_FORMAT = 1
 
@@ -304,11 +304,11 @@ class Loggers:
         self.console = ConsoleLogger(cfg.train.steps, cfg.log.console)
         self.others: list[Any] = []
         if cfg.log.tensorboard:
-            from interplay.tblog import TensorBoardLogger
+            from interplay.loggers.tensorboard import TensorBoardLogger
 
             self.others.append(TensorBoardLogger(run_dir / "tensorboard"))
         if cfg.log.wandb:
-            from interplay.tblog import WandbLogger
+            from interplay.loggers.tensorboard import WandbLogger
 
             self.others.append(WandbLogger(run_dir, cfg.log.wandb_project,
                                            cfg.model_dump(mode="json"), mode=cfg.log.wandb_mode))
@@ -338,7 +338,7 @@ def truncate_lines(path: Path, keep: int) -> None:
 def train(cfg: Config, run_dir: str | Path | None = None, *,
           callbacks: list[Callbacks] = ()) -> Result:
     """Train as ``cfg`` says; writes the run folder and returns what was reported."""
-    from interplay.trainer import new_run_dir
+    from interplay.experiment.build import new_run_dir
 
     exp = Experiment(cfg, Path(run_dir) if run_dir else new_run_dir(cfg), callbacks)
     try:

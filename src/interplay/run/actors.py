@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from interplay.mapping import PolicySpec
+from interplay.run.mapping import PolicySpec
 
 
 @dataclass(slots=True)

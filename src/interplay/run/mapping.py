@@ -18,8 +18,8 @@ from typing import Any
 
 from gymnasium import spaces
 
-from interplay.config import ConfigError, PolicyConfig
-from interplay.spaces import ActionView, ObsView, same_space
+from interplay.config.schema import ConfigError, PolicyConfig
+from interplay.envs.spaces import ActionView, ObsView, same_space
 
 
 @dataclass(frozen=True)

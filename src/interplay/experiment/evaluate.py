@@ -10,10 +10,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from interplay.config import Config, ConfigError
+from interplay.config.schema import Config, ConfigError
 from interplay.envs.registry import native_env_class
-from interplay.experiment import Experiment, build_eval_runner, check_spaces, derived_seed, open_run
-from interplay.versus import play_versus, print_versus
+from interplay.experiment.loop import (
+    Experiment,
+    build_eval_runner,
+    check_spaces,
+    derived_seed,
+    open_run,
+)
+from interplay.experiment.versus import play_versus, print_versus
 
 
 def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episodes: int = 20,
@@ -24,7 +30,7 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
 
     With ``vs`` (``random`` or ``module:function``) the trained side plays a two-player game
     against that opponent, half the games on each seat, and the report gives win, draw and
-    loss rates (see :mod:`interplay.versus`).
+    loss rates (see :mod:`interplay.experiment.versus`).
     """
     run_dir = Path(run_dir)
     if episodes < 1:
@@ -95,8 +101,8 @@ def render_gif(cfg: Config, exp: Experiment, env_id: Any, dest: Path, episodes: 
     """Play ``episodes`` greedy episodes on one copy built with ``render_mode="rgb_array"``."""
     import imageio.v2 as imageio
 
-    from interplay.runner import Runner
-    from interplay.trainer import make_vec_env
+    from interplay.experiment.build import make_vec_env
+    from interplay.run.runner import Runner
 
     if native_env_class(env_id) is not None:
         raise ConfigError(

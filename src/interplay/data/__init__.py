@@ -1,0 +1,1 @@
+"""Storage the loop owns and the returns computed over it."""

@@ -1,0 +1,285 @@
+"""The batched step contract every vector env returns, and the buffers behind it.
+
+Agents are columns in the fixed order of ``agents`` (the env's ``possible_agents``); copies are
+rows. A copy's step that ends its episode carries the final observations in ``final_obs`` and the
+flags in ``terminated``/``truncated``, while ``obs``/``acting`` already belong to the next episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from gymnasium import spaces
+
+from interplay.envs.adapters import CopyStep, EnvContractError
+from interplay.envs.spaces import MASK_KEY, ActionView, ObsView, action_view, obs_view
+
+
+@dataclass(slots=True)
+class VecStep:
+    obs: dict[str, np.ndarray]  # agent -> [E, obs_dim] float32; meaningful where acting
+    mask: dict[str, np.ndarray | None]  # agent -> [E, mask_dim] bool legal actions, or None
+    acting: np.ndarray  # [E, A] bool: the agent must act now
+    reward: np.ndarray  # [E, A] float64: reward each agent received from the step just taken
+    terminated: np.ndarray  # [E, A] bool: the agent's episode ended in that step
+    truncated: np.ndarray  # [E, A] bool
+    final_obs: dict[str, np.ndarray]  # agent -> [E, obs_dim]; meaningful where it ended
+    final_mask: dict[str, np.ndarray | None]
+    episode_end: np.ndarray  # [E] bool: that copy's episode ended and it was reset
+    raw_obs: list[dict[str, Any]] | None = None  # per copy, the env's own observations
+    infos: list[dict[str, dict]] | None = None
+    dropped: np.ndarray | None = None  # [E] bool: episode abandoned (env raised); obs are a new one
+    # False promises that terminated, truncated, episode_end and dropped are all clear, so
+    # readers may skip looking; True means they may hold something.
+    flagged: bool = True
+    # True promises that every row of ``mask`` is all True (no action is illegal anywhere), so
+    # readers may skip it; False means some row may hold a False.
+    all_legal: bool = False
+    # True promises that ``acting`` is all True (every agent of every copy acts now).
+    all_acting: bool = False
+
+
+class VecEnv(Protocol):
+    agents: list[str]
+    num_envs: int
+    obs_views: dict[str, ObsView]
+    action_views: dict[str, ActionView]
+
+    def reset(self, seed: int | None) -> VecStep: ...
+
+    def step(self, actions: dict[str, np.ndarray]) -> VecStep: ...
+
+    def current_step(self) -> VecStep: ...
+
+    def close(self) -> None: ...
+
+
+def copy_seeds(seed: int | None, n: int) -> list[int | None]:
+    """Independent, reproducible seeds for ``n`` copies derived from one seed."""
+    if seed is None:
+        return [None] * n
+    return [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(n)]
+
+
+Alloc = Callable[[tuple[int, ...], Any, Any], np.ndarray]  # np.full's (shape, fill, dtype)
+
+
+class StepBuffers:
+    """Preallocated arrays that copies write their steps into.
+
+    ``alloc`` makes each array (``np.full`` by default); the async vector env passes one that
+    carves the arrays out of shared memory, in the same order in every process.
+    """
+
+    def __init__(self, agents: list[str], obs_views: dict[str, ObsView],
+                 action_views: dict[str, ActionView], num_envs: int, alloc: Alloc = np.full,
+                 keep_raw: bool = True):
+        E, A = num_envs, len(agents)
+        self.agents = agents
+        self.col = {a: i for i, a in enumerate(agents)}
+        self.obs_views = obs_views
+        self.action_views = action_views
+        self.num_envs = E
+        # Agents whose actions go to the env as they are (Discrete from 0).
+        self._as_is = frozenset(a for a, v in action_views.items()
+                                if v.kind == "discrete" and not v.start)
+        dims = {a: obs_views[a].dim for a in agents}
+        mask_dims = {a: action_views[a].mask_dim for a in agents}
+        self.obs = agent_blocks(dims, E, np.float32, alloc=alloc)
+        self.final_obs = agent_blocks(dims, E, np.float32, alloc=alloc)
+        self.mask = agent_blocks(mask_dims, E, bool, fill=True, alloc=alloc)
+        self.final_mask = agent_blocks(mask_dims, E, bool, fill=True, alloc=alloc)
+        self.acting = alloc((E, A), False, bool)
+        self.reward = alloc((E, A), 0.0, np.float64)
+        self.terminated = alloc((E, A), False, bool)
+        self.truncated = alloc((E, A), False, bool)
+        self.episode_end = alloc((E,), False, bool)
+        self.dropped = alloc((E,), False, bool)
+        # The env's own observations and infos are kept only when ``keep_raw`` (a scripted
+        # policy reads them); otherwise nothing of the env's step outlives the writing.
+        self.keep_raw = keep_raw
+        self.raw_obs: list[dict[str, Any]] = [{} for _ in range(E)]
+        self.infos: list[dict[str, dict]] = [{} for _ in range(E)]
+        # Who acts next, per copy; None until a copy is first written here.
+        self.movers: list[tuple[str, ...] | None] = [None] * E
+        self._flagged = True  # a flag may be set since the last clear_step
+        # Rows whose legal-action mask may not be all True (in this process), per agent;
+        # agents without masks have none.
+        self._masked = {a: [self.mask[a] is not None] * E for a in agents}
+        # Per agent, what writing its observation needs: column, view, rows, mask rows, masked.
+        self._slots = {a: (self.col[a], obs_views[a], self.obs[a], self.mask[a], self._masked[a])
+                       for a in agents}
+        self.recount()
+        self._view = VecStep(
+            obs=self.obs, mask=self.mask, acting=self.acting, reward=self.reward,
+            terminated=self.terminated, truncated=self.truncated, final_obs=self.final_obs,
+            final_mask=self.final_mask, episode_end=self.episode_end,
+            raw_obs=self.raw_obs if keep_raw else None, infos=self.infos if keep_raw else None,
+            dropped=self.dropped,
+        )
+
+    def env_actions(self, actions: dict[str, np.ndarray], rows: slice) -> dict[str, np.ndarray]:
+        """Each agent's actions for copies ``rows`` as the env takes them (row i: copy rows[i])."""
+        if rows.start != 0 or rows.stop != self.num_envs:
+            actions = {a: x[rows] for a, x in actions.items()}
+        elif self._as_is.issuperset(actions):
+            return actions
+        views = self.action_views
+        return {a: x if a in self._as_is else views[a].to_env(x) for a, x in actions.items()}
+
+    def recount(self) -> None:
+        """Count the True entries of ``acting`` and the masked rows behind ``all_acting`` and
+        ``all_legal`` (:meth:`write_acting` keeps the counts; a snapshot put back may not)."""
+        self._n_acting = int(np.count_nonzero(self.acting))
+        self._n_masked = sum(map(sum, self._masked.values()))
+
+    def no_outcome(self, e: int) -> None:
+        """Copy ``e`` took no step, or its step failed: nobody was paid."""
+        self.reward[e] = 0.0
+
+    def clear_step(self, rows: slice = slice(None), rewards: bool = True) -> None:
+        """Clear the rewards (unless ``rewards`` is False) and flags of copies ``rows``."""
+        if rewards:
+            self.reward[rows] = 0.0
+        if not self._flagged:  # flags are rare (episode ends, failures); most steps skip this
+            return
+        self.terminated[rows] = False
+        self.truncated[rows] = False
+        self.episode_end[rows] = False
+        self.dropped[rows] = False
+        self._flagged = False
+
+    def flag(self, flags: np.ndarray, e: int) -> None:
+        """Set copy ``e``'s ``flags`` (``episode_end`` or ``dropped``); :meth:`clear_step` clears it."""
+        self._flagged = True
+        flags[e] = True
+
+    def write_acting(self, e: int, cs: CopyStep) -> None:
+        acting, infos = self.acting, cs.infos
+        movers = tuple(cs.obs)
+        moved = movers != self.movers[e]  # who acts changed: rewrite the row
+        if moved:
+            acting[e] = False
+            self._n_acting += len(movers) - len(self.movers[e] or ())
+            self.movers[e] = movers
+        if self.keep_raw:
+            self.raw_obs[e] = cs.obs
+            self.infos[e] = infos
+        for a, o in cs.obs.items():
+            col, view, rows, masks, masked = self._slots[a]
+            if moved:
+                acting[e, col] = True
+            if view.plain:
+                rows[e] = o
+            else:
+                view.flatten(o, rows[e])
+            if masks is None:
+                continue
+            info = infos.get(a)
+            row = self._mask_row(a, o, info) if view.has_mask_key or info else None
+            if row is not None:
+                masks[e] = row
+                if not masked[e]:
+                    masked[e] = True
+                    self._n_masked += 1
+            elif masked[e]:  # all legal: written only when the row may hold something else
+                masks[e] = True
+                masked[e] = False
+                self._n_masked -= 1
+
+    def write_outcome(self, e: int, cs: CopyStep) -> None:
+        """Write copy ``e``'s rewards and flags from one step (after :meth:`clear_step`).
+
+        The rewards need not have been cleared: an agent the step paid nothing gets 0 here.
+        """
+        col, reward, rewards = self.col, self.reward, cs.rewards
+        if len(rewards) != len(col):
+            reward[e] = 0.0
+        try:
+            for a, r in rewards.items():
+                reward[e, col[a]] = r
+        except (TypeError, ValueError) as err:
+            raise EnvContractError(
+                f"reward of agent {a!r} is {r!r}; rewards must be numbers ({err})") from None
+        if not (cs.terminated or cs.truncated):
+            return
+        self._flagged = True
+        for flags, ended in ((self.terminated, cs.terminated), (self.truncated, cs.truncated)):
+            for a, o in ended.items():
+                flags[e, col[a]] = True
+                masks = self.final_mask[a]
+                if o is None:  # the env gave none: the last one is still in the acting rows
+                    self.final_obs[a][e] = self.obs[a][e]
+                    if masks is not None:
+                        masks[e] = self.mask[a][e]
+                    continue
+                self.obs_views[a].write(o, self.final_obs[a], e)
+                if masks is not None:
+                    row = self._mask_row(a, o, None)
+                    masks[e] = True if row is None else row
+
+    def _mask_row(self, agent: str, obs: Any, info: dict | None) -> np.ndarray | None:
+        """The legal actions the env gave with ``obs``, or None when it gave none (all legal)."""
+        if self.obs_views[agent].has_mask_key:
+            source = obs[MASK_KEY]
+        else:
+            source = info.get(MASK_KEY) if info else None
+        if source is None:
+            return None
+        row = np.asarray(source, dtype=bool).reshape(-1)
+        width = self.mask[agent].shape[1]
+        if row.shape[0] != width:
+            raise ValueError(
+                f"agent {agent!r}: action_mask has {row.shape[0]} entries but the action space "
+                f"{self.action_views[agent].space} needs {width}"
+            )
+        return row
+
+    def view(self) -> VecStep:
+        """The buffers as a step; the same object every time, holding the latest step."""
+        self._view.flagged = self._flagged
+        self._view.all_legal = not self._n_masked
+        self._view.all_acting = self._n_acting == self.acting.size
+        return self._view
+
+
+class FixedArrays(dict):
+    """Per-agent arrays that stay the same objects for the env's life; only their values change.
+
+    Whoever reads them may keep views over them instead of looking them up every step.
+    """
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        raise TypeError("FixedArrays: the arrays are fixed; write into them instead")
+
+
+def agent_blocks(dims: dict[str, int], num_envs: int, dtype: type,
+                 fill: bool = False, alloc: Alloc = np.full) -> FixedArrays:
+    """Per-agent ``[E, dim]`` arrays that are views into one ``[E, n, dim]`` block per width.
+
+    Agents of equal width sit side by side in agent order, so a policy over several of them
+    can read ``[E, k, dim]`` as a view instead of a copy. Width 0 gives None.
+    """
+    out: dict[str, Any] = {}
+    for dim in dict.fromkeys(dims.values()):
+        members = [a for a, d in dims.items() if d == dim]
+        if dim == 0:
+            out.update(dict.fromkeys(members))
+            continue
+        block = alloc((num_envs, len(members), dim), fill, dtype)
+        out.update({a: block[:, j] for j, a in enumerate(members)})
+    return FixedArrays((a, out[a]) for a in dims)
+
+
+def describe_spaces(first: Any) -> tuple[list[str], dict[str, ObsView], dict[str, ActionView],
+                                          dict[str, spaces.Space], dict[str, spaces.Space]]:
+    agents = list(first.possible_agents)
+    obs_spaces = {a: first.observation_space(a) for a in agents}
+    act_spaces = {a: first.action_space(a) for a in agents}
+    obs_views = {a: obs_view(s, a) for a, s in obs_spaces.items()}
+    action_views = {a: action_view(s, a) for a, s in act_spaces.items()}
+    return agents, obs_views, action_views, obs_spaces, act_spaces
+

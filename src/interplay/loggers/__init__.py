@@ -1,0 +1,1 @@
+"""Where metrics rows go: console, metrics.jsonl, TensorBoard, curves."""

@@ -1,0 +1,1 @@
+"""Networks and the pieces around them: layers, distributions, normalisation."""

@@ -1,5 +1,7 @@
 """interplay: multi-agent reinforcement learning on PettingZoo envs."""
 
+from interplay.algos import Algorithm, register
+from interplay.config.algo import AlgoSettings
 from interplay.config.schema import Config, ConfigError
 from interplay.config.schema import load as load_config
 from interplay.envs.registry import register_env
@@ -8,7 +10,7 @@ from interplay.run.callbacks import Callbacks
 from interplay.run.episodes import Episode
 
 __all__ = [
-    "Callbacks", "Config", "ConfigError", "Episode", "Result", "load_config", "register_env",
-    "resume", "train",
+    "AlgoSettings", "Algorithm", "Callbacks", "Config", "ConfigError", "Episode", "Result",
+    "load_config", "register", "register_env", "resume", "train",
 ]
 __version__ = "0.1.0"

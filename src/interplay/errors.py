@@ -9,6 +9,10 @@ class UserError(Exception):
     """Something the user can fix (a config key, an env, a file), already phrased for them."""
 
 
+class ConfigError(UserError, ValueError):
+    """A config problem, already phrased for the user."""
+
+
 class NonFiniteError(UserError, FloatingPointError):
     """NaN or inf where a number was expected, with where it came from."""
 

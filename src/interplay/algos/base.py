@@ -11,19 +11,13 @@ import hashlib
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
-from interplay.config.schema import ConfigError
+from interplay.config.algo import AlgoSettings, register_settings, settings_class
+from interplay.config.code import load_callable
+from interplay.errors import ConfigError
 from interplay.run.actors import Actor
 from interplay.run.mapping import PolicySpec
 from interplay.run.transitions import Transitions
-
-
-class AlgoSettings(BaseModel):
-    """Settings shared by every algorithm; subclasses add their own fields."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-    name: str
 
 
 class Algorithm:
@@ -65,18 +59,21 @@ REGISTRY: dict[str, type[Algorithm]] = {}
 
 
 def register(cls: type[Algorithm]) -> type[Algorithm]:
+    """Make ``cls`` known by its ``name`` to configs (``algo.name``) and to the CLI."""
     REGISTRY[cls.name] = cls
+    register_settings(cls.name, cls.Settings)
     return cls
 
 
 def algorithm_class(name: str) -> type[Algorithm]:
-    if name not in REGISTRY:
-        import difflib
-
-        near = difflib.get_close_matches(name, list(REGISTRY), n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise ConfigError(f"algo.name: unknown algorithm {name!r}{hint} (known: {', '.join(sorted(REGISTRY))})")
-    return REGISTRY[name]
+    """The algorithm ``algo.name`` names: a registered one, or ``module:Class``."""
+    if name in REGISTRY:
+        return REGISTRY[name]
+    settings_class(name)  # names what is wrong with an unknown or malformed name
+    cls = load_callable(name, "algo.name")
+    if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
+        raise ConfigError(f"algo.name: {name!r} is not a subclass of interplay.Algorithm")
+    return cls
 
 
 def rng_for(seed: int, *names: str) -> np.random.Generator:

@@ -14,13 +14,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
 
-from interplay.errors import UserError
-
-
-class ConfigError(UserError, ValueError):
-    """A config problem, already phrased for the user."""
+from interplay.config.algo import AlgoSettings, settings_class, settings_for
+from interplay.errors import ConfigError
 
 
 class Section(BaseModel):
@@ -50,12 +47,6 @@ class EnvConfig(Section):
     """Dead or hung ``async`` workers that may be replaced in a run; 0 stops at the first."""
     eval_id: Any = None
     """The env test phases run on (same spaces); none = the training env."""
-
-
-class AlgoConfig(Section):
-    model_config = ConfigDict(extra="allow", validate_assignment=True)
-    name: str = "random"
-    """The algorithm; its own settings sit beside ``name`` and are checked by it."""
 
 
 class PolicyConfig(Section):
@@ -153,15 +144,24 @@ class CheckpointConfig(Section):
 
 class Config(Section):
     env: EnvConfig = Field(default_factory=EnvConfig)
-    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    algo: SerializeAsAny[AlgoSettings] = Field(default_factory=AlgoSettings)
+    """The algorithm and its settings, checked by the model its ``name`` selects."""
     policies: dict[str, PolicyConfig] = Field(default_factory=dict)
     train: TrainConfig = Field(default_factory=TrainConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
 
 
-SECTIONS: dict[str, type[Section]] = {
-    "env": EnvConfig, "algo": AlgoConfig, "train": TrainConfig, "log": LogConfig,
+    @model_validator(mode="before")
+    @classmethod
+    def _algo_by_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("algo"), dict):
+            data = {**data, "algo": settings_for(data["algo"])}
+        return data
+
+
+SECTIONS: dict[str, type[BaseModel]] = {
+    "env": EnvConfig, "train": TrainConfig, "log": LogConfig,
     "checkpoint": CheckpointConfig,
 }
 
@@ -235,6 +235,9 @@ def load(files: list[str | Path] = (), overrides: list[str] = (),
 
 
 def validate(data: dict[str, Any]) -> Config:
+    algo = data.get("algo")
+    if isinstance(algo, dict):  # its model depends on its name: checked first, on its own
+        validate_section(settings_class(algo.get("name", "random")), algo, "algo")
     try:
         return Config.model_validate(data)
     except ValidationError as err:
@@ -292,19 +295,34 @@ def to_yaml(cfg: Config) -> str:
 
 
 def describe(cfg: Config) -> str:
-    """The resolved config as YAML, each setting followed by its doc."""
+    """The resolved config as YAML, each setting followed by its default and its doc."""
     lines: list[str] = []
     data = cfg.model_dump(mode="json")
     for section, values in data.items():
         lines.append(f"{section}:")
-        model = SECTIONS.get(section)
+        model = type(cfg.algo) if section == "algo" else SECTIONS.get(section)
         if not isinstance(values, dict) or not values:
             lines.append("  {}" if not values else f"  {values!r}")
             continue
         for key, value in values.items():
-            text = yaml.safe_dump({key: value}, default_flow_style=True, width=10_000).strip()
-            doc = ""
-            if model is not None and key in model.model_fields:
-                doc = " ".join((model.model_fields[key].description or "").split())
-            lines.append(f"  {text[1:-1]}" + (f"  # {doc}" if doc else ""))
+            lines.append(f"  {_flow(key, value)}" + _comment(model, key))
     return "\n".join(lines)
+
+
+def _flow(key: str, value: Any) -> str:
+    return yaml.safe_dump({key: value}, default_flow_style=True, width=10_000).strip()[1:-1]
+
+
+def _comment(model: type[BaseModel] | None, key: str) -> str:
+    field = model.model_fields.get(key) if model is not None else None
+    if field is None:
+        return ""
+    doc = " ".join((field.description or "").split())
+    if field.is_required():
+        return f"  # {doc}" if doc else ""
+    default = field.get_default(call_default_factory=True)
+    if isinstance(default, BaseModel):
+        default = default.model_dump(mode="json")
+    shown = yaml.safe_dump(default, default_flow_style=True, width=10_000).strip()
+    shown = shown.removesuffix("\n...").removesuffix("...").strip()
+    return f"  # {doc} (default: {shown})" if doc else f"  # (default: {shown})"

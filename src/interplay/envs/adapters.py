@@ -93,6 +93,8 @@ class ParallelAdapter(_Adapter):
     as they are (not copied).
     """
 
+    turn_based = False
+
     def restored(self) -> None:
         self._set_live(self._live)
 
@@ -170,6 +172,8 @@ class AECAdapter(_Adapter):
     The env's agents, turn, rewards, flags and infos are read from :func:`fields_holder`;
     ``step``, ``observe`` and ``reset`` go through the env as given, wrappers and all.
     """
+
+    turn_based = True  # one mover per step
 
     def reset(self, seed: int | None) -> CopyStep:
         self.env.reset(seed=seed)

@@ -245,8 +245,9 @@ class AsyncVecEnv:
         replies = self._gather(workers, max(self.step_timeout_s, START_TIMEOUT_S))
         for w in workers:
             self._expect(w, replies[w], "spaces")
-        _, agents, obs_spaces, act_spaces = replies[workers[0]]
+        _, agents, obs_spaces, act_spaces, turn_based = replies[workers[0]]
         self.agents: list[str] = agents
+        self.turn_based: bool = turn_based
         self.observation_spaces = obs_spaces
         self.action_spaces = act_spaces
         self.obs_views = {a: obs_view(s, a) for a, s in obs_spaces.items()}
@@ -476,7 +477,7 @@ def _work(conn: Connection, rows: tuple[int, int], make_blob: bytes, max_steps: 
             first = copies.copies[0]
             agents = list(first.possible_agents)
             conn.send(("spaces", agents, {a: first.observation_space(a) for a in agents},
-                       {a: first.action_space(a) for a in agents}))
+                       {a: first.action_space(a) for a in agents}, first.turn_based))
             attach = conn.recv()[1:]
             fresh = False
         else:

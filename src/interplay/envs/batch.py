@@ -47,6 +47,7 @@ class VecEnv(Protocol):
     num_envs: int
     obs_views: dict[str, ObsView]
     action_views: dict[str, ActionView]
+    turn_based: bool  # one agent moves per step (a PettingZoo AEC env)
 
     def reset(self, seed: int | None) -> VecStep: ...
 

@@ -43,6 +43,7 @@ class SyncVecEnv:
         self.num_envs = num_envs
         (self.agents, self.obs_views, self.action_views, self.observation_spaces,
          self.action_spaces) = describe_spaces(self.copies[0])
+        self.turn_based = self.copies[0].turn_based
         self._buf = StepBuffers(self.agents, self.obs_views, self.action_views, num_envs,
                                 keep_raw=raw_obs)
         self._dropped = 0

@@ -65,17 +65,35 @@ def make_specs(cfg: Config, env: VecEnv) -> dict[str, PolicySpec]:
     )
 
 
-def make_algorithm(cfg: Config, specs: dict[str, PolicySpec], device: str) -> Algorithm:
+def make_algorithm(cfg: Config, specs: dict[str, PolicySpec], device: str,
+                   turn_based: bool = False) -> Algorithm:
+    """The configured algorithm, once it is known to handle these policies and this env."""
     cls = algorithm_class(cfg.algo.name)
-    settings = validate_section(cls.Settings, cfg.algo.model_dump(), "algo")
-    for pid, spec in specs.items():
-        if spec.trainable and spec.action_view.kind not in cls.action_kinds:
+    check_capabilities(cls, cfg, specs, turn_based)
+    settings = cfg.algo
+    if type(settings) is not cls.Settings:
+        settings = validate_section(cls.Settings, settings.model_dump(), "algo")
+    return cls(settings, specs, device, cfg.train.seed)
+
+
+def check_capabilities(cls: type[Algorithm], cfg: Config, specs: dict[str, PolicySpec],
+                       turn_based: bool) -> None:
+    """Refuse, before any work, what the algorithm declares it cannot learn from."""
+    trained = [pid for pid, spec in specs.items() if spec.trainable]
+    if turn_based and trained and not cls.turn_based:
+        raise ConfigError(
+            f"algo.name: {cls.name} cannot learn from env {env_name(cfg.env.id)!r}: it is "
+            f"turn-based (one agent moves per step) and {cls.name} needs every trained agent "
+            "to act in every step; use ippo, mappo or dqn, or the env's parallel API "
+            "(env.api: parallel) if it has one")
+    for pid in trained:
+        spec = specs[pid]
+        if spec.action_view.kind not in cls.action_kinds:
             raise ConfigError(
                 f"algo.name: {cls.name} cannot train policy {pid!r}: its action space "
                 f"{spec.action_space} is {spec.action_view.kind}; {cls.name} handles "
                 f"{', '.join(sorted(cls.action_kinds))}"
             )
-    return cls(settings, specs, device, cfg.train.seed)
 
 
 def make_actors(cfg: Config, specs: dict[str, PolicySpec], algo: Algorithm) -> dict[str, Actor]:
@@ -104,9 +122,13 @@ def make_callbacks(cfg: Config, extra: list[Callbacks] = ()) -> CallbackList:
     return CallbackList([*found, *extra])
 
 
+def env_name(env_id: Any) -> str:
+    return env_id if isinstance(env_id, str) else getattr(env_id, "__name__", "env")
+
+
 def new_run_dir(cfg: Config) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    name = cfg.env.id if isinstance(cfg.env.id, str) else getattr(cfg.env.id, "__name__", "env")
+    name = env_name(cfg.env.id)
     base = Path(cfg.log.dir) / f"{stamp}-{name.replace(':', '-').split('.')[-1]}-{cfg.algo.name}"
     path, i = base, 1
     while path.exists():

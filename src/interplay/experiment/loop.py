@@ -80,7 +80,7 @@ class Experiment:
         self.env, copies = make_vec_env(cfg)
         try:
             self.specs = make_specs(cfg, self.env)
-            self.algo = make_algorithm(cfg, self.specs, self.device)
+            self.algo = make_algorithm(cfg, self.specs, self.device, self.env.turn_based)
             self.actors = make_actors(cfg, self.specs, self.algo)
             self.callbacks = make_callbacks(cfg, list(callbacks))
             collect = {p for p, s in self.specs.items() if s.trainable and cfg.algo.name != "random"}

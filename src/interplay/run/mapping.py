@@ -10,14 +10,12 @@ With ``train.self_play`` every agent is on one policy.
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from gymnasium import spaces
 
+from interplay.config.code import load_callable
 from interplay.config.schema import ConfigError, PolicyConfig
 from interplay.envs.spaces import ActionView, ObsView, same_space
 
@@ -48,21 +46,6 @@ def group_of(agent: str) -> str:
     """The default group of an agent id: the prefix before its last ``_``."""
     head, sep, _ = agent.rpartition("_")
     return head if sep and head else agent
-
-
-def load_callable(path: str, what: str) -> Callable[..., Any]:
-    """Import ``module:attribute`` and return it, naming ``what`` in any error."""
-    module_path, sep, attr = path.partition(":")
-    if not sep or not module_path or not attr:
-        raise ConfigError(f"{what}: {path!r} must be written as module:function")
-    try:
-        module = importlib.import_module(module_path)
-    except ImportError as err:
-        raise ConfigError(f"{what}: cannot import {module_path!r}: {err}") from err
-    fn = getattr(module, attr, None)
-    if fn is None or not callable(fn):
-        raise ConfigError(f"{what}: module {module_path!r} has no callable {attr!r}")
-    return fn
 
 
 def assign(agents: list[str], policies: dict[str, PolicyConfig], mapping_fn: str | None,

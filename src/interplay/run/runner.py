@@ -316,7 +316,7 @@ class Runner:
                 mask = g.mask[e, s]
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e)
         agents = g.spec.agents
-        if g.actor.wants_env_obs:
+        if getattr(g.actor, "wants_env_obs", False):
             batch.agent_ids = [agents[j] for j in s]
             if step.raw_obs is not None:
                 batch.env_obs = [step.raw_obs[i][agents[j]] for i, j in zip(e, s, strict=True)]

@@ -45,6 +45,8 @@ class NativeEnv:
     ``_save_final`` when its observations share one buffer.
     """
 
+    turn_based = False
+
     task = "native"
     agents: list[str]
     observation_spaces: dict[str, spaces.Space]

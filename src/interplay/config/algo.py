@@ -1,0 +1,64 @@
+"""The ``algo`` section: each algorithm's settings model, found by ``algo.name``.
+
+An algorithm declares its settings next to its code (a subclass of :class:`AlgoSettings`,
+one docstring per field) and registers them under its name; the config's ``algo`` section is
+then validated by that model, so every setting has one type, one default and one doc, and an
+unknown setting is refused when the config is read. ``algo.name: module:Class`` names an
+algorithm outside the package; its ``Settings`` class validates the section the same way.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from interplay.config.code import load_callable
+from interplay.errors import ConfigError
+
+
+class AlgoSettings(BaseModel):
+    """Settings shared by every algorithm; each algorithm's model adds its own fields."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True,
+                              use_attribute_docstrings=True)
+    name: str = "random"
+    """The algorithm: a registered name (``ippo``, ``mappo``, ``dqn``, ``maddpg``, ``matd3``,
+    ``random``) or ``module:Class`` for an algorithm of your own."""
+
+
+SETTINGS: dict[str, type[AlgoSettings]] = {}
+
+
+def register_settings(name: str, settings: type[AlgoSettings]) -> None:
+    SETTINGS[name] = settings
+
+
+def settings_class(name: Any) -> type[AlgoSettings]:
+    """The settings model for ``algo.name``; a clear error for a name nothing answers to."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"algo.name: expected an algorithm name, got {name!r}")
+    if name in SETTINGS:
+        return SETTINGS[name]
+    if ":" in name:
+        cls = load_callable(name, "algo.name")
+        settings = getattr(cls, "Settings", None)
+        if not (isinstance(settings, type) and issubclass(settings, AlgoSettings)):
+            raise ConfigError(
+                f"algo.name: {name!r} has no Settings class deriving from "
+                "interplay.AlgoSettings; subclass interplay.Algorithm and declare one")
+        return settings
+    near = difflib.get_close_matches(name, list(SETTINGS), n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise ConfigError(f"algo.name: unknown algorithm {name!r}{hint} "
+                      f"(known: {', '.join(sorted(SETTINGS))}, or module:Class)")
+
+
+def settings_for(data: Any) -> AlgoSettings:
+    """Validate a raw ``algo`` mapping with its algorithm's model (pydantic errors pass up)."""
+    if isinstance(data, AlgoSettings):
+        return data
+    if not isinstance(data, dict):
+        raise ConfigError(f"algo: expected a mapping of settings, got {data!r}")
+    return settings_class(data.get("name", "random")).model_validate(data)

@@ -1,0 +1,24 @@
+"""Code a config names as ``module:attribute``: imported on demand, named in every error."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from interplay.errors import ConfigError
+
+
+def load_callable(path: str, what: str) -> Callable[..., Any]:
+    """Import ``module:attribute`` and return it, naming ``what`` in any error."""
+    module_path, sep, attr = path.partition(":")
+    if not sep or not module_path or not attr:
+        raise ConfigError(f"{what}: {path!r} must be written as module:function")
+    try:
+        module = importlib.import_module(module_path)
+    except ImportError as err:
+        raise ConfigError(f"{what}: cannot import {module_path!r}: {err}") from err
+    fn = getattr(module, attr, None)
+    if fn is None or not callable(fn):
+        raise ConfigError(f"{what}: module {module_path!r} has no callable {attr!r}")
+    return fn

@@ -1,0 +1,31 @@
+"""An algorithm defined outside the package, named in configs as ``custom_algo:Greedy``."""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import Field
+
+from interplay import AlgoSettings, Algorithm
+from interplay.run.actors import ActBatch
+
+
+class GreedySettings(AlgoSettings):
+    action: int = Field(0, ge=0)
+    """The action every agent takes (where it is legal)."""
+
+
+class _Fixed:
+    def __init__(self, action: int):
+        self.action = action
+
+    def act(self, batch: ActBatch, explore: bool = True):
+        return np.full(len(batch.obs), self.action), {}
+
+
+class Greedy(Algorithm):
+    name = "greedy"
+    Settings = GreedySettings
+    action_kinds = frozenset({"discrete"})
+
+    def actor(self, pid: str):
+        return _Fixed(self.settings.action)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from interplay import AlgoSettings, Algorithm
+from interplay import Algorithm, AlgoSettings
 from interplay.run.actors import ActBatch
 
 

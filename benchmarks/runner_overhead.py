@@ -46,7 +46,7 @@ def lean_action(space: Any, mask: np.ndarray | None, rng: np.random.Generator) -
     return np.int64(choices[rng.integers(len(choices))])
 
 
-def bare_parallel(make: Callable[[], Any], docs_style: bool) -> float:
+def bare_parallel(make: Callable[[], Any], docs_style: bool, steps: int = STEPS) -> float:
     env = make()
     obs, infos = env.reset(seed=SEED)
     rng = np.random.default_rng(SEED)
@@ -54,7 +54,7 @@ def bare_parallel(make: Callable[[], Any], docs_style: bool) -> float:
         env.action_space(a).seed(SEED)
     masked = any(legal(obs[a], infos.get(a)) is not None for a in obs)
     start = time.perf_counter()
-    for _ in range(STEPS):
+    for _ in range(steps):
         if docs_style and not masked:  # as PettingZoo's docs write it
             actions = {a: env.action_space(a).sample() for a in env.agents}
         elif docs_style:
@@ -66,7 +66,7 @@ def bare_parallel(make: Callable[[], Any], docs_style: bool) -> float:
         obs, _, _, _, infos = env.step(actions)
         if not env.agents:
             obs, infos = env.reset()
-    return STEPS / (time.perf_counter() - start)
+    return steps / (time.perf_counter() - start)
 
 
 def bare_aec(make: Callable[[], Any], docs_style: bool) -> float:
@@ -92,8 +92,9 @@ def bare_aec(make: Callable[[], Any], docs_style: bool) -> float:
     return moves / (time.perf_counter() - start)
 
 
-def runner_loop(env_id: str, api: str, collect: bool) -> float:
-    cfg = validate({"env": {"id": env_id, "api": api}})
+def runner_loop(env_id: str, api: str, collect: bool, kwargs: dict | None = None,
+                steps: int = STEPS) -> float:
+    cfg = validate({"env": {"id": env_id, "api": api, "kwargs": kwargs or {}}})
     env, copies = make_vec_env(cfg)
     specs = make_specs(cfg, env)
     actors = {pid: RandomActor(s, rng_for(SEED, pid)) for pid, s in specs.items()}
@@ -101,7 +102,7 @@ def runner_loop(env_id: str, api: str, collect: bool) -> float:
     runner.reset(SEED)
     aec = is_aec(copies[0])
     start = time.perf_counter()
-    while (runner.agent_steps if aec else runner.env_steps) < STEPS:
+    while (runner.agent_steps if aec else runner.env_steps) < steps:
         runner.step()
     done = runner.agent_steps if aec else runner.env_steps
     rate = done / (time.perf_counter() - start)

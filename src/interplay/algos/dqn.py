@@ -24,8 +24,10 @@ from pydantic import Field
 from torch import nn
 
 from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
+from interplay.data.memory import check_fits
 from interplay.data.replay import ReplayBuffer, Sample
 from interplay.errors import NonFiniteError
+from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import ACTIVATIONS, NetSettings, mlp
 from interplay.run.actors import ActBatch, masked_uniform
 from interplay.run.mapping import PolicySpec
@@ -115,7 +117,7 @@ class _Policy:
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=s.lr)
         self.buffer = ReplayBuffer(s.buffer_size, spec.obs_dim, view.shape, view.dtype,
-                                   view.mask_dim)
+                                   view.mask_dim, spec.obs_view.dtype)
         self.act_rng = rng_for(seed, "dqn", "act", spec.id)
         self.sample_rng = rng_for(seed, "dqn", "sample", spec.id)
         self.updates = 0  # gradient steps taken
@@ -136,8 +138,7 @@ class DQNActor:
         p = self.policy
         device = self.algo.device
         with torch.no_grad():
-            # The runner may hand a read-only view of its buffers; torch wants writable memory.
-            q = p.online(torch.as_tensor(np.require(batch.obs, requirements="W"), device=device))
+            q = p.online(obs_tensor(batch.obs, device))
         q = q.cpu().numpy()
         legal = batch.mask if batch.mask is not None else np.ones(q.shape, bool)
         greedy = np.where(legal, q, -np.inf).argmax(axis=1)
@@ -160,8 +161,12 @@ class DQN(Algorithm):
     def __init__(self, settings: DQNSettings, specs: dict[str, PolicySpec], device: str,
                  seed: int):
         super().__init__(settings, specs, device, seed)
-        self.policies = {pid: _Policy(spec, settings, seed, device)
-                         for pid, spec in specs.items() if spec.trainable}
+        trained = [spec for spec in specs.values() if spec.trainable]
+        check_fits(sum(ReplayBuffer.nbytes(
+            settings.buffer_size, s.obs_dim, s.action_view.shape, s.action_view.dtype,
+            s.action_view.mask_dim, s.obs_view.dtype) for s in trained), "algo.buffer_size",
+            f"{len(trained)} replay buffer(s) of {settings.buffer_size:,} transitions")
+        self.policies = {spec.id: _Policy(spec, settings, seed, device) for spec in trained}
         self._actors = {pid: DQNActor(self, p) for pid, p in self.policies.items()}
         self.steps = 0  # steps of the loop (env steps per copy)
         self.copies = 1  # env copies seen in transitions, to name env steps in errors
@@ -204,7 +209,7 @@ class DQN(Algorithm):
 
     def _learn(self, pid: str, p: _Policy, b: Sample) -> np.ndarray:
         s = self.settings
-        obs = _tensor(b.obs, self.device)
+        obs = obs_tensor(b.obs, self.device)
         action = _tensor(b.action, self.device).long()
         target = td_target(p.online, p.target, b, s.double, self.device)
         q = p.online(obs).gather(1, action[:, None]).squeeze(1)
@@ -264,7 +269,7 @@ def td_target(online: nn.Module, target: nn.Module, b: Sample, double: bool,
     """R + gamma^n * Q_target(s', a*) with a* the best legal action at s' (by the online net
     when ``double``); no bootstrap where the episode terminated or s' has no legal action."""
     with torch.no_grad():
-        next_obs = _tensor(b.next_obs, device)
+        next_obs = obs_tensor(b.next_obs, device)
         next_mask = None if b.next_mask is None else _tensor(b.next_mask, device)
         q_target = target(next_obs)
         chooser = online(next_obs) if double else q_target

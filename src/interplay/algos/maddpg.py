@@ -46,9 +46,11 @@ from torch import nn
 
 from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
 from interplay.config.schema import ConfigError
+from interplay.data.memory import check_fits
 from interplay.data.replay import Group, GroupRows, JointReplayBuffer
 from interplay.errors import NonFiniteError
 from interplay.nets.distributions import MASKED
+from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import NetSettings, mlp
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
@@ -206,7 +208,7 @@ class MADDPGActor:
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         p = self.policy
         with torch.no_grad():
-            out = p.actor(torch.from_numpy(np.require(batch.obs, np.float32, "W"))
+            out = p.actor(obs_tensor(batch.obs, "cpu")
                           .to(self.algo.device)).cpu().numpy()
         if p.discrete:
             legal = batch.mask if batch.mask is not None else np.ones(out.shape, bool)
@@ -241,10 +243,13 @@ class MADDPG(Algorithm):
             own = spec.obs_dim + _act_dim(spec) + (k if k > 1 else 0)
             self.policies[pid] = _Policy(spec, settings, own + self.joint_obs + self.joint_act,
                                          seed, self.name, device)
-        self.buffer = JointReplayBuffer(settings.buffer_size, {
-            pid: Group(p.k, p.spec.obs_dim, p.spec.action_view.shape, p.spec.action_view.dtype,
-                       p.spec.action_view.mask_dim)
-            for pid, p in self.policies.items()})
+        groups = {pid: Group(p.k, p.spec.obs_dim, p.spec.action_view.shape,
+                             p.spec.action_view.dtype, p.spec.action_view.mask_dim,
+                             p.spec.obs_view.dtype) for pid, p in self.policies.items()}
+        check_fits(sum(g.nbytes(settings.buffer_size) for g in groups.values()),
+                   "algo.buffer_size", f"a joint replay buffer of {settings.buffer_size:,} steps "
+                   f"of {sum(g.agents for g in groups.values())} agents")
+        self.buffer = JointReplayBuffer(settings.buffer_size, groups)
         self.sample_rng = rng_for(seed, self.name, "sample")
         self._actors = {pid: MADDPGActor(self, p) for pid, p in self.policies.items()}
         self._step: dict[str, Transitions] = {}  # this step's transitions, joined in ready()
@@ -356,8 +361,8 @@ class MADDPG(Algorithm):
         for pid, r in rows.items():
             p = self.policies[pid]
             t = {key: _tensor(getattr(r, key), self.device)
-                 for key in ("obs", "next_obs", "terminated", "mask", "next_mask")
-                 if getattr(r, key) is not None}
+                 for key in ("terminated", "mask", "next_mask") if getattr(r, key) is not None}
+            t["obs"], t["next_obs"] = obs_tensor(r.obs, self.device), obs_tensor(r.next_obs, self.device)
             t["reward"] = _tensor(r.reward.astype(np.float32), self.device)
             action = _tensor(r.action, self.device)
             t["action"] = (nn.functional.one_hot(action.long(), p.act_dim).float() if p.discrete

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from interplay.data.memory import row_bytes
 from interplay.run.transitions import Transitions, stream_order
 
 
@@ -43,12 +44,12 @@ class ReplayBuffer:
     """``capacity`` transitions of agents whose policies share one observation and action space."""
 
     def __init__(self, capacity: int, obs_dim: int, action_shape: tuple[int, ...] = (),
-                 action_dtype: Any = np.int64, mask_dim: int = 0):
+                 action_dtype: Any = np.int64, mask_dim: int = 0, obs_dtype: Any = np.float32):
         if capacity < 1:
             raise ValueError(f"replay capacity must be at least 1, got {capacity}")
         self.capacity = capacity
-        self.obs = np.zeros((capacity, obs_dim), np.float32)
-        self.next_obs = np.zeros((capacity, obs_dim), np.float32)
+        self.obs = np.zeros((capacity, obs_dim), obs_dtype)
+        self.next_obs = np.zeros((capacity, obs_dim), obs_dtype)
         self.action = np.zeros((capacity, *action_shape), action_dtype)
         self.reward = np.zeros(capacity, np.float64)
         self.terminated = np.zeros(capacity, bool)
@@ -62,6 +63,14 @@ class ReplayBuffer:
 
     def __len__(self) -> int:
         return min(self.added, self.capacity)
+
+    @staticmethod
+    def nbytes(capacity: int, obs_dim: int, action_shape: tuple[int, ...] = (),
+               action_dtype: Any = np.int64, mask_dim: int = 0, obs_dtype: Any = np.float32) -> int:
+        """What a buffer of this shape takes, before it is made."""
+        return capacity * row_bytes(
+            ((2, obs_dim), obs_dtype), (action_shape, action_dtype), ((), np.float64),
+            ((2,), bool), ((2, mask_dim), bool), ((2,), np.int64))
 
     # -- adding ---------------------------------------------------------------------------
     def add(self, t: Transitions, source: str = "") -> None:
@@ -182,6 +191,13 @@ class Group:
     action_shape: tuple[int, ...] = ()
     action_dtype: Any = np.int64
     mask_dim: int = 0
+    obs_dtype: Any = np.float32
+
+    def nbytes(self, capacity: int) -> int:
+        """What this group's share of ``capacity`` joint rows takes."""
+        return capacity * self.agents * row_bytes(
+            ((2, self.obs_dim), self.obs_dtype), (self.action_shape, self.action_dtype),
+            ((), np.float64), ((3,), bool), ((2, self.mask_dim), bool))
 
 
 @dataclass
@@ -217,8 +233,8 @@ class JointReplayBuffer:
         for name, g in self.groups.items():
             k = g.agents
             cols = {
-                "obs": np.zeros((capacity, k, g.obs_dim), np.float32),
-                "next_obs": np.zeros((capacity, k, g.obs_dim), np.float32),
+                "obs": np.zeros((capacity, k, g.obs_dim), g.obs_dtype),
+                "next_obs": np.zeros((capacity, k, g.obs_dim), g.obs_dtype),
                 "action": np.zeros((capacity, k, *g.action_shape), g.action_dtype),
                 "reward": np.zeros((capacity, k), np.float64),
                 "terminated": np.zeros((capacity, k), bool),

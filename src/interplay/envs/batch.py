@@ -89,8 +89,9 @@ class StepBuffers:
                                 if v.kind == "discrete" and not v.start)
         dims = {a: obs_views[a].dim for a in agents}
         mask_dims = {a: action_views[a].mask_dim for a in agents}
-        self.obs = agent_blocks(dims, E, np.float32, alloc=alloc)
-        self.final_obs = agent_blocks(dims, E, np.float32, alloc=alloc)
+        dtypes = {a: obs_views[a].dtype for a in agents}
+        self.obs = agent_blocks(dims, E, dtypes, alloc=alloc)
+        self.final_obs = agent_blocks(dims, E, dtypes, alloc=alloc)
         self.mask = agent_blocks(mask_dims, E, bool, fill=True, alloc=alloc)
         self.final_mask = agent_blocks(mask_dims, E, bool, fill=True, alloc=alloc)
         self.acting = alloc((E, A), False, bool)
@@ -111,8 +112,8 @@ class StepBuffers:
         # agents without masks have none.
         self._masked = {a: [self.mask[a] is not None] * E for a in agents}
         # Per agent, what writing its observation needs: column, view, rows, mask rows, masked.
-        self._slots = {a: (self.col[a], obs_views[a], self.obs[a], self.mask[a], self._masked[a])
-                       for a in agents}
+        self._slots = {a: (self.col[a], obs_views[a], obs_views[a].shaped(self.obs[a]),
+                           self.mask[a], self._masked[a]) for a in agents}
         self.recount()
         self._view = VecStep(
             obs=self.obs, mask=self.mask, acting=self.acting, reward=self.reward,
@@ -257,20 +258,24 @@ class FixedArrays(dict):
         raise TypeError("FixedArrays: the arrays are fixed; write into them instead")
 
 
-def agent_blocks(dims: dict[str, int], num_envs: int, dtype: type,
+def agent_blocks(dims: dict[str, int], num_envs: int, dtype: Any,
                  fill: bool = False, alloc: Alloc = np.full) -> FixedArrays:
-    """Per-agent ``[E, dim]`` arrays that are views into one ``[E, n, dim]`` block per width.
+    """Per-agent ``[E, dim]`` arrays that are views into one ``[E, n, dim]`` block per width
+    and dtype (``dtype`` is one for all, or one per agent).
 
-    Agents of equal width sit side by side in agent order, so a policy over several of them
-    can read ``[E, k, dim]`` as a view instead of a copy. Width 0 gives None.
+    Agents of equal width and dtype sit side by side in agent order, so a policy over several
+    of them can read ``[E, k, dim]`` as a view instead of a copy. Width 0 gives None.
     """
+    types = dtype if isinstance(dtype, dict) else dict.fromkeys(dims, dtype)
+    kinds = {a: (d, np.dtype(types[a]).str) for a, d in dims.items()}
     out: dict[str, Any] = {}
-    for dim in dict.fromkeys(dims.values()):
-        members = [a for a, d in dims.items() if d == dim]
+    for kind in dict.fromkeys(kinds.values()):
+        members = [a for a, k in kinds.items() if k == kind]
+        dim = kind[0]
         if dim == 0:
             out.update(dict.fromkeys(members))
             continue
-        block = alloc((num_envs, len(members), dim), fill, dtype)
+        block = alloc((num_envs, len(members), dim), fill, types[members[0]])
         out.update({a: block[:, j] for j, a in enumerate(members)})
     return FixedArrays((a, out[a]) for a in dims)
 

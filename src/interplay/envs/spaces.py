@@ -22,20 +22,28 @@ class ObsView:
     """The policy-side view of one agent's observation space.
 
     Dict/Tuple observations are flattened to one float vector; an ``action_mask`` entry is
-    taken out of the observation and returned separately.
+    taken out of the observation and returned separately. A Box observation of any shape is
+    kept as it is, row-major, in its own dtype when that is ``uint8`` (image frames stay bytes
+    until a network scales them) and as float32 otherwise.
     """
 
     space: spaces.Space
     dim: int
     has_mask_key: bool
-    plain: bool = False  # a 1-D Box: the observation is written as it is
+    plain: bool = False  # a Box: the observation is written as it is, no flattening
+    shape: tuple[int, ...] = ()  # the Box's shape when plain
+    dtype: Any = np.float32  # how rows of this observation are stored
 
     def write(self, obs: Any, rows: np.ndarray, e: int) -> None:
-        """Write the flat float view of ``obs`` into ``rows[e]``."""
+        """Write the flat view of ``obs`` into ``rows[e]``."""
         if self.plain:
-            rows[e] = obs
+            rows[e] = np.reshape(obs, -1)
         else:
             self.flatten(obs, rows[e])
+
+    def shaped(self, rows: np.ndarray) -> np.ndarray:
+        """``rows`` (``[E, dim]``) as ``[E, *shape]``, a view, for writing whole observations."""
+        return rows.reshape(rows.shape[0], *self.shape) if self.plain else rows
 
     def flatten(self, obs: Any, out: np.ndarray) -> None:
         """Write the flat float view of ``obs`` into ``out`` (shape ``[dim]``)."""
@@ -84,8 +92,11 @@ def obs_view(space: spaces.Space, agent: str) -> ObsView:
             f"agent {agent!r}: observation space {space} cannot be flattened ({err}); "
             "use Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple spaces"
         ) from err
-    plain = isinstance(space, spaces.Box) and len(space.shape) == 1
-    return ObsView(space=space, dim=dim, has_mask_key=has_mask, plain=plain)
+    if not isinstance(space, spaces.Box):
+        return ObsView(space=space, dim=dim, has_mask_key=has_mask)
+    dtype = np.uint8 if space.dtype == np.uint8 else np.float32
+    return ObsView(space=space, dim=dim, has_mask_key=has_mask, plain=True,
+                   shape=tuple(space.shape), dtype=dtype)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from interplay.run.mapping import PolicySpec
 class ActBatch:
     """The rows one policy must act on this step."""
 
-    obs: np.ndarray  # [n, obs_dim] float32: flat (and stacked) observations
+    obs: np.ndarray  # [n, obs_dim] flat (and stacked) observations, float32 or uint8 frames
     mask: np.ndarray | None  # [n, mask_dim] bool legal actions, or None
     slot: np.ndarray | None = None  # [n] int: each row's agent (its index in the policy's agents)
     env: np.ndarray | None = None  # [n] int: each row's env copy

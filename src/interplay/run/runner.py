@@ -80,6 +80,8 @@ def _finite(x: np.ndarray) -> bool:
     does the exact elementwise test run. The cheapest screen depends on the size: a Python sum
     for a handful of values, a dot product for small arrays, NumPy's sum beyond.
     """
+    if x.dtype.kind in "biu":  # integers (image bytes, say) are always finite
+        return True
     if x.size <= 16:
         screen = sum(x.ravel().tolist())
     elif x.size <= 4096:
@@ -137,10 +139,11 @@ class Runner:
             actions = np.zeros((E, k, *view.shape), view.dtype)
             self.groups.append(_Group(
                 spec=spec, cols=cols, actor=actors[pid],
-                book=TransitionBook(E, k, spec.obs_dim, view.shape, view.dtype, view.mask_dim)
+                book=TransitionBook(E, k, spec.obs_dim, view.shape, view.dtype, view.mask_dim,
+                                    spec.obs_view.dtype)
                 if pid in collect else None,
-                stack=FrameStack(E, k, dim, size) if size > 1 else None,
-                obs=np.zeros((E, k, spec.obs_dim), np.float32), mask=None,
+                stack=FrameStack(E, k, dim, size, spec.obs_view.dtype) if size > 1 else None,
+                obs=np.zeros((E, k, spec.obs_dim), spec.obs_view.dtype), mask=None,
                 acts=np.zeros((E, k), bool), actions=actions,
                 flat_actions=actions.reshape(E * k, *view.shape),
                 cols_sel=_columns(cols), read_obs=_Reader(spec.agents),

@@ -21,7 +21,7 @@ import numpy as np
 class Transitions:
     """Transitions of one policy closed in one step, one row each."""
 
-    obs: np.ndarray  # [n, obs_dim]
+    obs: np.ndarray  # [n, obs_dim] in the observation's own dtype (uint8 frames stay uint8)
     action: np.ndarray  # [n, *action_shape]
     reward: np.ndarray  # [n] float64: all rewards since the action
     next_obs: np.ndarray  # [n, obs_dim]
@@ -70,9 +70,9 @@ def stream_order(stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class FrameStack:
     """The last ``size`` observations of each (copy, agent), oldest first, zeros at the start."""
 
-    def __init__(self, num_envs: int, k: int, dim: int, size: int):
+    def __init__(self, num_envs: int, k: int, dim: int, size: int, dtype: type = np.float32):
         self.size = size
-        self.buf = np.zeros((num_envs, k, size, dim), np.float32)
+        self.buf = np.zeros((num_envs, k, size, dim), dtype)
 
     def push(self, where: np.ndarray, frames: np.ndarray) -> np.ndarray:
         """Add ``frames[where]`` and return the stacked view ``[E, k, size*dim]``."""
@@ -90,12 +90,12 @@ class TransitionBook:
     """Open transitions of one policy's agents in every copy."""
 
     def __init__(self, num_envs: int, k: int, obs_dim: int, action_shape: tuple[int, ...],
-                 action_dtype: type, mask_dim: int):
+                 action_dtype: type, mask_dim: int, obs_dtype: type = np.float32):
         E = num_envs
         self.open = np.zeros((E, k), bool)
         self.acc = np.zeros((E, k), np.float64)
         self.pending = np.zeros((E, k), np.float64)
-        self.obs = np.zeros((E, k, obs_dim), np.float32)
+        self.obs = np.zeros((E, k, obs_dim), obs_dtype)
         self.action = np.zeros((E, k, *action_shape), action_dtype)
         self.mask = np.ones((E, k, mask_dim), bool) if mask_dim else None
         self.extras: dict[str, np.ndarray] = {}

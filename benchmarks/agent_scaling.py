@@ -1,0 +1,109 @@
+"""Agent-steps per second through interplay over a bare PettingZoo loop, as agents grow.
+
+    python benchmarks/agent_scaling.py [--env interplay.envs.swarm] [--agents 10 100 500]
+                                       [--agents-kwarg n_agents] [--kwargs '{}']
+
+One JSON line per agent count and mode, on any Parallel env whose constructor takes the
+number of agents (``--agents-kwarg``). Modes: ``random`` (the runner with uniform random
+actions, nothing learned), ``random_collecting`` (the same, booking every transition as a
+learner would), ``ippo_sampling`` (IPPO's networks acting, transitions booked, no update) and
+``ippo_train`` (a whole ``interplay.train`` run, updates included). Each is set against the
+bare loop PettingZoo's docs write (``env.action_space(agent).sample()`` per agent) and a leaner
+one drawing actions from NumPy, measured in the same process, interleaved over rounds;
+``ratio`` is interplay's rate over the docs loop's (1.0 = interplay adds nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from functools import partial
+
+from runner_overhead import bare_parallel, runner_loop
+
+from interplay import config, train
+from interplay.envs.registry import env_factory
+from interplay.experiment.build import make_actors, make_algorithm, make_specs, make_vec_env
+from interplay.run.runner import Runner
+
+ROUNDS = 3
+SEED = 0
+IPPO = {"name": "ippo", "rollout": 32, "epochs": 2, "minibatches": 2}
+
+
+def ippo_sampling(env_id: str, kwargs: dict, steps: int) -> float:
+    cfg = config.validate({"env": {"id": env_id, "kwargs": kwargs}, "algo": IPPO,
+                           "train": {"device": "cpu"}})
+    env, copies = make_vec_env(cfg)
+    specs = make_specs(cfg, env)
+    actors = make_actors(cfg, specs, make_algorithm(cfg, specs, "cpu", env.turn_based))
+    runner = Runner(env, specs, actors, set(specs), copies=copies)
+    runner.reset(SEED)
+    start = time.perf_counter()
+    while runner.env_steps < steps:
+        runner.step()
+    rate = runner.env_steps / (time.perf_counter() - start)
+    env.close()
+    return rate
+
+
+def ippo_train(env_id: str, kwargs: dict, steps: int) -> float:
+    cfg = config.validate({
+        "env": {"id": env_id, "kwargs": kwargs}, "algo": IPPO,
+        "train": {"steps": steps, "seed": SEED, "device": "cpu"},
+        "log": {"console": False, "tensorboard": False, "curve": False, "every": steps},
+        "checkpoint": {"at_end": False},
+    })
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        result = train(cfg, tmp)
+        return result.env_steps / (time.perf_counter() - start)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--env", default="interplay.envs.swarm", help="a PettingZoo Parallel env module")
+    p.add_argument("--agents", type=int, nargs="+", default=[10, 100, 500])
+    p.add_argument("--agents-kwarg", default="n_agents",
+                   help="the constructor argument that sets the number of agents")
+    p.add_argument("--kwargs", default="{}", help="other constructor arguments, as JSON")
+    p.add_argument("--modes", nargs="+",
+                   default=["random", "random_collecting", "ippo_sampling", "ippo_train"])
+    args = p.parse_args()
+    for n in args.agents:
+        kwargs = {**json.loads(args.kwargs), args.agents_kwarg: n}
+        make = env_factory(args.env, kwargs, "parallel")
+        probe = make()
+        agents = len(probe.possible_agents)
+        probe.close()
+        steps = max(100, 20_000 // agents)
+        modes = {
+            "random": partial(runner_loop, args.env, "parallel", False, kwargs, steps),
+            "random_collecting": partial(runner_loop, args.env, "parallel", True, kwargs, steps),
+            "ippo_sampling": partial(ippo_sampling, args.env, kwargs, steps),
+            "ippo_train": partial(ippo_train, args.env, kwargs, steps),
+        }
+        rates: dict[str, list[float]] = {m: [] for m in ["docs", "lean", *args.modes]}
+        for _ in range(ROUNDS):
+            rates["docs"].append(bare_parallel(make, True, steps))
+            rates["lean"].append(bare_parallel(make, False, steps))
+            for m in args.modes:
+                rates[m].append(modes[m]())
+        docs, lean = statistics.median(rates["docs"]), statistics.median(rates["lean"])
+        for m in args.modes:
+            ours = statistics.median(rates[m])
+            print(json.dumps({
+                "benchmark": "agent_scaling", "env": args.env, "agents": agents, "mode": m,
+                "env_steps": steps, "rounds": ROUNDS,
+                "agent_steps_per_s": round(ours * agents, 1),
+                "bare_docs_agent_steps_per_s": round(docs * agents, 1),
+                "bare_lean_agent_steps_per_s": round(lean * agents, 1),
+                "ratio": round(ours / docs, 3), "ratio_vs_lean_loop": round(ours / lean, 3),
+            }), flush=True)
+
+
+if __name__ == "__main__":
+    main()

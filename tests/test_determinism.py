@@ -36,19 +36,20 @@ CASES: dict[str, dict] = {
     },
     "dqn_tictactoe_aec": {
         "env": {"id": "pettingzoo.classic.tictactoe_v3", "num_envs": 2},
-        "algo": {"name": "dqn", "batch_size": 16, "learning_starts": 20, "target_every": 20},
+        "algo": {"name": "dqn", "batch_size": 16, "learning_starts": 40, "target_every": 20,
+                 "train_every": 2, "exploration_steps": 20_000},
         "train": {"steps": 300, "self_play": True},
         "log": {"every": 100},
     },
     "matd3_spread_continuous": {
         "env": {"id": "spread", "num_envs": 4, "kwargs": {"continuous_actions": True}},
-        "algo": {"name": "matd3", "batch_size": 32, "learning_delay": 16},
+        "algo": {"name": "matd3", "batch_size": 32, "learning_delay": 64, "learn_step": 4},
         "train": {"steps": 400},
         "log": {"every": 200},
     },
     "maddpg_speaker_listener": {
         "env": {"id": "speaker_listener", "num_envs": 4},
-        "algo": {"name": "maddpg", "batch_size": 32, "learning_delay": 16},
+        "algo": {"name": "maddpg", "batch_size": 32, "learning_delay": 64, "learn_step": 4},
         "train": {"steps": 400},
         "log": {"every": 200},
     },

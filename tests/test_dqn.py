@@ -135,7 +135,7 @@ def fill(algo: DQN, steps: int, seed: int = 0) -> None:
     for _ in range(steps):
         for pid, batch in runner.step().items():
             algo.collect(pid, batch)
-        algo.ready()
+        algo.ready(runner.env_steps)
     vec.close()
 
 
@@ -158,7 +158,7 @@ def test_state_round_trip_gives_the_same_next_actions_and_update():
     for x, y in zip(a.policies["shared"].online.parameters(), b.policies["shared"].online.parameters(),
                     strict=True):
         assert torch.equal(x, y)
-    assert a.steps == b.steps and a.epsilon() == b.epsilon()
+    assert a.schedule.env_steps == b.schedule.env_steps and a.epsilon() == b.epsilon()
 
 
 def test_without_save_buffer_the_state_leaves_it_out():
@@ -168,13 +168,14 @@ def test_without_save_buffer_the_state_leaves_it_out():
     assert state["policies"]["shared"]["buffer"] is None
     b, _ = make_dqn(["algo.save_buffer=false"])
     b.load_state_dict(state)
-    assert len(b.policies["shared"].buffer) == 0 and b.steps == a.steps
+    assert len(b.policies["shared"].buffer) == 0 and b.schedule.env_steps == a.schedule.env_steps
     assert not b.ready()  # nothing to learn from until the buffer fills again
 
 
 def test_the_target_network_follows_hard_or_soft():
     for tau in (1.0, 0.5):
         algo, _ = make_dqn(["algo.batch_size=8", "algo.target_every=1", f"algo.tau={tau}",
+                            "algo.train_every=2",  # one round per step of the two copies
                             "algo.learning_starts=0"])
         fill(algo, 20)
         p = algo.policies["shared"]
@@ -208,8 +209,8 @@ def test_box_actions_are_refused_by_name():
 
 def test_resume_continues_exactly(tmp_path):
     common = [f"env.id={TTT}", "algo.name=dqn", "train.self_play=true", "env.num_envs=3",
-              "algo.learning_starts=10", "algo.batch_size=16", "algo.n_step=3",
-              "algo.target_every=10", "algo.exploration_steps=50", "log.every=60", *QUIET]
+              "algo.learning_starts=30", "algo.train_every=3", "algo.batch_size=16", "algo.n_step=3",
+              "algo.target_every=10", "algo.exploration_steps=150", "log.every=60", *QUIET]
     train(load([], [*common, "train.steps=240"]), tmp_path / "straight")
     train(load([], [*common, "train.steps=120"]), tmp_path / "split")
     resume(tmp_path / "split", ["train.steps=240"])
@@ -229,7 +230,8 @@ def claim_dqn_run(tmp_path_factory):
     """DQN self-play on a game where claiming at once wins: learned in seconds."""
     run = tmp_path_factory.mktemp("claim")
     train(load([], [*CLAIM, "algo.name=dqn", "train.self_play=true", "train.steps=1600",
-                    "algo.learning_starts=50", "algo.exploration_steps=200", "algo.batch_size=32",
+                    "algo.learning_starts=200", "algo.exploration_steps=800", "algo.train_every=4",
+                    "algo.batch_size=32",
                     "algo.target_every=50", "algo.net.hidden=[32]", *QUIET]), run)
     return run
 

@@ -296,12 +296,14 @@ def test_without_save_buffer_the_state_leaves_it_out():
     assert state["buffer"] is None
     _, other, _ = build(SL, {"name": "maddpg", **SMALL, "save_buffer": False})
     other.load_state_dict(state)
-    assert len(other.buffer) == 0 and other.steps == algo.steps and not other.ready()
+    assert len(other.buffer) == 0 and other.schedule.env_steps == algo.schedule.env_steps
+    assert not other.ready()
 
 
 def test_resume_continues_exactly(tmp_path):
     common = ["env.id=speaker_listener", "env.kwargs.continuous_actions=true", "env.num_envs=2",
-              "algo.name=matd3", "algo.noise=ou", "algo.batch_size=16", "algo.learning_delay=20",
+              "algo.name=matd3", "algo.noise=ou", "algo.batch_size=16", "algo.learning_delay=40",
+              "algo.learn_step=2",
               "algo.actor_net.hidden=[16]", "algo.critic_net.hidden=[16]", "log.every=50", *QUIET]
     train(load([], [*common, "train.steps=200"]), tmp_path / "straight")
     train(load([], [*common, "train.steps=100"]), tmp_path / "split")
@@ -369,7 +371,9 @@ class _RandomPolicies:
 @pytest.mark.slow
 def test_matd3_learns_continuous_speaker_listener():
     env = {"id": "speaker_listener", "num_envs": 16, "kwargs": {"continuous_actions": True}}
-    _, algo, runner = build_with(env, {"name": "matd3"}, seed=3)  # whole episodes, the default
+    # One learning round per step of the 16 copies, from 1600 env steps on.
+    _, algo, runner = build_with(env, {"name": "matd3", "learning_delay": 1600, "learn_step": 16},
+                                 seed=3)  # whole episodes, the default
     random = greedy_return(env, _RandomPolicies(algo.specs))
     drive(runner, algo, 6000)  # 96k env steps, about a minute and a half
     score = greedy_return(env, algo)

@@ -40,8 +40,9 @@ class Algorithm:
     def collect(self, pid: str, batch: Transitions) -> None:
         """Take the transitions the runner closed for ``pid`` in one step."""
 
-    def ready(self) -> bool:
-        """Whether to call :meth:`update` now."""
+    def ready(self, env_steps: int | None = None) -> bool:
+        """Whether to call :meth:`update` now. The loop asks once per step of the copies,
+        passing the run's env steps so far (None: one more step of every copy seen)."""
         return False
 
     def update(self) -> dict[str, float]:
@@ -74,6 +75,37 @@ def algorithm_class(name: str) -> type[Algorithm]:
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
         raise ConfigError(f"algo.name: {name!r} is not a subclass of interplay.Algorithm")
     return cls
+
+
+class LearnSchedule:
+    """Learning rounds counted in env steps: the first once ``start`` env steps are done, then
+    one per ``every`` env steps, however many copies step together. A round that falls due
+    while there is nothing to learn from yet is passed over, not made up later."""
+
+    def __init__(self, start: int, every: int):
+        self.start, self.every = start, every
+        self.env_steps = 0  # the run's env steps, as last told
+        self.rounds = 0  # rounds taken or passed over
+
+    def advance(self, env_steps: int | None, copies: int) -> None:
+        self.env_steps = self.env_steps + copies if env_steps is None else env_steps
+
+    def due(self) -> int:
+        if self.env_steps < self.start:
+            return 0
+        return (self.env_steps - self.start) // self.every + 1 - self.rounds
+
+    def take(self) -> int:
+        """The rounds due now, marked as taken (or passed over)."""
+        n = self.due()
+        self.rounds += n
+        return n
+
+    def state_dict(self) -> dict[str, int]:
+        return {"env_steps": self.env_steps, "rounds": self.rounds}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.env_steps, self.rounds = int(state["env_steps"]), int(state["rounds"])
 
 
 def rng_for(seed: int, *names: str) -> np.random.Generator:

@@ -23,7 +23,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
+from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
 from interplay.data.memory import check_fits
 from interplay.data.replay import ReplayBuffer, Sample
 from interplay.errors import NonFiniteError
@@ -48,11 +48,12 @@ class DQNSettings(AlgoSettings):
     save_buffer: bool = True
     """Keep the replay buffers in checkpoints, so that a resumed run continues exactly."""
     learning_starts: int = Field(1_000, ge=0)
-    """Steps before the first update."""
+    """Env steps (all copies together) before the first learning round."""
     train_every: int = Field(1, ge=1)
-    """Steps between two updates."""
+    """Env steps between two learning rounds; when the copies take more than this in one
+    step of the loop, that step takes as many rounds, so learning keeps pace with the data."""
     gradient_steps: int = Field(1, ge=1)
-    """Gradient steps per update and policy."""
+    """Gradient steps per learning round and policy."""
     target_every: int = Field(500, ge=1)
     """Gradient steps between two target-network updates."""
     tau: float = Field(1.0, gt=0, le=1)
@@ -66,7 +67,7 @@ class DQNSettings(AlgoSettings):
     epsilon_end: float = Field(0.05, ge=0, le=1)
     """That chance after ``exploration_steps`` and from then on."""
     exploration_steps: int = Field(10_000, ge=0)
-    """Steps over which epsilon falls linearly from start to end."""
+    """Env steps (all copies together) over which epsilon falls linearly from start to end."""
     max_grad_norm: float = Field(10.0, gt=0)
     """Gradient-norm clip."""
     huber_delta: float = Field(1.0, gt=0)
@@ -168,15 +169,17 @@ class DQN(Algorithm):
             f"{len(trained)} replay buffer(s) of {settings.buffer_size:,} transitions")
         self.policies = {spec.id: _Policy(spec, settings, seed, device) for spec in trained}
         self._actors = {pid: DQNActor(self, p) for pid, p in self.policies.items()}
-        self.steps = 0  # steps of the loop (env steps per copy)
-        self.copies = 1  # env copies seen in transitions, to name env steps in errors
+        self.schedule = LearnSchedule(settings.learning_starts, settings.train_every)
+        self.copies = 1  # env copies seen in transitions
+        self._rounds = 0  # learning rounds the next update takes
 
     def actor(self, pid: str) -> DQNActor:
         return self._actors[pid]
 
     def epsilon(self) -> float:
         s = self.settings
-        frac = min(1.0, self.steps / s.exploration_steps) if s.exploration_steps else 1.0
+        steps = self.schedule.env_steps
+        frac = min(1.0, steps / s.exploration_steps) if s.exploration_steps else 1.0
         return s.epsilon_start + frac * (s.epsilon_end - s.epsilon_start)
 
     def collect(self, pid: str, batch: Transitions) -> None:
@@ -184,24 +187,28 @@ class DQN(Algorithm):
             self.policies[pid].buffer.add(batch, pid)
             self.copies = max(self.copies, int(batch.env.max()) + 1)
 
-    def ready(self) -> bool:
-        """Counts a step (the loop asks once per step); true when an update is due."""
-        self.steps += 1
-        s = self.settings
-        return (self.steps >= s.learning_starts and self.steps % s.train_every == 0
-                and any(len(p.buffer) >= s.batch_size for p in self.policies.values()))
+    def ready(self, env_steps: int | None = None) -> bool:
+        """True when a learning round is due (and some buffer holds a batch)."""
+        self.schedule.advance(env_steps, self.copies)
+        if not self.schedule.due():
+            return False
+        learnable = any(len(p.buffer) >= self.settings.batch_size for p in self.policies.values())
+        self._rounds = self.schedule.take()  # rounds with nothing to learn from yet pass
+        return learnable
 
     def update(self) -> dict[str, float]:
         s = self.settings
         metrics: dict[str, float] = {"epsilon": self.epsilon()}
+        steps = s.gradient_steps * max(1, self._rounds)
+        self._rounds = 0
         for pid, p in self.policies.items():
             if len(p.buffer) < s.batch_size:
                 continue
             sums = np.zeros(3)
-            for _ in range(s.gradient_steps):
+            for _ in range(steps):
                 batch = p.buffer.sample(s.batch_size, p.sample_rng, s.n_step, s.gamma)
                 sums += self._learn(pid, p, batch)
-            loss, q_mean, target_mean = sums / s.gradient_steps
+            loss, q_mean, target_mean = sums / steps
             metrics.update({f"loss/{pid}": loss, f"q_mean/{pid}": q_mean,
                             f"target_mean/{pid}": target_mean,
                             f"buffer_size/{pid}": float(len(p.buffer))})
@@ -217,7 +224,7 @@ class DQN(Algorithm):
         if not torch.isfinite(loss):
             raise NonFiniteError(
                 f"policy {pid!r}: the DQN loss is {loss.item()} at env step "
-                f"{self.steps * self.copies} (gradient step {p.updates}); check rewards and "
+                f"{self.schedule.env_steps} (gradient step {p.updates}); check rewards and "
                 "observations for huge values, or lower algo.lr"
             )
         p.optimizer.zero_grad(set_to_none=True)
@@ -237,7 +244,7 @@ class DQN(Algorithm):
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
-            "steps": self.steps, "copies": self.copies,
+            "schedule": self.schedule.state_dict(), "copies": self.copies,
             "policies": {pid: {
                 "online": p.online.state_dict(), "target": p.target.state_dict(),
                 "optimizer": p.optimizer.state_dict(), "updates": p.updates,
@@ -249,7 +256,8 @@ class DQN(Algorithm):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         state = copy.deepcopy(state)
-        self.steps, self.copies = state["steps"], state["copies"]
+        self.schedule.load_state_dict(state["schedule"])
+        self.copies = state["copies"]
         for pid, p in self.policies.items():
             saved = state["policies"][pid]
             p.online.load_state_dict(saved["online"])

@@ -44,7 +44,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
+from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
 from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
 from interplay.data.replay import Group, GroupRows, JointReplayBuffer
@@ -77,9 +77,10 @@ class MADDPGSettings(AlgoSettings):
     save_buffer: bool = True
     """Keep the replay buffer in checkpoints, so that a resumed run continues exactly."""
     learning_delay: int = Field(100, ge=0)
-    """Steps before the first learning round."""
+    """Env steps (all copies together) before the first learning round."""
     learn_step: int = Field(1, ge=1)
-    """Steps between two learning rounds."""
+    """Env steps between two learning rounds; when the copies take more than this in one
+    step of the loop, that step takes as many rounds, so learning keeps pace with the data."""
     gradient_steps: int = Field(1, ge=1)
     """Gradient steps per learning round (each on every policy's critics)."""
     policy_delay: int = Field(1, ge=1)
@@ -95,9 +96,10 @@ class MADDPGSettings(AlgoSettings):
     noise_scale: float = Field(0.1, ge=0)
     """The Gaussian's std, or the OU process's sigma, in the actor's [-1, 1] units."""
     noise_scale_end: float = Field(0.1, ge=0)
-    """The noise scale after ``noise_decay_steps`` steps and from then on."""
+    """The noise scale after ``noise_decay_steps`` env steps and from then on."""
     noise_decay_steps: int = Field(0, ge=0)
-    """Steps over which the noise scale moves linearly to its end value; 0 keeps it at the start."""
+    """Env steps over which the noise scale moves linearly to its end value; 0 keeps it at
+    the start."""
     ou_theta: float = Field(0.15, gt=0)
     """OU's pull towards zero per unit of time."""
     ou_dt: float = Field(1e-2, gt=0)
@@ -253,7 +255,8 @@ class MADDPG(Algorithm):
         self.sample_rng = rng_for(seed, self.name, "sample")
         self._actors = {pid: MADDPGActor(self, p) for pid, p in self.policies.items()}
         self._step: dict[str, Transitions] = {}  # this step's transitions, joined in ready()
-        self.steps = 0  # steps of the loop (env steps per copy)
+        self.schedule = LearnSchedule(settings.learning_delay, settings.learn_step)
+        self._rounds = 0  # learning rounds the next update takes
         self.copies = 1  # env copies seen in transitions, to name env steps in errors
         self.updates = 0  # gradient steps taken
 
@@ -263,7 +266,8 @@ class MADDPG(Algorithm):
     # -- exploration ------------------------------------------------------------------------
     def noise_scale(self) -> float:
         s = self.settings
-        frac = min(1.0, self.steps / s.noise_decay_steps) if s.noise_decay_steps else 0.0
+        steps = self.schedule.env_steps
+        frac = min(1.0, steps / s.noise_decay_steps) if s.noise_decay_steps else 0.0
         return s.noise_scale + frac * (s.noise_scale_end - s.noise_scale)
 
     def noise(self, p: _Policy, batch: ActBatch) -> np.ndarray:
@@ -299,14 +303,16 @@ class MADDPG(Algorithm):
             known = e < p.ou.shape[0]
             p.ou[e[known], j[known]] = 0.0
 
-    def ready(self) -> bool:
-        """Counts a step (the loop asks once per step), stores its joint rows; true when a
-        learning round is due."""
-        self.steps += 1
+    def ready(self, env_steps: int | None = None) -> bool:
+        """Stores this step's joint rows; true when a learning round is due (and the buffer
+        holds a batch)."""
+        self.schedule.advance(env_steps, self.copies)
         self._store()
-        s = self.settings
-        return (self.steps >= s.learning_delay and self.steps % s.learn_step == 0
-                and len(self.buffer) >= s.batch_size)
+        if not self.schedule.due():
+            return False
+        learnable = len(self.buffer) >= self.settings.batch_size
+        self._rounds = self.schedule.take()  # rounds with nothing to learn from yet pass
+        return learnable
 
     def _store(self) -> None:
         batches, self._step = self._step, {}
@@ -320,7 +326,7 @@ class MADDPG(Algorithm):
                 raise ConfigError(
                     f"algo.name: {self.name} needs every trained agent to act in every step, but "
                     f"agent {self.specs[pid].agents[slot]!r} (policy {pid!r}) closed no "
-                    f"transition in env copy {copies[row]} at env step {self.steps * self.copies}"
+                    f"transition in env copy {copies[row]} at env step {self.schedule.env_steps}"
                     " while others did (turn-based env, or agents that leave or join); use "
                     "ippo or mappo for this env")
         self.buffer.add(joined)
@@ -330,7 +336,9 @@ class MADDPG(Algorithm):
         s = self.settings
         sums = {pid: np.zeros(3) for pid in self.policies}
         actor_steps = 0
-        for _ in range(s.gradient_steps):
+        steps = s.gradient_steps * max(1, self._rounds)
+        self._rounds = 0
+        for _ in range(steps):
             _, rows = self.buffer.sample(s.batch_size, self.sample_rng)
             self.updates += 1
             delayed = self.updates % s.policy_delay == 0
@@ -348,8 +356,8 @@ class MADDPG(Algorithm):
         metrics: dict[str, float] = {"noise_scale": self.noise_scale(),
                                      "buffer_size": float(len(self.buffer))}
         for pid, (critic_loss, q_mean, actor_loss) in sums.items():
-            metrics[f"critic_loss/{pid}"] = critic_loss / s.gradient_steps
-            metrics[f"q_mean/{pid}"] = q_mean / s.gradient_steps
+            metrics[f"critic_loss/{pid}"] = critic_loss / steps
+            metrics[f"q_mean/{pid}"] = q_mean / steps
             if actor_steps:
                 metrics[f"actor_loss/{pid}"] = actor_loss / actor_steps
         return metrics
@@ -450,13 +458,13 @@ class MADDPG(Algorithm):
         if not torch.isfinite(loss):
             raise NonFiniteError(
                 f"policy {pid!r}: the {self.name} {what} is {loss.item()} at env step "
-                f"{self.steps * self.copies} (gradient step {self.updates}); check rewards and "
+                f"{self.schedule.env_steps} (gradient step {self.updates}); check rewards and "
                 "observations for huge values, or lower algo.lr_critic / algo.lr_actor")
 
     # -- state ------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
-            "steps": self.steps, "copies": self.copies, "updates": self.updates,
+            "schedule": self.schedule.state_dict(), "copies": self.copies, "updates": self.updates,
             "sample_rng": self.sample_rng.bit_generator.state,
             "buffer": self.buffer.state_dict() if self.settings.save_buffer else None,
             "policies": {pid: {
@@ -467,7 +475,8 @@ class MADDPG(Algorithm):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         state = copy.deepcopy(state)
-        self.steps, self.copies, self.updates = state["steps"], state["copies"], state["updates"]
+        self.schedule.load_state_dict(state["schedule"])
+        self.copies, self.updates = state["copies"], state["updates"]
         self.sample_rng.bit_generator.state = state["sample_rng"]
         if state["buffer"] is None:
             self.buffer.clear()

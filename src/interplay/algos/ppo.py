@@ -36,7 +36,8 @@ OBS_CLIP = 10.0  # normalised observations are clipped to +-this
 
 class PPOSettings(AlgoSettings):
     rollout: int = Field(100, ge=1)
-    """Env steps per copy between two updates."""
+    """Steps of each copy per rollout (the T of its ``[T, E, k]`` arrays): an update comes
+    every ``rollout`` × ``env.num_envs`` env steps."""
     epochs: int = Field(10, ge=1)
     """Passes over each rollout per update."""
     minibatches: int = Field(2, ge=1)
@@ -44,8 +45,8 @@ class PPOSettings(AlgoSettings):
     lr: float = Field(7e-4, gt=0)
     """Adam's learning rate at the start."""
     lr_decay_steps: int = Field(0, ge=0)
-    """Env steps per copy over which the learning rate falls linearly to zero (train.steps /
-    env.num_envs anneals over the whole run); 0 keeps it constant."""
+    """Env steps over which the learning rate falls linearly to zero (``train.steps`` anneals
+    over the whole run); 0 keeps it constant."""
     gamma: float = Field(0.99, ge=0, le=1)
     """Discount per transition (per agent turn in turn-based envs)."""
     gae_lambda: float = Field(0.95, ge=0, le=1)
@@ -181,7 +182,9 @@ class PPO(Algorithm):
                         for pid in self.trained}
         self._rollout: list[tuple[str, Transitions]] = []
         self._step = 0  # steps into the current rollout
-        self._past_steps = 0  # steps per copy before the current rollout
+        self._past_steps = 0  # the run's env steps before the current rollout
+        self._env_steps = 0  # the run's env steps, as last told
+        self.copies = 1  # env copies seen in transitions
         self.updates = 0
 
     def actor(self, pid: str) -> PPOActor:
@@ -190,10 +193,12 @@ class PPO(Algorithm):
     def collect(self, pid: str, batch: Transitions) -> None:
         if pid in self.policies and len(batch):
             self._rollout.append((pid, batch))
+            self.copies = max(self.copies, int(batch.env.max()) + 1)
 
-    def ready(self) -> bool:
+    def ready(self, env_steps: int | None = None) -> bool:
         """Counts a step (the loop asks once per step); true when the rollout is full."""
         self._step += 1
+        self._env_steps = self._env_steps + self.copies if env_steps is None else env_steps
         return self._step >= self.settings.rollout
 
     # -- update: bootstrap, advantages, epochs x minibatches ------------------------------
@@ -216,7 +221,7 @@ class PPO(Algorithm):
             if norm is not None:
                 norm.update(d["raw_obs"])
         self._rollout = []
-        self._past_steps += self._step
+        self._past_steps = self._env_steps
         self._step = 0
         self.updates += 1
         return metrics
@@ -349,7 +354,8 @@ class PPO(Algorithm):
             "act_rngs": {pid: r.bit_generator.state for pid, r in self.act_rngs.items()},
             "shuffle_rng": self.shuffle_rng.bit_generator.state,
             "rollout": [{"pid": pid, "batch": dataclasses.asdict(b)} for pid, b in self._rollout],
-            "step": self._step, "past_steps": self._past_steps, "updates": self.updates,
+            "step": self._step, "past_steps": self._past_steps, "env_steps": self._env_steps,
+            "copies": self.copies, "updates": self.updates,
         })
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -360,6 +366,7 @@ class PPO(Algorithm):
         self.shuffle_rng.bit_generator.state = state["shuffle_rng"]
         self._rollout = [(r["pid"], Transitions(**r["batch"])) for r in state["rollout"]]
         self._step, self._past_steps = state["step"], state["past_steps"]
+        self._env_steps, self.copies = state["env_steps"], state["copies"]
         self.updates = state["updates"]
 
 

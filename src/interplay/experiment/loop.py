@@ -154,7 +154,7 @@ class Experiment:
             while (total < 0 or runner.env_steps < total) and not c["stopped_early"]:
                 for pid, batch in runner.step(explore=True).items():
                     self.algo.collect(pid, batch)
-                if self.algo.ready():
+                if self.algo.ready(runner.env_steps):
                     self.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
                     self.learner = self.algo.update()
                 steps = runner.env_steps

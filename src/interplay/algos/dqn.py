@@ -3,14 +3,15 @@
 Each trained policy has an online and a target network (dueling by default) shared by all of
 its agents, an Adam optimiser and a replay buffer of its agents' transitions. Acting is
 epsilon-greedy over the legal actions, epsilon falling linearly with the steps taken. Every
-``train_every`` steps after ``learning_starts``, each policy takes ``gradient_steps`` steps
+``train_every`` env steps after ``learning_starts``, each policy takes ``gradient_steps`` steps
 on batches drawn uniformly from its buffer: n-step returns per agent stream (turn-based games
 included: one transition per turn of the agent), bootstrapped with the target network at the
 action the online network prefers among the legal ones at the next observation (double Q),
 not bootstrapped where an agent's episode terminated, bootstrapped where it was truncated.
 
-Steps are steps of the training loop, i.e. env steps per copy (with ``env.num_envs`` copies
-the env steps are that many times more), as in every algorithm here.
+Every step count is in env steps, all copies together, as everywhere in interplay: with
+``env.num_envs`` copies one step of the loop is that many env steps, and takes as many learning
+rounds as ``train_every`` intervals it spans.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ trained agent must close a transition in every step of its copy: simultaneous mo
 leaving early or joining late. An env that breaks this is stopped with the agent, copy and env
 step named, rather than learnt from with holes in the critics' inputs.
 
-Every ``learn_step`` steps from step ``learning_delay`` on, ``gradient_steps`` times: draw a
+Every ``learn_step`` env steps from env step ``learning_delay`` on, ``gradient_steps`` times: draw a
 batch of joint rows; take target actions from the target actors at the next observations (Box:
 plus Gaussian noise of scale ``target_noise`` clipped to ``target_noise_clip``); regress each
 policy's critics on r + gamma * min_i Q'_i(next), not bootstrapped where the agent's episode
@@ -31,7 +31,9 @@ terminated, bootstrapped where it was truncated; every ``policy_delay``-th gradi
 actor climbs its first critic with its agent's action replaced by the actor's (the other agents'
 as stored), and every target network moves ``tau`` of the way to its online network.
 
-Steps are steps of the training loop, i.e. env steps per copy, as in every algorithm here.
+Every step count is in env steps, all copies together, as everywhere in interplay: with
+``env.num_envs`` copies one step of the loop is that many env steps, and takes as many learning
+rounds as ``learn_step`` intervals it spans.
 """
 
 from __future__ import annotations

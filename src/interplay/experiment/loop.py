@@ -250,19 +250,23 @@ class Experiment:
 def build_eval_runner(cfg: Config, exp: Experiment, num_envs: int, env_id: Any = None) -> Runner:
     env, copies = make_vec_env(cfg, num_envs=num_envs, env_id=env_id)
     try:
-        check_spaces(spaces_of(make_specs(cfg, env)), exp.specs, what=f"env {env_id or cfg.env.id!r}")
+        check_spaces(spaces_of(exp.specs), make_specs(cfg, env), what=f"env {env_id or cfg.env.id!r}")
         return Runner(env, exp.specs, exp.actors, set(), exp.callbacks, copies)
     except BaseException:
         env.close()
         raise
 
 
-def check_spaces(saved: dict[str, list[str]], specs: dict, what: str = "this env") -> None:
-    """Policies trained on one env can act on another only if every agent's spaces match."""
+def check_spaces(trained: dict[str, list[str]], specs: dict, what: str = "this env") -> None:
+    """Policies trained on one env can act on another only if every agent's spaces match.
+
+    ``trained``: the spaces the policies were made for (:func:`spaces_of`); ``specs``: those
+    of the env they are to act on, which ``what`` names.
+    """
     now = spaces_of(specs)
-    if set(saved) != set(now):
-        raise ConfigError(f"{what} has agents {sorted(now)}, but the policies were made for {sorted(saved)}")
-    for agent, (obs, act) in saved.items():
+    if set(trained) != set(now):
+        raise ConfigError(f"{what} has agents {sorted(now)}, but the policies were made for {sorted(trained)}")
+    for agent, (obs, act) in trained.items():
         if now[agent] != [obs, act]:
             raise ConfigError(
                 f"{what}: agent {agent!r} has observation space {now[agent][0]} and action space "

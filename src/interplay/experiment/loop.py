@@ -35,6 +35,7 @@ from interplay.experiment.checkpoint import (
     resolve_checkpoint,
     save_checkpoint,
 )
+from interplay.experiment.learner_means import LearnerMeans
 from interplay.loggers.curve import plot_curve
 from interplay.loggers.rows import ConsoleLogger, JsonlLogger
 from interplay.run.callbacks import Callbacks
@@ -97,7 +98,7 @@ class Experiment:
             "next_checkpoint": every if every > 0 else -1,
             "tests": 0, "rows": 0, "wall_s": 0.0, "stopped_early": False,
         }
-        self.learner: dict[str, float] = {}
+        self.learner = LearnerMeans(self.algo.gauges)
         self.started = False
 
     # -- state -------------------------------------------------------------------------
@@ -112,7 +113,7 @@ class Experiment:
             "actors": {p: a.state_dict() for p, a in self.actors.items() if hasattr(a, "state_dict")},
             "runner": self.runner.state_dict(),
             "env": capture(self.env) if getattr(self.env, "snapshot_supported", True) else None,
-            "learner": dict(self.learner),
+            "learner": self.learner.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -130,7 +131,7 @@ class Experiment:
         for pid, s in state["actors"].items():
             self.actors[pid].load_state_dict(s)
         self.counters.update(state["counters"])
-        self.learner = dict(state["learner"])
+        self.learner.load_state_dict(state["learner"])
         rng = state["rng"]
         random.setstate(rng["python"])
         np.random.set_state(rng["numpy"])
@@ -156,7 +157,7 @@ class Experiment:
                     self.algo.collect(pid, batch)
                 if self.algo.ready():
                     self.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
-                    self.learner = self.algo.update()
+                    self.learner.add(self.algo.update())
                 steps = runner.env_steps
                 if steps >= c["next_report"]:
                     c["next_report"] = steps + cfg.log.every
@@ -194,7 +195,7 @@ class Experiment:
         c["wall_s"] = now - start
         rate = (self.runner.env_steps - self._last_steps) / max(now - self._last_t, 1e-9)
         self._last_t, self._last_steps = now, self.runner.env_steps
-        row = train_row(self.runner, c["wall_s"], rate, self.learner)
+        row = train_row(self.runner, c["wall_s"], rate, self.learner.take())
         stats = getattr(self.env, "stats", None)
         if stats is not None:
             row.update(stats())
@@ -282,7 +283,8 @@ def _reached(row: dict[str, Any], train: Any) -> bool:
     return value is not None and value >= train.target
 
 
-def train_row(runner: Runner, wall_s: float, rate: float, learner: dict[str, float]) -> dict[str, Any]:
+def train_row(runner: Runner, wall_s: float, rate: float,
+              learner: dict[str, float | None]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "phase": "train",
         "env_steps": runner.env_steps,

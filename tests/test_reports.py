@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
 from helpers import read_metrics
 
 from interplay.config.schema import load
+from interplay.experiment import loop
 from interplay.experiment.learner_means import LearnerMeans
 from interplay.experiment.loop import Experiment, resume, train
 
@@ -83,3 +87,35 @@ def test_gauges_give_their_value_at_the_last_update_of_the_window():
     means.add({"loss/p": 3.0, "buffer_size/p": 20.0, "epsilon": 0.8})
     assert means.take() == {"loss/p": 2.0, "buffer_size/p": 20.0, "epsilon": 0.8}
     assert means.take() == {"loss/p": None, "buffer_size/p": None, "epsilon": None}
+
+
+def test_the_default_report_interval_grows_with_the_copies(tmp_path):
+    assert load([], []).log.every is None
+    assert [load([], []).log.every_for(n) for n in (1, 8, 64, 1024)] == [2000, 2000, 16000, 256000]
+    assert load([], ["log.every=500"]).log.every_for(1024) == 500
+    result = train(load([], ["env.num_envs=64", "train.steps=40000", *QUIET]), tmp_path)
+    assert [r["env_steps"] for r in result.rows] == [16000, 32000, 40000]
+    assert [r["env_steps"] for r in read_metrics(tmp_path)] == [16000, 32000, 40000]
+
+
+def test_the_closing_rows_rate_covers_the_window_before_it_too(tmp_path, monkeypatch):
+    # A clock that runs 1 ms per env step, with a 10 s stall just before the end: the short
+    # closing window alone would report a few steps over 10 s.
+    cfg = load([], ["env.num_envs=4", "train.steps=1000", "log.every=300", *QUIET])
+    exp = Experiment(cfg, tmp_path)
+
+    def clock():
+        steps = exp.runner.env_steps
+        return steps / 1000 + (10.0 if steps >= 1000 else 0.0)
+
+    monkeypatch.setattr(loop, "time", SimpleNamespace(perf_counter=clock))
+    try:
+        rows = exp.run().rows
+    finally:
+        exp.close()
+    assert [r["env_steps"] for r in rows] == [300, 600, 900, 1000]
+    assert [r["env_steps_per_s"] for r in rows[:3]] == [1000.0, 1000.0, 1000.0]
+    # The last row: steps 600..1000 over 0.4 s of stepping plus the stall.
+    assert rows[-1]["env_steps_per_s"] == pytest.approx(400 / 10.4, abs=0.1)
+    assert rows[-1]["env_steps_per_s_overall"] == pytest.approx(1000 / 11.0, abs=0.1)
+    assert rows[0]["env_steps_per_s_overall"] == pytest.approx(1000.0)

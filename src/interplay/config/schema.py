@@ -124,8 +124,12 @@ class TrainConfig(Section):
 
 
 class LogConfig(Section):
-    every: int = Field(2_000, ge=1)
-    """Env steps between two ``metrics.jsonl`` reports."""
+    every: int | None = Field(None, ge=1)
+    """Env steps between two ``metrics.jsonl`` reports; none = ``max(2000, 250 * env.num_envs)``,
+    a report every 250 steps of all copies at most, so many copies do not flood the file.
+    Each train row's ``env_steps_per_s`` is the rate since the previous train row (the last,
+    shorter window is measured together with the one before it); ``env_steps_per_s_overall``
+    is the whole run's: env steps over ``wall_s``, test phases and checkpoints included."""
     dir: str = "runs"
     """Where run folders are made when no ``--run-dir`` is given."""
     console: bool = True
@@ -140,6 +144,10 @@ class LogConfig(Section):
     """The W&B project."""
     wandb_mode: Literal["offline", "online"] = "offline"
     """``offline`` works without a network; sync later with ``wandb sync``."""
+
+    def every_for(self, num_envs: int) -> int:
+        """The env steps between reports for a run of ``num_envs`` copies."""
+        return self.every if self.every is not None else max(2_000, 250 * num_envs)
 
 
 class CheckpointConfig(Section):

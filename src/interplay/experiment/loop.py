@@ -92,8 +92,9 @@ class Experiment:
             raise
         self.eval_runner: Runner | None = None
         every = cfg.checkpoint.every
+        self.report_every = cfg.log.every_for(cfg.env.num_envs)
         self.counters = {
-            "next_report": cfg.log.every,
+            "next_report": self.report_every,
             "next_test": cfg.train.test_frequency if cfg.train.test_frequency > 0 else -1,
             "next_checkpoint": every if every > 0 else -1,
             "tests": 0, "rows": 0, "wall_s": 0.0, "stopped_early": False,
@@ -148,6 +149,7 @@ class Experiment:
         total = cfg.train.steps
         start = time.perf_counter() - c["wall_s"]
         self._last_t, self._last_steps = time.perf_counter(), runner.env_steps
+        self._window_before: tuple[float, int] | None = None  # start of the previous window
         try:
             if not self.started:
                 runner.reset(cfg.train.seed)
@@ -160,7 +162,7 @@ class Experiment:
                     self.learner.add(self.algo.update())
                 steps = runner.env_steps
                 if steps >= c["next_report"]:
-                    c["next_report"] = steps + cfg.log.every
+                    c["next_report"] = steps + self.report_every
                     if not runner.collecting:  # nothing learns: a report closes a stretch of sampling
                         self.callbacks.on_sample_end(runner=runner, env_steps=steps)
                     self._report(loggers, result, start)
@@ -193,9 +195,17 @@ class Experiment:
         now = time.perf_counter()
         c = self.counters
         c["wall_s"] = now - start
-        rate = (self.runner.env_steps - self._last_steps) / max(now - self._last_t, 1e-9)
-        self._last_t, self._last_steps = now, self.runner.env_steps
-        row = train_row(self.runner, c["wall_s"], rate, self.learner.take())
+        steps = self.runner.env_steps
+        # A window shorter than the report interval (the closing one) is measured together
+        # with the one before it, so no rate comes from a handful of steps.
+        since_t, since_steps = self._last_t, self._last_steps
+        if steps - since_steps < self.report_every and self._window_before is not None:
+            since_t, since_steps = self._window_before
+        rate = (steps - since_steps) / max(now - since_t, 1e-9)
+        self._window_before = (self._last_t, self._last_steps)
+        self._last_t, self._last_steps = now, steps
+        overall = steps / max(c["wall_s"], 1e-9)
+        row = train_row(self.runner, c["wall_s"], rate, overall, self.learner.take())
         stats = getattr(self.env, "stats", None)
         if stats is not None:
             row.update(stats())
@@ -283,7 +293,7 @@ def _reached(row: dict[str, Any], train: Any) -> bool:
     return value is not None and value >= train.target
 
 
-def train_row(runner: Runner, wall_s: float, rate: float,
+def train_row(runner: Runner, wall_s: float, rate: float, overall: float,
               learner: dict[str, float | None]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "phase": "train",
@@ -293,6 +303,7 @@ def train_row(runner: Runner, wall_s: float, rate: float,
         "episodes_in_report": len(runner.window),
         "wall_s": round(wall_s, 3),
         "env_steps_per_s": round(rate, 1),
+        "env_steps_per_s_overall": round(overall, 1),
     }
     row.update(runner.window.summary())
     row.update(learner)

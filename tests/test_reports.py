@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from types import SimpleNamespace
 
 import pytest
@@ -119,3 +120,23 @@ def test_the_closing_rows_rate_covers_the_window_before_it_too(tmp_path, monkeyp
     assert rows[-1]["env_steps_per_s"] == pytest.approx(400 / 10.4, abs=0.1)
     assert rows[-1]["env_steps_per_s_overall"] == pytest.approx(1000 / 11.0, abs=0.1)
     assert rows[0]["env_steps_per_s_overall"] == pytest.approx(1000.0)
+
+
+def test_the_console_labels_the_episode_total_and_the_mean_per_agent():
+    from rich.console import Console
+
+    from interplay.loggers.rows import ConsoleLogger
+
+    out = io.StringIO()
+    log = ConsoleLogger(1000, enabled=True, console=Console(file=out, width=200))
+    row = {"phase": "train", "env_steps": 500, "env_steps_per_s": 10.0,
+           "episode_return_mean": -9.0, "agent_return_mean/a_0": -2.0,
+           "agent_return_mean/a_1": -4.0, "agent_return_mean/a_2": None,
+           "policy_return_mean/a": -3.0}
+    log.report(row)
+    latest = log.progress.tasks[0].fields["latest"]
+    log.summary(row, ["a"], ["a_0", "a_1", "a_2"])
+    assert latest == "train return -9.00 (sum over agents), -3.00 mean per agent"
+    table = out.getvalue()
+    assert "episode return (sum over agents)" in table and "-9.000" in table
+    assert "mean per agent" in table and table.count("-3.000") == 2  # policy a, and the mean

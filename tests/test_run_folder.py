@@ -94,4 +94,5 @@ def test_progress_bar_rate_is_training_speed_not_the_test_phase(tmp_path):
                 "episode_return_mean": -1.0})
     fields = log.progress.tasks[0].fields
     log.close()
-    assert fields["rate"] == "1,234" and fields["latest"] == "train -3.00  test -1.00"
+    assert fields["rate"] == "1,234"
+    assert fields["latest"] == "train return -3.00 (sum over agents)  test return -1.00 (sum over agents)"

@@ -23,6 +23,7 @@ from interplay.experiment.loop import (
     open_run,
 )
 from interplay.experiment.versus import play_versus, print_versus
+from interplay.loggers.rows import return_totals
 from interplay.run.runner import Runner
 
 
@@ -111,7 +112,8 @@ def print_table(report: dict[str, Any], exp: Experiment, console: Console) -> No
         table.add_row(f"policy {pid}", _fmt(report.get(f"policy_return_mean/{pid}")))
     for agent in exp.env.agents:
         table.add_row(f"agent {agent}", _fmt(report.get(f"agent_return_mean/{agent}")))
-    table.add_row("episode (all agents)", _fmt(report.get("episode_return_mean")))
+    for who, value in return_totals(report):
+        table.add_row(who, _fmt(value))
     console.print(table)
 
 

@@ -67,7 +67,10 @@ class PolicyConfig(Section):
     ``scripted`` (``fn`` acts)."""
     fn: str | None = None
     """For scripted policies: ``module:function``, called as ``fn(observation, agent_id)``
-    with the env's own observation."""
+    with the env's own observation. A function that also takes an ``action_mask`` keyword
+    (or ``**kwargs``) gets the legal actions as a bool array, whether the env puts them in
+    the observation or in ``info["action_mask"]`` (all True when it gives none; None for
+    Box actions)."""
     stack_size: int = Field(1, ge=1)
     """Frames stacked per agent in what this policy sees."""
 

@@ -72,7 +72,7 @@ def test_a_resumed_run_averages_the_updates_made_before_its_checkpoint(tmp_path)
     train(load([], [*common, "train.steps=320"]), tmp_path / "straight")
     train(load([], [*common, "train.steps=160"]), tmp_path / "split")
     resume(tmp_path / "split", ["train.steps=320"])
-    timing = {"wall_s", "env_steps_per_s", "env_steps_per_s_overall"}
+    timing = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
 
     def numbers(run):
         return [{k: v for k, v in r.items() if k not in timing} for r in read_metrics(run)]
@@ -118,8 +118,8 @@ def test_the_closing_rows_rate_covers_the_window_before_it_too(tmp_path, monkeyp
     assert [r["env_steps_per_s"] for r in rows[:3]] == [1000.0, 1000.0, 1000.0]
     # The last row: steps 600..1000 over 0.4 s of stepping plus the stall.
     assert rows[-1]["env_steps_per_s"] == pytest.approx(400 / 10.4, abs=0.1)
-    assert rows[-1]["env_steps_per_s_overall"] == pytest.approx(1000 / 11.0, abs=0.1)
-    assert rows[0]["env_steps_per_s_overall"] == pytest.approx(1000.0)
+    assert rows[-1]["run_env_steps_per_s"] == pytest.approx(1000 / 11.0, abs=0.1)
+    assert rows[0]["run_env_steps_per_s"] == pytest.approx(1000.0)
 
 
 def test_the_console_labels_the_episode_total_and_the_mean_per_agent():

@@ -131,7 +131,7 @@ class LogConfig(Section):
     """Env steps between two ``metrics.jsonl`` reports; none = ``max(2000, 250 * env.num_envs)``,
     a report every 250 steps of all copies at most, so many copies do not flood the file.
     Each train row's ``env_steps_per_s`` is the rate since the previous train row (the last,
-    shorter window is measured together with the one before it); ``env_steps_per_s_overall``
+    shorter window is measured together with the one before it); ``run_env_steps_per_s``
     is the whole run's: env steps over ``wall_s``, test phases and checkpoints included."""
     dir: str = "runs"
     """Where run folders are made when no ``--run-dir`` is given."""

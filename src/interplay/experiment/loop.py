@@ -303,7 +303,7 @@ def train_row(runner: Runner, wall_s: float, rate: float, overall: float,
         "episodes_in_report": len(runner.window),
         "wall_s": round(wall_s, 3),
         "env_steps_per_s": round(rate, 1),
-        "env_steps_per_s_overall": round(overall, 1),
+        "run_env_steps_per_s": round(overall, 1),
     }
     row.update(runner.window.summary())
     row.update(learner)

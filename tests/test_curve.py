@@ -3,7 +3,7 @@ import json
 import pytest
 from PIL import Image
 
-from interplay.loggers.curve import plot_curve
+from interplay.loggers.curve import curve_figure, plot_curve
 
 
 def write_rows(path, rows):
@@ -67,3 +67,43 @@ def test_malformed_line_is_named(tmp_path):
     metrics.write_text("[1, 2]\n")
     with pytest.raises(ValueError, match=rf"{metrics}:1: expected a JSON object"):
         plot_curve(metrics, tmp_path / "curve.png")
+
+
+def selfplay_row(phase, step, edge, win=None):
+    out = {"phase": phase, "env_steps": step, "episode_return_mean": 0.0,
+           "policy_return_mean/shared": 0.0,
+           "agent_return_mean/player_1": edge, "agent_return_mean/player_2": -edge}
+    if win is not None:
+        out["win_rate/player_1"] = win
+    return out
+
+
+def panels(fig):
+    return {ax.get_title(): sorted(line.get_label() for line in ax.lines) for ax in fig.axes}
+
+
+def test_zero_sum_self_play_shows_each_seat_and_the_win_rate(tmp_path):
+    rows = [selfplay_row("train", 100, 0.2, 0.6), selfplay_row("train", 200, 0.5, 0.75),
+            selfplay_row("test", 200, 1.0, 1.0)]
+    got = panels(curve_figure(rows))
+    assert got == {
+        "mean return per policy": ["shared (test)", "shared (train)"],
+        "mean return per agent (seat)": ["player_1 (test)", "player_1 (train)",
+                                         "player_2 (test)", "player_2 (train)"],
+        "win, draw and loss rates": ["win_rate/player_1 (test)", "win_rate/player_1 (train)"],
+        "mean episode return (sum over agents)": ["test", "train"],
+    }
+    seat = next(ax for ax in curve_figure(rows).axes if "seat" in ax.get_title())
+    train_line = next(line for line in seat.lines if line.get_label() == "player_2 (train)")
+    assert list(train_line.get_ydata()) == [-0.2, -0.5]
+    write_rows(tmp_path / "metrics.jsonl", rows)
+    plot_curve(tmp_path / "metrics.jsonl", tmp_path / "curve.png")
+    assert_png(tmp_path / "curve.png")
+
+
+def test_one_policy_per_agent_and_no_win_rate_needs_no_more_panels():
+    rows = [{"phase": "train", "env_steps": 10, "episode_return_mean": 1.0,
+             "policy_return_mean/a": 0.4, "policy_return_mean/b": 0.6,
+             "agent_return_mean/a": 0.4, "agent_return_mean/b": 0.6}]
+    assert list(panels(curve_figure(rows))) == ["mean return per policy",
+                                                "mean episode return (sum over agents)"]

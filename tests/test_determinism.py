@@ -19,7 +19,7 @@ import torch
 from interplay import config, train
 
 RECORD = Path(__file__).parent / "data" / "determinism.json"
-VARIABLE = {"wall_s", "env_steps_per_s"}  # wall-clock figures
+VARIABLE = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}  # wall-clock figures
 
 CASES: dict[str, dict] = {
     "ippo_spread": {

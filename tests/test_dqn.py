@@ -214,7 +214,7 @@ def test_resume_continues_exactly(tmp_path):
     train(load([], [*common, "train.steps=240"]), tmp_path / "straight")
     train(load([], [*common, "train.steps=120"]), tmp_path / "split")
     resume(tmp_path / "split", ["train.steps=240"])
-    timing = {"wall_s", "env_steps_per_s"}
+    timing = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
     a, b = read_metrics(tmp_path / "straight"), read_metrics(tmp_path / "split")
     assert [{k: v for k, v in r.items() if k not in timing} for r in a] == \
            [{k: v for k, v in r.items() if k not in timing} for r in b]

@@ -13,7 +13,7 @@ from interplay.envs.toy import ShiftingCrowd
 from interplay.experiment.checkpoint import list_checkpoints
 from interplay.experiment.loop import resume, train
 
-TIMING = {"wall_s", "env_steps_per_s"}
+TIMING = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
 
 
 def _numbers(rows):

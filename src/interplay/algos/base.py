@@ -25,6 +25,10 @@ class Algorithm:
     Settings: ClassVar[type[AlgoSettings]] = AlgoSettings
     action_kinds: ClassVar[frozenset[str]] = frozenset({"discrete", "multi_discrete", "box"})
     turn_based: ClassVar[bool] = True  # can learn from AEC (one mover per step) envs
+    # Metrics of update() that give the algorithm's state (a buffer's size, a schedule's value)
+    # rather than one update's outcome: a report shows their value at its last update, not a
+    # mean over its updates. A name matches by itself or by its part before "/".
+    gauges: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, settings: AlgoSettings, specs: dict[str, PolicySpec], device: str,
                  seed: int):

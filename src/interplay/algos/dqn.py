@@ -159,6 +159,7 @@ class DQN(Algorithm):
     Settings = DQNSettings
     action_kinds = frozenset({"discrete"})
     turn_based = True
+    gauges = frozenset({"epsilon", "buffer_size"})
 
     def __init__(self, settings: DQNSettings, specs: dict[str, PolicySpec], device: str,
                  seed: int):

@@ -233,6 +233,7 @@ class MADDPG(Algorithm):
     settings: MADDPGSettings
     action_kinds = frozenset({"discrete", "box"})
     turn_based = False
+    gauges = frozenset({"buffer_size"})
 
     def __init__(self, settings: MADDPGSettings, specs: dict[str, PolicySpec], device: str,
                  seed: int):

@@ -152,6 +152,7 @@ class PPOActor:
 class PPO(Algorithm):
     Settings = PPOSettings
     settings: PPOSettings
+    gauges = frozenset({"lr"})
 
     def __init__(self, settings: PPOSettings, specs: dict[str, PolicySpec], device: str,
                  seed: int):

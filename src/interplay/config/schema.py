@@ -58,7 +58,10 @@ class PolicyConfig(Section):
     ``scripted`` (``fn`` acts)."""
     fn: str | None = None
     """For scripted policies: ``module:function``, called as ``fn(observation, agent_id)``
-    with the env's own observation."""
+    with the env's own observation. A function that also takes an ``action_mask`` keyword
+    (or ``**kwargs``) gets the legal actions as a bool array, whether the env puts them in
+    the observation or in ``info["action_mask"]`` (all True when it gives none; None for
+    Box actions)."""
     stack_size: int = Field(1, ge=1)
     """Frames stacked per agent in what this policy sees."""
 
@@ -115,8 +118,12 @@ class TrainConfig(Section):
 
 
 class LogConfig(Section):
-    every: int = Field(2_000, ge=1)
-    """Env steps between two ``metrics.jsonl`` reports."""
+    every: int | None = Field(None, ge=1)
+    """Env steps between two ``metrics.jsonl`` reports; none = ``max(2000, 250 * env.num_envs)``,
+    a report every 250 steps of all copies at most, so many copies do not flood the file.
+    Each train row's ``env_steps_per_s`` is the rate since the previous train row (the last,
+    shorter window is measured together with the one before it); ``run_env_steps_per_s``
+    is the whole run's: env steps over ``wall_s``, test phases and checkpoints included."""
     dir: str = "runs"
     """Where run folders are made when no ``--run-dir`` is given."""
     console: bool = True
@@ -131,6 +138,10 @@ class LogConfig(Section):
     """The W&B project."""
     wandb_mode: Literal["offline", "online"] = "offline"
     """``offline`` works without a network; sync later with ``wandb sync``."""
+
+    def every_for(self, num_envs: int) -> int:
+        """The env steps between reports for a run of ``num_envs`` copies."""
+        return self.every if self.every is not None else max(2_000, 250 * num_envs)
 
 
 class CheckpointConfig(Section):

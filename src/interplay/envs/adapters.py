@@ -32,6 +32,7 @@ class CopyStep:
     # it (then the observation it last acted on stands)
     terminated: dict[str, Any] = field(default_factory=dict)
     truncated: dict[str, Any] = field(default_factory=dict)
+    final_infos: dict[str, dict] = field(default_factory=dict)  # ended agent -> its last info
     over: bool = False
 
 
@@ -127,7 +128,7 @@ class ParallelAdapter(_Adapter):
         live = list(agents)
         if not (self._known.issuperset(live) and self._known.issuperset(rewards)):
             self._unknown(list(dict.fromkeys([*live, *rewards])))
-        self._ended(out, obs, terms, truncs, set(live))
+        self._ended(out, obs, terms, truncs, infos, set(live))
         self._set_live([a for a in live if not (a in out.terminated or a in out.truncated
                                                 or terms.get(a) or truncs.get(a))])
         return self._next(out, obs, infos)
@@ -146,6 +147,7 @@ class ParallelAdapter(_Adapter):
             out.over = True
         elif self.max_steps is not None and self.t >= self.max_steps:
             out.truncated.update(obs)
+            out.final_infos.update((a, infos.get(a, {})) for a in live)
             out.over = True
             self._set_live([])
         else:
@@ -154,11 +156,13 @@ class ParallelAdapter(_Adapter):
                 a: infos.get(a, {}) for a in live}
         return out
 
-    def _ended(self, out: CopyStep, obs: dict, terms: dict, truncs: dict, live: set) -> None:
-        """Book the agents that finished in this step, with their last observation."""
+    def _ended(self, out: CopyStep, obs: dict, terms: dict, truncs: dict, infos: dict,
+               live: set) -> None:
+        """Book the agents that finished in this step, with their last observation and info."""
         for a in self._live:
             if terms.get(a, False) or truncs.get(a, False) or a not in live:
                 last = obs.get(a)
+                out.final_infos[a] = infos.get(a, {})
                 # An agent that vanishes without a flag has ended: nothing more comes to it.
                 if truncs.get(a, False) and not terms.get(a, False):
                     out.truncated[a] = last
@@ -200,6 +204,7 @@ class AECAdapter(_Adapter):
             for a in self._fields.agents:
                 if a not in self._done:
                     out.truncated[a] = self.env.observe(a)
+                    out.final_infos[a] = self._fields.infos.get(a, {})
             out.obs, out.infos, out.over = {}, {}, True
         return out
 
@@ -222,6 +227,7 @@ class AECAdapter(_Adapter):
                 if term or trunc:
                     done.add(a)
                     (out.terminated if term else out.truncated)[a] = env.observe(a)
+                    out.final_infos[a] = fields.infos.get(a, {})
             if not agents:
                 out.over = True
                 return

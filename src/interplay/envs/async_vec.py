@@ -52,7 +52,7 @@ _ALIGN = 64
 # The two messages of every step go unpickled; pickles start with b"\x80", so never collide.
 _STEP = b"s"
 _OK = b"k"
-_OK_REPLY = ("ok", [], None)
+_OK_REPLY = ("ok", [], None, {})
 
 
 class WorkerError(UserError, RuntimeError):
@@ -353,7 +353,9 @@ class AsyncVecEnv:
             raise
 
     def _take(self, w: _Worker, reply: tuple) -> None:
-        _, failed, raw = reply
+        _, failed, raw, final_infos = reply
+        for e, infos in final_infos.items():
+            self._buf.final_infos[e] = infos
         self._failures += len(failed)
         for e in failed:
             self._rebuilds[e] += 1
@@ -490,9 +492,9 @@ def _work(conn: Connection, rows: tuple[int, int], make_blob: bytes, max_steps: 
             copies.restart(buf)
         while True:
             failed = copies.take_failed()
-            if failed or raw_obs:
+            if failed or raw_obs or buf.ended:  # episode ends are rare: their infos go along
                 conn.send(("ok", failed, [(buf.raw_obs[e], buf.infos[e]) for e in span]
-                           if raw_obs else None))
+                           if raw_obs else None, {e: buf.final_infos[e] for e in buf.ended}))
             else:
                 conn.send_bytes(_OK)
             _await_bell(bells, bell, spin_s)

@@ -31,6 +31,9 @@ class VecStep:
     episode_end: np.ndarray  # [E] bool: that copy's episode ended and it was reset
     raw_obs: list[dict[str, Any]] | None = None  # per copy, the env's own observations
     infos: list[dict[str, dict]] | None = None
+    # Per copy, the info each agent that finished in this step got with it (read it only for
+    # agents ``terminated``/``truncated`` now: other entries are left from earlier steps).
+    final_infos: list[dict[str, dict]] | None = None
     dropped: np.ndarray | None = None  # [E] bool: episode abandoned (env raised); obs are a new one
     # False promises that terminated, truncated, episode_end and dropped are all clear, so
     # readers may skip looking; True means they may hold something.
@@ -105,6 +108,10 @@ class StepBuffers:
         self.keep_raw = keep_raw
         self.raw_obs: list[dict[str, Any]] = [{} for _ in range(E)]
         self.infos: list[dict[str, dict]] = [{} for _ in range(E)]
+        # The infos of agents that finished (always kept: episode ends are rare), and the
+        # copies where some agent finished since the last clear_step.
+        self.final_infos: list[dict[str, dict]] = [{} for _ in range(E)]
+        self.ended: list[int] = []
         # Who acts next, per copy; None until a copy is first written here.
         self.movers: list[tuple[str, ...] | None] = [None] * E
         self._flagged = True  # a flag may be set since the last clear_step
@@ -120,7 +127,7 @@ class StepBuffers:
             terminated=self.terminated, truncated=self.truncated, final_obs=self.final_obs,
             final_mask=self.final_mask, episode_end=self.episode_end,
             raw_obs=self.raw_obs if keep_raw else None, infos=self.infos if keep_raw else None,
-            dropped=self.dropped,
+            final_infos=self.final_infos, dropped=self.dropped,
         )
 
     def env_actions(self, actions: dict[str, np.ndarray], rows: slice) -> dict[str, np.ndarray]:
@@ -152,6 +159,7 @@ class StepBuffers:
         self.truncated[rows] = False
         self.episode_end[rows] = False
         self.dropped[rows] = False
+        self.ended.clear()
         self._flagged = False
 
     def flag(self, flags: np.ndarray, e: int) -> None:
@@ -209,6 +217,8 @@ class StepBuffers:
         if not (cs.terminated or cs.truncated):
             return
         self._flagged = True
+        self.final_infos[e] = cs.final_infos
+        self.ended.append(e)
         for flags, ended in ((self.terminated, cs.terminated), (self.truncated, cs.truncated)):
             for a, o in ended.items():
                 flags[e, col[a]] = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ def resolve_device(device: str) -> str:
 
 
 def make_vec_env(cfg: Config, num_envs: int | None = None,
-                 env_id: Any = None) -> tuple[VecEnv, list[Any] | None]:
+                 env_id: Any = None) -> tuple[VecEnv, Sequence[Any] | None]:
     """The vector env for a config, and the PettingZoo copies behind it (None if native)."""
     env_id = cfg.env.id if env_id is None else env_id
     n = cfg.env.num_envs if num_envs is None else num_envs
@@ -55,7 +56,21 @@ def make_vec_env(cfg: Config, num_envs: int | None = None,
         ), None
     vec = SyncVecEnv(make, n, cfg.train.max_steps_per_episode, cfg.env.max_failures,
                      raw_obs=scripted)
-    return vec, [c.env for c in vec.copies]
+    return vec, CopyEnvs(vec)
+
+
+class CopyEnvs(Sequence):
+    """Each in-process copy's PettingZoo env as it is now: a copy rebuilt after its env
+    raised is read as its new env, not the broken one."""
+
+    def __init__(self, vec: SyncVecEnv):
+        self._copies = vec.copies  # changed in place when a copy is rebuilt
+
+    def __len__(self) -> int:
+        return len(self._copies)
+
+    def __getitem__(self, e: int) -> Any:  # type: ignore[override]
+        return self._copies[e].env
 
 
 def make_specs(cfg: Config, env: VecEnv) -> dict[str, PolicySpec]:

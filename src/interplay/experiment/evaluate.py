@@ -7,11 +7,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from interplay.config.schema import Config, ConfigError
-from interplay.envs.registry import native_env_class
+from interplay.envs.registry import env_factory, native_env_class
+from interplay.errors import UserError
+from interplay.experiment.build import make_vec_env
 from interplay.experiment.loop import (
     Experiment,
     build_eval_runner,
@@ -20,6 +23,8 @@ from interplay.experiment.loop import (
     open_run,
 )
 from interplay.experiment.versus import play_versus, print_versus
+from interplay.loggers.rows import return_totals
+from interplay.run.runner import Runner
 
 
 def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episodes: int = 20,
@@ -36,6 +41,8 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
     if episodes < 1:
         raise ConfigError(f"--episodes must be at least 1, got {episodes}")
     cfg, state, path = open_run(run_dir, ["log.console=false", *overrides], checkpoint)
+    dest = Path(out) if out else run_dir / "eval.json"
+    failed: Exception | None = None
     exp = Experiment(cfg, run_dir)
     try:
         check_spaces(state["spaces"], exp.specs, what="the run's own env")
@@ -47,19 +54,35 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
                                       cfg.train.seed if seed is None else seed, target))
         else:
             report = _score(cfg, exp, episodes, target, path, seed)
+        _write_json(dest, report)  # the scores stay, whatever becomes of the picture
         if render is not None:
-            report["render"] = str(render_gif(cfg, exp, target, Path(render)))
+            try:
+                report["render"] = str(render_gif(cfg, exp, target, Path(render)))
+            except Exception as err:  # noqa: BLE001 - any failure of the env's drawing is named
+                failed = err
+                report["render_error"] = f"{type(err).__name__}: {err}"
+            _write_json(dest, report)
     finally:
         exp.close()
-    dest = Path(out) if out else run_dir / "eval.json"
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, dest)
     if vs is not None:
         print_versus(report, console or Console())
     else:
         print_table(report, exp, console or Console())
+    if failed is not None:
+        raise RenderError(
+            f"--render {render}: {report['render_error']}; the scores were written to {dest}"
+        ) from failed
     return report
+
+
+class RenderError(UserError, RuntimeError):
+    """The env could not be drawn; the scores were written all the same."""
+
+
+def _write_json(dest: Path, report: dict[str, Any]) -> None:
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(tmp, dest)
 
 
 def _score(cfg: Config, exp: Experiment, episodes: int, target: Any, path: Path,
@@ -89,7 +112,8 @@ def print_table(report: dict[str, Any], exp: Experiment, console: Console) -> No
         table.add_row(f"policy {pid}", _fmt(report.get(f"policy_return_mean/{pid}")))
     for agent in exp.env.agents:
         table.add_row(f"agent {agent}", _fmt(report.get(f"agent_return_mean/{agent}")))
-    table.add_row("episode (all agents)", _fmt(report.get("episode_return_mean")))
+    for who, value in return_totals(report):
+        table.add_row(who, _fmt(value))
     console.print(table)
 
 
@@ -98,34 +122,73 @@ def _fmt(value: float | None) -> str:
 
 
 def render_gif(cfg: Config, exp: Experiment, env_id: Any, dest: Path, episodes: int = 1) -> Path:
-    """Play ``episodes`` greedy episodes on one copy built with ``render_mode="rgb_array"``."""
-    import imageio.v2 as imageio
+    """Play ``episodes`` greedy episodes on one in-process copy and write them as a GIF.
 
-    from interplay.experiment.build import make_vec_env
-    from interplay.run.runner import Runner
+    A built-in batched env draws itself (``render_rgb``); any other is built with
+    ``render_mode="rgb_array"``, in this process even when the run steps its copies in
+    workers. Each episode's last frame is drawn before the copy resets and held for a second.
+    """
+    import imageio.v3 as imageio
 
+    sync = {"vectorization": "sync"}
     if native_env_class(env_id) is not None:
-        raise ConfigError(
-            f"--render needs a PettingZoo env that draws frames; {env_id!r} is a batched built-in. "
-            "Add --env with the original, e.g. --env mpe2.simple_spread_v3"
-        )
-    kwargs = {**cfg.env.kwargs, "render_mode": "rgb_array"}
-    render_cfg = cfg.model_copy(update={"env": cfg.env.model_copy(update={"kwargs": kwargs})})
-    env, copies = make_vec_env(render_cfg, num_envs=1, env_id=env_id)
-    frames = []
+        render_cfg = cfg.model_copy(update={"env": cfg.env.model_copy(update=sync)})
+        env, copies = make_vec_env(render_cfg, num_envs=1, env_id=env_id)
+        frames = env.record_frames(0)
+    else:
+        kwargs = {**cfg.env.kwargs, "render_mode": "rgb_array"}
+        make = env_factory(env_id, kwargs, cfg.env.api)
+        frames = []
+        render_cfg = cfg.model_copy(update={"env": cfg.env.model_copy(update={**sync, "kwargs": {}})})
+        env, copies = make_vec_env(render_cfg, num_envs=1,
+                                   env_id=lambda: FrameRecorder(make(), frames))
     try:
         runner = Runner(env, exp.specs, exp.actors, set(), None, copies)
         runner.reset(derived_seed(cfg.train.seed, "render"))
-        frames.append(env.render(0))
         while runner.episodes < episodes:
             runner.step(explore=False)
-            if runner.episodes < episodes:
-                frames.append(env.render(0))
     finally:
         env.close()
-    frames = [f for f in frames if f is not None]
-    if not frames:
+    while frames and frames[-1][0] == "start":  # the episode after the last one
+        frames.pop()
+    kept = [(i, f) for i, (_, f) in enumerate(frames) if f is not None]
+    if not kept:
         raise ConfigError(f"env {env_id!r} returned no frames from render() with render_mode='rgb_array'")
+    # A frame followed by an episode's start (or by nothing) is that episode's last: hold it.
+    ends = {i for i in range(len(frames)) if i + 1 == len(frames) or frames[i + 1][0] == "start"}
+    durations = [END_FRAME_MS if i in ends else FRAME_MS for i, _ in kept]
     dest.parent.mkdir(parents=True, exist_ok=True)
-    imageio.mimsave(dest, frames, duration=0.1, loop=0)
+    # imageio's GIF duration is in milliseconds, per frame; loop=0 repeats forever.
+    imageio.imwrite(dest, np.stack([np.asarray(f) for _, f in kept]), duration=durations, loop=0)
     return dest
+
+
+FRAME_MS = 100
+END_FRAME_MS = 1000
+
+
+class FrameRecorder:
+    """A PettingZoo env that keeps a frame after each ``reset`` (``"start"``) and ``step``.
+
+    Frames are drawn before the vector env resets a finished copy, so each episode's final
+    state is among them. Everything else goes to the env itself.
+    """
+
+    def __init__(self, env: Any, frames: list[tuple[str, Any]]):
+        self.env = env
+        self.frames = frames
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "env":  # not set yet (a copy being unpickled): no recursion
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    def reset(self, *args: Any, **kwargs: Any) -> Any:
+        out = self.env.reset(*args, **kwargs)
+        self.frames.append(("start", self.env.render()))
+        return out
+
+    def step(self, action: Any) -> Any:
+        out = self.env.step(action)
+        self.frames.append(("step", self.env.render()))
+        return out

@@ -35,6 +35,7 @@ from interplay.experiment.checkpoint import (
     resolve_checkpoint,
     save_checkpoint,
 )
+from interplay.experiment.learner_means import LearnerMeans
 from interplay.loggers.curve import plot_curve
 from interplay.loggers.rows import ConsoleLogger, JsonlLogger
 from interplay.run.callbacks import Callbacks
@@ -91,13 +92,14 @@ class Experiment:
             raise
         self.eval_runner: Runner | None = None
         every = cfg.checkpoint.every
+        self.report_every = cfg.log.every_for(cfg.env.num_envs)
         self.counters = {
-            "next_report": cfg.log.every,
+            "next_report": self.report_every,
             "next_test": cfg.train.test_frequency if cfg.train.test_frequency > 0 else -1,
             "next_checkpoint": every if every > 0 else -1,
             "tests": 0, "rows": 0, "wall_s": 0.0, "stopped_early": False,
         }
-        self.learner: dict[str, float] = {}
+        self.learner = LearnerMeans(self.algo.gauges)
         self.started = False
 
     # -- state -------------------------------------------------------------------------
@@ -112,7 +114,7 @@ class Experiment:
             "actors": {p: a.state_dict() for p, a in self.actors.items() if hasattr(a, "state_dict")},
             "runner": self.runner.state_dict(),
             "env": capture(self.env) if getattr(self.env, "snapshot_supported", True) else None,
-            "learner": dict(self.learner),
+            "learner": self.learner.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -130,7 +132,7 @@ class Experiment:
         for pid, s in state["actors"].items():
             self.actors[pid].load_state_dict(s)
         self.counters.update(state["counters"])
-        self.learner = dict(state["learner"])
+        self.learner.load_state_dict(state["learner"])
         rng = state["rng"]
         random.setstate(rng["python"])
         np.random.set_state(rng["numpy"])
@@ -147,6 +149,7 @@ class Experiment:
         total = cfg.train.steps
         start = time.perf_counter() - c["wall_s"]
         self._last_t, self._last_steps = time.perf_counter(), runner.env_steps
+        self._window_before: tuple[float, int] | None = None  # start of the previous window
         try:
             if not self.started:
                 runner.reset(cfg.train.seed)
@@ -156,10 +159,10 @@ class Experiment:
                     self.algo.collect(pid, batch)
                 if self.algo.ready(runner.env_steps):
                     self.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
-                    self.learner = self.algo.update()
+                    self.learner.add(self.algo.update())
                 steps = runner.env_steps
                 if steps >= c["next_report"]:
-                    c["next_report"] = steps + cfg.log.every
+                    c["next_report"] = steps + self.report_every
                     if not runner.collecting:  # nothing learns: a report closes a stretch of sampling
                         self.callbacks.on_sample_end(runner=runner, env_steps=steps)
                     self._report(loggers, result, start)
@@ -192,9 +195,17 @@ class Experiment:
         now = time.perf_counter()
         c = self.counters
         c["wall_s"] = now - start
-        rate = (self.runner.env_steps - self._last_steps) / max(now - self._last_t, 1e-9)
-        self._last_t, self._last_steps = now, self.runner.env_steps
-        row = train_row(self.runner, c["wall_s"], rate, self.learner)
+        steps = self.runner.env_steps
+        # A window shorter than the report interval (the closing one) is measured together
+        # with the one before it, so no rate comes from a handful of steps.
+        since_t, since_steps = self._last_t, self._last_steps
+        if steps - since_steps < self.report_every and self._window_before is not None:
+            since_t, since_steps = self._window_before
+        rate = (steps - since_steps) / max(now - since_t, 1e-9)
+        self._window_before = (self._last_t, self._last_steps)
+        self._last_t, self._last_steps = now, steps
+        overall = steps / max(c["wall_s"], 1e-9)
+        row = train_row(self.runner, c["wall_s"], rate, overall, self.learner.take())
         stats = getattr(self.env, "stats", None)
         if stats is not None:
             row.update(stats())
@@ -250,19 +261,23 @@ class Experiment:
 def build_eval_runner(cfg: Config, exp: Experiment, num_envs: int, env_id: Any = None) -> Runner:
     env, copies = make_vec_env(cfg, num_envs=num_envs, env_id=env_id)
     try:
-        check_spaces(spaces_of(make_specs(cfg, env)), exp.specs, what=f"env {env_id or cfg.env.id!r}")
+        check_spaces(spaces_of(exp.specs), make_specs(cfg, env), what=f"env {env_id or cfg.env.id!r}")
         return Runner(env, exp.specs, exp.actors, set(), exp.callbacks, copies)
     except BaseException:
         env.close()
         raise
 
 
-def check_spaces(saved: dict[str, list[str]], specs: dict, what: str = "this env") -> None:
-    """Policies trained on one env can act on another only if every agent's spaces match."""
+def check_spaces(trained: dict[str, list[str]], specs: dict, what: str = "this env") -> None:
+    """Policies trained on one env can act on another only if every agent's spaces match.
+
+    ``trained``: the spaces the policies were made for (:func:`spaces_of`); ``specs``: those
+    of the env they are to act on, which ``what`` names.
+    """
     now = spaces_of(specs)
-    if set(saved) != set(now):
-        raise ConfigError(f"{what} has agents {sorted(now)}, but the policies were made for {sorted(saved)}")
-    for agent, (obs, act) in saved.items():
+    if set(trained) != set(now):
+        raise ConfigError(f"{what} has agents {sorted(now)}, but the policies were made for {sorted(trained)}")
+    for agent, (obs, act) in trained.items():
         if now[agent] != [obs, act]:
             raise ConfigError(
                 f"{what}: agent {agent!r} has observation space {now[agent][0]} and action space "
@@ -278,7 +293,8 @@ def _reached(row: dict[str, Any], train: Any) -> bool:
     return value is not None and value >= train.target
 
 
-def train_row(runner: Runner, wall_s: float, rate: float, learner: dict[str, float]) -> dict[str, Any]:
+def train_row(runner: Runner, wall_s: float, rate: float, overall: float,
+              learner: dict[str, float | None]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "phase": "train",
         "env_steps": runner.env_steps,
@@ -287,6 +303,7 @@ def train_row(runner: Runner, wall_s: float, rate: float, learner: dict[str, flo
         "episodes_in_report": len(runner.window),
         "wall_s": round(wall_s, 3),
         "env_steps_per_s": round(rate, 1),
+        "run_env_steps_per_s": round(overall, 1),
     }
     row.update(runner.window.summary())
     row.update(learner)

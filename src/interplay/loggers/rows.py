@@ -18,6 +18,14 @@ from rich.progress import (
 )
 from rich.table import Table
 
+_AGENT = "agent_return_mean/"
+
+
+def mean_per_agent(row: dict[str, Any]) -> float | None:
+    """The mean over agents of each agent's mean return in ``row`` (None if none finished)."""
+    values = [v for k, v in row.items() if k.startswith(_AGENT) and v is not None]
+    return sum(values) / len(values) if values else None
+
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
@@ -41,7 +49,11 @@ class JsonlLogger:
 
 
 class ConsoleLogger:
-    """A live progress bar with env steps, env-steps/s, ETA and the latest returns."""
+    """A live progress bar with env steps, env-steps/s, ETA and the latest returns.
+
+    Returns are shown both ways, labelled: an episode's return summed over its agents (what
+    ``episode_return_mean`` holds) and the mean per agent (as the summary table lists them).
+    """
 
     def __init__(self, total: int, enabled: bool = True, console: Console | None = None):
         self.console = console or Console(stderr=True)
@@ -62,9 +74,12 @@ class ConsoleLogger:
         self.progress.update(self.task, completed=env_steps)
 
     def report(self, row: dict[str, Any]) -> None:
-        ret = row.get("episode_return_mean")
+        ret, per_agent = row.get("episode_return_mean"), mean_per_agent(row)
         if ret is not None:
-            self.latest[row["phase"]] = f"{row['phase']} {ret:.2f}"
+            text = f"{row['phase']} return {ret:.2f} (sum over agents)"
+            if per_agent is not None:
+                text += f", {per_agent:.2f} mean per agent"
+            self.latest[row["phase"]] = text
         fields = {"latest": "  ".join(self.latest.values())}
         if row["phase"] == "train":  # a test row's rate is the eval env's, not training's
             fields["rate"] = f"{row.get('env_steps_per_s', 0):,.0f}"
@@ -83,8 +98,16 @@ class ConsoleLogger:
         for a in agents:
             v = row.get(f"agent_return_mean/{a}")
             table.add_row(f"agent {a}", "-" if v is None else f"{v:.3f}")
+        for who, v in return_totals(row):
+            table.add_row(who, "-" if v is None else f"{v:.3f}")
         self.console.print(table)
 
     def close(self) -> None:
         if self.enabled and self.progress.live.is_started:
             self.progress.stop()
+
+
+def return_totals(row: dict[str, Any]) -> list[tuple[str, float | None]]:
+    """The two whole-episode figures, labelled as the console shows them."""
+    return [("episode return (sum over agents)", row.get("episode_return_mean")),
+            ("mean per agent", mean_per_agent(row))]

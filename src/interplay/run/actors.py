@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -85,21 +86,37 @@ def masked_uniform(rng: np.random.Generator, mask: np.ndarray | None,
 
 
 class ScriptedActor:
-    """A user's ``fn(observation, agent_id) -> action``, given the env's own observation."""
+    """A user's ``fn(observation, agent_id) -> action``, given the env's own observation.
+
+    A ``fn`` that takes an ``action_mask`` keyword (or ``**kwargs``) is also given the legal
+    actions: a bool array of the action space's size (for MultiDiscrete, each dimension's
+    in turn), from the observation's ``action_mask`` or the env's ``info["action_mask"]``,
+    all True when the env gives none; None for Box actions.
+    """
 
     squashed = False
     wants_env_obs = True
 
-    def __init__(self, spec: PolicySpec, fn: Callable[[Any, str], Any]):
+    def __init__(self, spec: PolicySpec, fn: Callable[..., Any]):
         self.spec = spec
         self.fn = fn
         self.view = spec.action_view
+        self.takes_mask = accepts_keyword(fn, "action_mask")
+        self._all_legal = np.ones(self.view.mask_dim, bool)
+        self._all_legal.flags.writeable = False
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         out = np.zeros((len(batch.agent_ids), *self.view.shape), self.view.dtype)
         space = self.spec.action_space
+        masked = self.takes_mask and self.view.mask_dim > 0
         for i, (obs, agent) in enumerate(zip(batch.env_obs, batch.agent_ids, strict=True)):
-            action = self.fn(obs, agent)
+            if not self.takes_mask:
+                action = self.fn(obs, agent)
+            elif not masked:
+                action = self.fn(obs, agent, action_mask=None)
+            else:
+                legal = batch.mask[i].copy() if batch.mask is not None else self._all_legal
+                action = self.fn(obs, agent, action_mask=legal)
             if not space.contains(_as_env_value(action, space)):
                 raise ValueError(
                     f"scripted policy {self.spec.config.fn!r} returned {action!r} for agent "
@@ -107,6 +124,16 @@ class ScriptedActor:
                 )
             out[i] = np.asarray(action) - (space.start if self.view.kind != "box" else 0)
         return out, {}
+
+
+def accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` can be called with the keyword argument ``name``."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (some built-ins)
+        return False
+    return any(p.kind is p.VAR_KEYWORD or (p.name == name and p.kind in (
+        p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)) for p in params)
 
 
 def _as_env_value(action: Any, space: Any) -> Any:

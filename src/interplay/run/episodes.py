@@ -13,14 +13,28 @@ _REDUCERS = {"mean": np.mean, "sum": np.sum, "last": lambda v: v[-1], "max": np.
 
 
 @dataclass
+class AgentEnd:
+    """How one agent's part of an episode ended: what came with the env step that ended it."""
+
+    obs: Any  # its last observation, env-shaped (a Dict observation's action_mask left out)
+    reward: float  # the reward that step gave it
+    terminated: bool
+    truncated: bool
+    info: dict  # the info the env gave it with that step ({} where the env gives none)
+
+
+@dataclass
 class Episode:
-    """One episode in one copy, as callbacks see it."""
+    """One episode in one copy, as callbacks see it (see :class:`interplay.Callbacks`)."""
 
     id: int
     env_index: int
-    env: Any = None  # the copy's env object when there is one
+    env: Any = None  # the copy's PettingZoo env, in-process copies only (else None)
     length: int = 0  # env steps so far
     returns: dict[str, float] = field(default_factory=dict)  # filled in when it ends
+    # agent -> how its part ended, filled in as each agent finishes (all of them by
+    # on_episode_end); kept only when some callback overrides on_episode_end
+    final: dict[str, AgentEnd] = field(default_factory=dict)
     user_data: dict[str, Any] = field(default_factory=dict)
     custom: list[tuple[str, float, Reduce]] = field(default_factory=list)
 
@@ -81,6 +95,18 @@ class EpisodeTracker:
         self.seen |= reward != 0.0  # paid anything
         if ended_agents is not None:
             self.seen |= ended_agents
+
+    def ended(self, step: Any, ended_agents: np.ndarray, obs_views: dict[str, Any]) -> None:
+        """Keep, on each copy's current episode, how each agent finished in ``step`` ended."""
+        infos = step.final_infos
+        for e, i in zip(*np.nonzero(ended_agents), strict=True):
+            agent = self.agents[i]
+            self.current[e].final[agent] = AgentEnd(
+                obs=obs_views[agent].unflatten(step.final_obs[agent][e].copy()),
+                reward=float(step.reward[e, i]), terminated=bool(step.terminated[e, i]),
+                truncated=bool(step.truncated[e, i]),
+                info=infos[e].get(agent, {}) if infos is not None else {},
+            )
 
     def finish(self, e: int) -> Episode:
         """Close copy ``e``'s episode and start the next one there."""

@@ -423,6 +423,8 @@ class Runner:
                   ends: bool, dropped: np.ndarray | None) -> None:
         tracker = self.tracker
         tracker.stepped(stepped, step.reward, ended_agents, stepped is self._every_copy)
+        if ended_agents is not None and self.callbacks.wants_ends:
+            tracker.ended(step, ended_agents, self.env.obs_views)
         if dropped is not None:
             for e in np.nonzero(dropped)[0]:
                 tracker.drop(int(e))

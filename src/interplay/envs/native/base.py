@@ -42,7 +42,8 @@ class NativeEnv:
     calls :meth:`_setup`, and implements ``_reset_rows`` (new episodes for some copies),
     ``_advance`` (one step of every copy, writing ``self._reward``), ``_write_obs`` (the
     observations of the current state into ``self._obs``) and ``state``. It may override
-    ``_save_final`` when its observations share one buffer.
+    ``_save_final`` when its observations share one buffer. For pictures it lists the discs
+    of a copy in ``_bodies``; :meth:`render_rgb` draws them.
     """
 
     turn_based = False
@@ -79,6 +80,8 @@ class NativeEnv:
         self._t = np.zeros(E, np.int64)
         self._rng = np.random.default_rng()
         self._started = False
+        self._frames: list[tuple[str, np.ndarray]] | None = None  # see record_frames
+        self._frames_of = 0
         self._view = VecStep(
             obs=self._obs, mask=self._mask, acting=self._acting, reward=self._reward,
             terminated=self._terminated, truncated=self._truncated, final_obs=self._final_obs,
@@ -109,6 +112,40 @@ class NativeEnv:
         for a in self.agents:
             self._final_obs[a][rows] = self._obs[a][rows]
 
+    def _bodies(self, e: int) -> list[tuple[float, float, float, tuple[float, float, float]]]:
+        """Copy ``e``'s discs to draw, bottom first: ``(x, y, radius, (r, g, b) in [0, 1])``."""
+        raise NotImplementedError(f"native env {self.task!r} does not draw itself")
+
+    # -- pictures -------------------------------------------------------------------------
+    def render_rgb(self, e: int = 0, size: int = 320) -> np.ndarray:
+        """Copy ``e`` seen from above: an RGB frame ``[size, size, 3]`` of uint8.
+
+        Each body is a disc on a white ground. The view spans [-1, 1]^2, widened when a body
+        strays further, so every body stays in sight.
+        """
+        bodies = self._bodies(e)
+        reach = max([1.0, *(max(abs(x), abs(y)) + r for x, y, r, _ in bodies)])
+        centres = (np.arange(size) + 0.5) * (2 * reach / size) - reach  # pixel -> world
+        xs, ys = centres[None, :], centres[::-1, None]  # row 0 is the top of the picture
+        frame = np.full((size, size, 3), 255, np.uint8)
+        for x, y, radius, colour in bodies:
+            inside = (xs - x) ** 2 + (ys - y) ** 2 <= radius**2
+            frame[inside] = np.round(np.clip(colour, 0.0, 1.0) * 255).astype(np.uint8)
+        return frame
+
+    def record_frames(self, e: int = 0) -> list[tuple[str, np.ndarray]]:
+        """From now on keep copy ``e``'s frames, in the list returned.
+
+        Each entry is ``("start", frame)`` when an episode begins or ``("step", frame)`` after
+        a step; the frame of a step that ends an episode is drawn before the copy resets, so
+        every episode's final state is kept.
+        """
+        self._frames, self._frames_of = [], e
+        return self._frames
+
+    def _record(self, kind: str) -> None:
+        self._frames.append((kind, self.render_rgb(self._frames_of)))
+
     # -- the VecEnv interface -------------------------------------------------------------
     def reset(self, seed: int | None = None) -> VecStep:
         self._rng = np.random.default_rng(seed)
@@ -118,6 +155,8 @@ class NativeEnv:
         self._clear()
         self._write_obs()
         self._view.flagged = False
+        if self._frames is not None:
+            self._record("start")
         return self._view
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
@@ -130,6 +169,8 @@ class NativeEnv:
         self._advance(actions)
         self._t += 1
         self._write_obs()
+        if self._frames is not None:
+            self._record("step")
         done = self._t >= self.limit
         self._view.flagged = flagged = bool(done.any())
         if flagged:
@@ -140,6 +181,8 @@ class NativeEnv:
             self._write_obs()
             self._truncated[rows] = True
             self._episode_end[rows] = True
+            if self._frames is not None and done[self._frames_of]:
+                self._record("start")
         return self._view
 
     def current_step(self) -> VecStep:

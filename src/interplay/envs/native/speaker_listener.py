@@ -27,6 +27,8 @@ from interplay.envs.native.particles import (
 DIM_C = 3
 NUM_LANDMARKS = 3
 AGENT_SIZE = 0.075
+LANDMARK_SIZE = 0.04
+AGENT_COLOR = (0.25, 0.25, 0.25)
 LANDMARK_COLORS = np.array([[0.65, 0.15, 0.15], [0.15, 0.65, 0.15], [0.15, 0.15, 0.65]])
 _COLORS32 = LANDMARK_COLORS.astype(np.float32)
 SPEAKER, LISTENER = "speaker_0", "listener_0"
@@ -124,6 +126,14 @@ class SpeakerListener(NativeEnv):
         out = np.empty((self.num_envs, self.state_space.shape[0]), np.float32)
         self._obs_into(out[:, :3], out[:, 3:])
         return out
+
+    def _bodies(self, e: int) -> list[tuple[float, float, float, tuple[float, float, float]]]:
+        """The landmarks, the speaker, and the listener tinted with its goal's colour."""
+        landmarks = [(*self.landmarks[i, :, e].tolist(), LANDMARK_SIZE,
+                      tuple(LANDMARK_COLORS[i].tolist())) for i in range(NUM_LANDMARKS)]
+        listener_color = tuple((LANDMARK_COLORS[self.goal[e]] + 0.45).tolist())
+        return [*landmarks, (*self.speaker_pos[:, e].tolist(), AGENT_SIZE, AGENT_COLOR),
+                (*self.listener.pos[0, :, e].tolist(), AGENT_SIZE, listener_color)]
 
     # -- tests and tools ------------------------------------------------------------------
     def set_state_from_mpe(self, e: int, world: Any, steps: int = 0) -> None:

@@ -27,7 +27,10 @@ from interplay.envs.native.particles import (
 )
 
 AGENT_SIZE = 0.15
+LANDMARK_SIZE = 0.05
 DIM_C = 2
+AGENT_COLOR = (0.35, 0.35, 0.85)
+LANDMARK_COLOR = (0.25, 0.25, 0.25)
 
 
 class Spread(NativeEnv):
@@ -154,6 +157,13 @@ class Spread(NativeEnv):
         block = np.zeros_like(self._obs_block)
         self._obs_into(block)
         return block.transpose(1, 0, 2).reshape(self.num_envs, self.N * self.obs_dim)
+
+    def _bodies(self, e: int) -> list[tuple[float, float, float, tuple[float, float, float]]]:
+        landmarks = [(*self.landmarks[i, :, e].tolist(), LANDMARK_SIZE, LANDMARK_COLOR)
+                     for i in range(self.N)]
+        agents = [(*self.bodies.pos[i, :, e].tolist(), AGENT_SIZE, AGENT_COLOR)
+                  for i in range(self.N)]
+        return landmarks + agents
 
     # -- tests and tools ------------------------------------------------------------------
     def set_state_from_mpe(self, e: int, world: Any, steps: int = 0) -> None:

@@ -60,3 +60,54 @@ def make_runner(data: dict, collect: bool = True) -> Runner:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(0)
+
+
+class Learner:
+    """An algorithm and its storage driven as the training loop drives them.
+
+    ``collect`` stores a step's closed transitions and shows them to the algorithm; ``ready``
+    ends the step of the copies (``env_steps``: the run's env steps, by default one more step
+    of ``copies`` copies) and asks the algorithm; ``update`` learns from the storage. Its state
+    is the algorithm's and the storage's together, as in a checkpoint. Anything else is the
+    algorithm's.
+    """
+
+    def __init__(self, algo, copies: int = 1):
+        self.algo = algo
+        self.storage = algo.make_storage()
+        self.copies = copies
+        self.env_steps = 0
+
+    def __getattr__(self, name):
+        return getattr(self.algo, name)
+
+    def __setattr__(self, name, value):
+        if name in ("algo", "storage", "copies", "env_steps"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.algo, name, value)
+
+    @property
+    def buffer(self):
+        return self.storage.buffer
+
+    def collect(self, pid: str, batch) -> None:
+        self.storage.add(pid, batch)
+        self.algo.collect(pid, batch)
+
+    def ready(self, env_steps: int | None = None) -> bool:
+        self.env_steps = self.env_steps + self.copies if env_steps is None else env_steps
+        self.storage.end_step(self.env_steps)
+        return self.algo.ready(self.storage, self.env_steps)
+
+    def update(self) -> dict[str, float]:
+        return self.algo.update(self.storage)
+
+    def state_dict(self) -> dict:
+        return {"algo": self.algo.state_dict(), "env_steps": self.env_steps,
+                "storage": self.storage.state_dict() if self.storage.saved else None}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.algo.load_state_dict(state["algo"])
+        self.storage.load_state_dict(state["storage"])
+        self.env_steps = state["env_steps"]

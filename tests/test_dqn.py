@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import read_metrics
+from helpers import Learner, read_metrics
 from torch import nn
 
 from interplay.algos.dqn import DQN, QNet, td_target
@@ -93,7 +93,7 @@ def make_dqn(extra=(), env=TTT, num_envs=2) -> tuple[DQN, dict]:
     specs = make_specs(cfg, vec)
     vec.close()
     settings = validate_section(DQN.Settings, cfg.algo.model_dump(), "algo")
-    return DQN(settings, specs, "cpu", cfg.train.seed), specs
+    return Learner(DQN(settings, specs, "cpu", cfg.train.seed), num_envs), specs
 
 
 @pytest.mark.parametrize("epsilon", [0.0, 0.5, 1.0])
@@ -118,7 +118,7 @@ def test_epsilon_falls_linearly_over_the_steps():
     seen = []
     for _ in range(150):
         seen.append(algo.epsilon())
-        algo.ready()
+        algo.ready(len(seen))  # one env step each
     assert seen[0] == 1.0 and seen[50] == pytest.approx(0.6) and seen[100:] == [pytest.approx(0.2)] * 50
 
 
@@ -165,10 +165,10 @@ def test_without_save_buffer_the_state_leaves_it_out():
     a, _ = make_dqn(["algo.save_buffer=false"])
     fill(a, 30)
     state = a.state_dict()
-    assert state["policies"]["shared"]["buffer"] is None
+    assert state["storage"] is None
     b, _ = make_dqn(["algo.save_buffer=false"])
     b.load_state_dict(state)
-    assert len(b.policies["shared"].buffer) == 0 and b.schedule.env_steps == a.schedule.env_steps
+    assert len(b.storage.buffers["shared"]) == 0 and b.schedule.env_steps == a.schedule.env_steps
     assert not b.ready()  # nothing to learn from until the buffer fills again
 
 
@@ -188,7 +188,7 @@ def test_the_target_network_follows_hard_or_soft():
 def test_a_nan_loss_names_the_policy_and_the_env_step():
     algo, _ = make_dqn(["algo.batch_size=8", "algo.learning_starts=0"])
     fill(algo, 20)
-    algo.policies["shared"].buffer.reward[:] = np.nan
+    algo.storage.buffers["shared"].reward[:] = np.nan
     with pytest.raises(NonFiniteError, match=r"policy 'shared'.*env step 40"):
         algo.update()
 

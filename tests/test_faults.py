@@ -11,6 +11,7 @@ from helpers import read_metrics
 from interplay.algos.base import REGISTRY, Algorithm, register
 from interplay.cli import main
 from interplay.config.schema import load
+from interplay.data.rollout import RolloutStorage
 from interplay.experiment.loop import train
 from interplay.run.actors import ActBatch
 from interplay.run.transitions import Transitions
@@ -54,6 +55,9 @@ class Recorder(Algorithm):
 
     def actor(self, pid: str) -> _Twos:
         return _Twos()
+
+    def make_storage(self) -> RolloutStorage:
+        return RolloutStorage(list(self.specs))  # never cleared: the test's run is short
 
     def collect(self, pid: str, batch: Transitions) -> None:
         Recorder.seen.append(batch)

@@ -217,7 +217,7 @@ def test_gaussian_noise_scale_decays_linearly_and_actions_stay_squashed():
     seen = []
     for _ in range(150):
         seen.append(algo.noise_scale())
-        algo.ready()
+        algo.ready(len(seen))  # one env step each
     assert seen[0] == 0.6 and seen[50] == pytest.approx(0.4) and seen[100:] == [pytest.approx(0.2)] * 50
     obs = np.random.default_rng(0).standard_normal((500, 11)).astype(np.float32)
     actions, _ = algo.actor("listener").act(ActBatch(obs=obs, mask=None), explore=True)
@@ -293,7 +293,7 @@ def test_without_save_buffer_the_state_leaves_it_out():
     _, algo, runner = build(SL, {"name": "maddpg", **SMALL, "save_buffer": False})
     drive(runner, algo, 8)
     state = algo.state_dict()
-    assert state["buffer"] is None
+    assert state["storage"] is None
     _, other, _ = build(SL, {"name": "maddpg", **SMALL, "save_buffer": False})
     other.load_state_dict(state)
     assert len(other.buffer) == 0 and other.schedule.env_steps == algo.schedule.env_steps

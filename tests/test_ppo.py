@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from helpers import Learner
 
 from interplay.algos import REGISTRY
 from interplay.algos.ppo import PPO
@@ -48,7 +49,7 @@ def build(env: dict, algo: dict, seed: int = 0, **train_kw):
                     "log": {"console": False}})
     vec, copies = make_vec_env(cfg)
     specs = make_specs(cfg, vec)
-    algorithm = make_algorithm(cfg, specs, "cpu")
+    algorithm = Learner(make_algorithm(cfg, specs, "cpu"), vec.num_envs)
     runner = Runner(vec, specs, make_actors(cfg, specs, algorithm),
                     {p for p, s in specs.items() if s.trainable}, copies=copies,
                     complete_episodes=cfg.train.batch_mode == "complete_episodes")
@@ -144,7 +145,7 @@ def test_mappo_critic_sees_every_agent_of_its_copy_at_that_step():
         for pid, batch in runner.step().items():
             algo.collect(pid, batch)
         algo.ready()
-    data = {pid: algo._gather(pid) for pid in algo.trained}
+    data = {pid: algo._gather(pid, algo.storage.batch(pid)) for pid in algo.trained}
     algo._add_joint(data)
     speaker, listener = data["speaker"], data["listener"]
     assert len(np.unique(listener["step"])) == 25
@@ -212,7 +213,7 @@ def test_presets_differ_only_in_their_defaults():
 
 def test_learning_rate_falls_linearly_to_zero_over_lr_decay_steps():
     _, algo, runner = build(TOY_ENVS["spread"], {"name": "ippo", **FAST, "lr": 1e-3,
-                                                 "lr_decay_steps": 32})
+                                                 "lr_decay_steps": 32 * 8})  # 8 copies
     rates = [m["lr"] for m in drive(runner, algo, 16 * 3)]
     assert rates == pytest.approx([1e-3, 0.5e-3, 0.0])
 
@@ -220,7 +221,7 @@ def test_learning_rate_falls_linearly_to_zero_over_lr_decay_steps():
 def test_a_non_finite_loss_stops_the_update_naming_the_policy():
     _, algo, runner = build(TOY_ENVS["spread"], {"name": "ippo", **FAST, "rollout": 64})
     drive(runner, algo, 25)  # one whole episode, no update yet
-    algo._rollout[0][1].reward[0] = np.nan
+    algo.storage.parts["agent"][0].reward[0] = np.nan
     with pytest.raises(FloatingPointError, match=r"policy 'agent': the PPO loss is nan"):
         algo.update()
 
@@ -338,7 +339,7 @@ def test_turn_based_connect_four_beats_a_random_opponent():
     })
     vec, copies = make_vec_env(cfg)
     specs = make_specs(cfg, vec)
-    algo = make_algorithm(cfg, specs, "cpu")
+    algo = Learner(make_algorithm(cfg, specs, "cpu"), vec.num_envs)
     actors = make_actors(cfg, specs, algo)
     drive(Runner(vec, specs, actors, {"me"}, copies=copies), algo, 64 * 50)  # 51k moves
     runner = Runner(vec, specs, actors, copies=copies)
@@ -355,7 +356,7 @@ def test_advantages_reusing_next_values_equal_valuing_every_next_observation():
         _, algo, runner = build(TOY_ENVS["spread"], {"name": name, **FAST, "rollout": 64,
                                                      "norm_adv": False})
         drive(runner, algo, 60)  # two whole episodes per copy, inside the first rollout
-        data = {pid: algo._gather(pid) for pid in algo.trained}
+        data = {pid: algo._gather(pid, algo.storage.batch(pid)) for pid in algo.trained}
         if algo.settings.centralised_critic:
             algo._add_joint(data)
         d, p = data["agent"], algo.policies["agent"]

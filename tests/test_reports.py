@@ -21,8 +21,8 @@ def counting_updates(exp):
     done = []
     update = exp.algo.update
 
-    def counted():
-        metrics = update()
+    def counted(storage):
+        metrics = update(storage)
         done.append(exp.runner.env_steps)
         n = len(done)
         return {**metrics, "n": float(n), **({"rare": 10.0 * n} if n % 3 == 0 else {})}

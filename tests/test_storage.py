@@ -28,7 +28,7 @@ def test_image_frames_stay_uint8_in_replay_and_checkpoint(tmp_path):
     result = run(tmp_path, {"name": "dqn", "buffer_size": 1000, "learning_starts": 50,
                             "batch_size": 16})
     state = decode(torch.load(result.checkpoint / "state.pt", weights_only=True))
-    buffer = state["algo"]["policies"]["eye"]["buffer"]["arrays"]
+    buffer = state["storage"]["eye"]["arrays"]
     for key in ("obs", "next_obs"):
         assert buffer[key].dtype == np.uint8, key
     assert buffer["obs"].shape == (min(1000, result.env_steps * 2), 12 * 12 * 3)

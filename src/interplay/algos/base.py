@@ -1,8 +1,9 @@
 """What an algorithm supplies to the training loop, and the registry of algorithms.
 
-The trainer owns the loop (collect → store → update → log → test → checkpoint). An
-algorithm builds one actor per policy it trains, takes the transitions the runner closes,
-and says when it wants to learn. It never touches envs, loggers or files.
+The loop owns the run (collect → store → update → log → test → checkpoint) and the storage
+transitions go to. An algorithm builds one actor per policy it trains, says which storage it
+learns from, when it wants to learn, and learns from that storage. It never touches envs,
+loggers or files.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 
 from interplay.config.algo import AlgoSettings, register_settings, settings_class
 from interplay.config.code import load_callable
+from interplay.data.storage import Storage
 from interplay.errors import ConfigError
 from interplay.run.actors import Actor
 from interplay.run.mapping import PolicySpec
@@ -41,16 +43,22 @@ class Algorithm:
         """The actor for trainable policy ``pid``."""
         raise NotImplementedError
 
-    def collect(self, pid: str, batch: Transitions) -> None:
-        """Take the transitions the runner closed for ``pid`` in one step."""
+    def make_storage(self) -> Storage | None:
+        """The storage this algorithm learns from (None: it learns nothing). The loop keeps
+        it, fills it with every transition of the trained policies, and checkpoints it."""
+        return None
 
-    def ready(self, env_steps: int | None = None) -> bool:
+    def collect(self, pid: str, batch: Transitions) -> None:
+        """See the transitions the runner closed for ``pid`` in one step (they are stored
+        by the loop; this is for what acting keeps, such as exploration noise per episode)."""
+
+    def ready(self, storage: Storage | None, env_steps: int) -> bool:
         """Whether to call :meth:`update` now. The loop asks once per step of the copies,
-        passing the run's env steps so far (None: one more step of every copy seen)."""
+        after the step's transitions are stored, with the run's env steps so far."""
         return False
 
-    def update(self) -> dict[str, float]:
-        """Learn from what was collected; returns learner metrics by name."""
+    def update(self, storage: Storage | None) -> dict[str, float]:
+        """Learn from ``storage``; returns learner metrics by name."""
         return {}
 
     def state_dict(self) -> dict[str, Any]:
@@ -91,8 +99,8 @@ class LearnSchedule:
         self.env_steps = 0  # the run's env steps, as last told
         self.rounds = 0  # rounds taken or passed over
 
-    def advance(self, env_steps: int | None, copies: int) -> None:
-        self.env_steps = self.env_steps + copies if env_steps is None else env_steps
+    def advance(self, env_steps: int) -> None:
+        self.env_steps = env_steps
 
     def due(self) -> int:
         if self.env_steps < self.start:

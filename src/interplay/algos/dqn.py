@@ -26,13 +26,12 @@ from torch import nn
 
 from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
 from interplay.data.memory import check_fits
-from interplay.data.replay import ReplayBuffer, Sample
+from interplay.data.replay import PolicyReplay, ReplayBuffer, Sample
 from interplay.errors import NonFiniteError
 from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import ACTIVATIONS, NetSettings, mlp
 from interplay.run.actors import ActBatch, masked_uniform
 from interplay.run.mapping import PolicySpec
-from interplay.run.transitions import Transitions
 
 
 class DQNSettings(AlgoSettings):
@@ -108,7 +107,7 @@ def masked_q(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 
 
 class _Policy:
-    """What one trained policy learns with: networks, optimiser, replay buffer, RNGs."""
+    """What one trained policy learns with: networks, optimiser, RNGs."""
 
     def __init__(self, spec: PolicySpec, s: DQNSettings, seed: int, device: str):
         self.spec = spec
@@ -118,8 +117,6 @@ class _Policy:
             self.online = QNet(spec.obs_dim, view.mask_dim, s.net, s.dueling).to(device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=s.lr)
-        self.buffer = ReplayBuffer(s.buffer_size, spec.obs_dim, view.shape, view.dtype,
-                                   view.mask_dim, spec.obs_view.dtype)
         self.act_rng = rng_for(seed, "dqn", "act", spec.id)
         self.sample_rng = rng_for(seed, "dqn", "sample", spec.id)
         self.updates = 0  # gradient steps taken
@@ -165,14 +162,9 @@ class DQN(Algorithm):
                  seed: int):
         super().__init__(settings, specs, device, seed)
         trained = [spec for spec in specs.values() if spec.trainable]
-        check_fits(sum(ReplayBuffer.nbytes(
-            settings.buffer_size, s.obs_dim, s.action_view.shape, s.action_view.dtype,
-            s.action_view.mask_dim, s.obs_view.dtype) for s in trained), "algo.buffer_size",
-            f"{len(trained)} replay buffer(s) of {settings.buffer_size:,} transitions")
         self.policies = {spec.id: _Policy(spec, settings, seed, device) for spec in trained}
         self._actors = {pid: DQNActor(self, p) for pid, p in self.policies.items()}
         self.schedule = LearnSchedule(settings.learning_starts, settings.train_every)
-        self.copies = 1  # env copies seen in transitions
         self._rounds = 0  # learning rounds the next update takes
 
     def actor(self, pid: str) -> DQNActor:
@@ -184,36 +176,44 @@ class DQN(Algorithm):
         frac = min(1.0, steps / s.exploration_steps) if s.exploration_steps else 1.0
         return s.epsilon_start + frac * (s.epsilon_end - s.epsilon_start)
 
-    def collect(self, pid: str, batch: Transitions) -> None:
-        if pid in self.policies and len(batch):
-            self.policies[pid].buffer.add(batch, pid)
-            self.copies = max(self.copies, int(batch.env.max()) + 1)
+    def make_storage(self) -> PolicyReplay:
+        """A replay buffer per trained policy, refused up front if the machine cannot hold them."""
+        s = self.settings
+        shapes = {pid: (s.buffer_size, p.spec.obs_dim, p.spec.action_view.shape,
+                        p.spec.action_view.dtype, p.spec.action_view.mask_dim, p.spec.obs_view.dtype)
+                  for pid, p in self.policies.items()}
+        check_fits(sum(ReplayBuffer.nbytes(*shape) for shape in shapes.values()),
+                   "algo.buffer_size",
+                   f"{len(shapes)} replay buffer(s) of {s.buffer_size:,} transitions")
+        return PolicyReplay({pid: ReplayBuffer(*shape) for pid, shape in shapes.items()},
+                            saved=s.save_buffer)
 
-    def ready(self, env_steps: int | None = None) -> bool:
+    def ready(self, storage: PolicyReplay, env_steps: int) -> bool:
         """True when a learning round is due (and some buffer holds a batch)."""
-        self.schedule.advance(env_steps, self.copies)
+        self.schedule.advance(env_steps)
         if not self.schedule.due():
             return False
-        learnable = any(len(p.buffer) >= self.settings.batch_size for p in self.policies.values())
+        learnable = any(len(b) >= self.settings.batch_size for b in storage.buffers.values())
         self._rounds = self.schedule.take()  # rounds with nothing to learn from yet pass
         return learnable
 
-    def update(self) -> dict[str, float]:
+    def update(self, storage: PolicyReplay) -> dict[str, float]:
         s = self.settings
         metrics: dict[str, float] = {"epsilon": self.epsilon()}
         steps = s.gradient_steps * max(1, self._rounds)
         self._rounds = 0
         for pid, p in self.policies.items():
-            if len(p.buffer) < s.batch_size:
+            buffer = storage.buffers[pid]
+            if len(buffer) < s.batch_size:
                 continue
             sums = np.zeros(3)
             for _ in range(steps):
-                batch = p.buffer.sample(s.batch_size, p.sample_rng, s.n_step, s.gamma)
+                batch = buffer.sample(s.batch_size, p.sample_rng, s.n_step, s.gamma)
                 sums += self._learn(pid, p, batch)
             loss, q_mean, target_mean = sums / steps
             metrics.update({f"loss/{pid}": loss, f"q_mean/{pid}": q_mean,
                             f"target_mean/{pid}": target_mean,
-                            f"buffer_size/{pid}": float(len(p.buffer))})
+                            f"buffer_size/{pid}": float(len(buffer))})
         return metrics
 
     def _learn(self, pid: str, p: _Policy, b: Sample) -> np.ndarray:
@@ -246,20 +246,18 @@ class DQN(Algorithm):
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
-            "schedule": self.schedule.state_dict(), "copies": self.copies,
+            "schedule": self.schedule.state_dict(),
             "policies": {pid: {
                 "online": p.online.state_dict(), "target": p.target.state_dict(),
                 "optimizer": p.optimizer.state_dict(), "updates": p.updates,
                 "act_rng": p.act_rng.bit_generator.state,
                 "sample_rng": p.sample_rng.bit_generator.state,
-                "buffer": p.buffer.state_dict() if self.settings.save_buffer else None,
             } for pid, p in self.policies.items()},
         })
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         state = copy.deepcopy(state)
         self.schedule.load_state_dict(state["schedule"])
-        self.copies = state["copies"]
         for pid, p in self.policies.items():
             saved = state["policies"][pid]
             p.online.load_state_dict(saved["online"])
@@ -268,10 +266,6 @@ class DQN(Algorithm):
             p.updates = saved["updates"]
             p.act_rng.bit_generator.state = saved["act_rng"]
             p.sample_rng.bit_generator.state = saved["sample_rng"]
-            if saved["buffer"] is None:
-                p.buffer.clear()
-            else:
-                p.buffer.load_state_dict(saved["buffer"])
 
 
 def td_target(online: nn.Module, target: nn.Module, b: Sample, double: bool,

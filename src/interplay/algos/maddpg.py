@@ -47,9 +47,8 @@ from pydantic import Field
 from torch import nn
 
 from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
-from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
-from interplay.data.replay import Group, GroupRows, JointReplayBuffer
+from interplay.data.replay import Group, GroupRows, JointReplay, JointReplayBuffer
 from interplay.errors import NonFiniteError
 from interplay.nets.distributions import MASKED
 from interplay.nets.inputs import obs_tensor
@@ -248,19 +247,10 @@ class MADDPG(Algorithm):
             own = spec.obs_dim + _act_dim(spec) + (k if k > 1 else 0)
             self.policies[pid] = _Policy(spec, settings, own + self.joint_obs + self.joint_act,
                                          seed, self.name, device)
-        groups = {pid: Group(p.k, p.spec.obs_dim, p.spec.action_view.shape,
-                             p.spec.action_view.dtype, p.spec.action_view.mask_dim,
-                             p.spec.obs_view.dtype) for pid, p in self.policies.items()}
-        check_fits(sum(g.nbytes(settings.buffer_size) for g in groups.values()),
-                   "algo.buffer_size", f"a joint replay buffer of {settings.buffer_size:,} steps "
-                   f"of {sum(g.agents for g in groups.values())} agents")
-        self.buffer = JointReplayBuffer(settings.buffer_size, groups)
         self.sample_rng = rng_for(seed, self.name, "sample")
         self._actors = {pid: MADDPGActor(self, p) for pid, p in self.policies.items()}
-        self._step: dict[str, Transitions] = {}  # this step's transitions, joined in ready()
         self.schedule = LearnSchedule(settings.learning_delay, settings.learn_step)
         self._rounds = 0  # learning rounds the next update takes
-        self.copies = 1  # env copies seen in transitions, to name env steps in errors
         self.updates = 0  # gradient steps taken
 
     def actor(self, pid: str) -> MADDPGActor:
@@ -293,12 +283,24 @@ class MADDPG(Algorithm):
         p.ou[env, slot] = x
         return x
 
-    # -- collecting -------------------------------------------------------------------------
+    # -- storage and collecting -------------------------------------------------------------
+    def make_storage(self) -> JointReplay:
+        """One joint replay buffer of every trained agent, refused up front if the machine
+        cannot hold it."""
+        s = self.settings
+        groups = {pid: Group(p.k, p.spec.obs_dim, p.spec.action_view.shape,
+                             p.spec.action_view.dtype, p.spec.action_view.mask_dim,
+                             p.spec.obs_view.dtype) for pid, p in self.policies.items()}
+        check_fits(sum(g.nbytes(s.buffer_size) for g in groups.values()),
+                   "algo.buffer_size", f"a joint replay buffer of {s.buffer_size:,} steps "
+                   f"of {sum(g.agents for g in groups.values())} agents")
+        return JointReplay(JointReplayBuffer(s.buffer_size, groups), f"algo.name: {self.name}",
+                           {pid: p.spec.agents for pid, p in self.policies.items()},
+                           saved=s.save_buffer)
+
     def collect(self, pid: str, batch: Transitions) -> None:
         if pid not in self.policies or not len(batch):
             return
-        self._step[pid] = batch
-        self.copies = max(self.copies, int(batch.env.max()) + 1)
         p = self.policies[pid]
         ended = batch.terminated | batch.truncated
         if ended.any():  # their OU processes restart with the next episode
@@ -306,43 +308,24 @@ class MADDPG(Algorithm):
             known = e < p.ou.shape[0]
             p.ou[e[known], j[known]] = 0.0
 
-    def ready(self, env_steps: int | None = None) -> bool:
-        """Stores this step's joint rows; true when a learning round is due (and the buffer
-        holds a batch)."""
-        self.schedule.advance(env_steps, self.copies)
-        self._store()
+    def ready(self, storage: JointReplay, env_steps: int) -> bool:
+        """True when a learning round is due (and the buffer holds a batch)."""
+        self.schedule.advance(env_steps)
         if not self.schedule.due():
             return False
-        learnable = len(self.buffer) >= self.settings.batch_size
+        learnable = len(storage) >= self.settings.batch_size
         self._rounds = self.schedule.take()  # rounds with nothing to learn from yet pass
         return learnable
 
-    def _store(self) -> None:
-        batches, self._step = self._step, {}
-        if not batches:
-            return
-        copies, joined = self.buffer.join(batches)
-        for pid, cols in joined.items():
-            absent = np.argwhere(~cols["present"])
-            if len(absent):
-                row, slot = absent[0]
-                raise ConfigError(
-                    f"algo.name: {self.name} needs every trained agent to act in every step, but "
-                    f"agent {self.specs[pid].agents[slot]!r} (policy {pid!r}) closed no "
-                    f"transition in env copy {copies[row]} at env step {self.schedule.env_steps}"
-                    " while others did (turn-based env, or agents that leave or join); use "
-                    "ippo or mappo for this env")
-        self.buffer.add(joined)
-
     # -- learning ---------------------------------------------------------------------------
-    def update(self) -> dict[str, float]:
+    def update(self, storage: JointReplay) -> dict[str, float]:
         s = self.settings
         sums = {pid: np.zeros(3) for pid in self.policies}
         actor_steps = 0
         steps = s.gradient_steps * max(1, self._rounds)
         self._rounds = 0
         for _ in range(steps):
-            _, rows = self.buffer.sample(s.batch_size, self.sample_rng)
+            _, rows = storage.buffer.sample(s.batch_size, self.sample_rng)
             self.updates += 1
             delayed = self.updates % s.policy_delay == 0
             batch = self._tensors(rows)
@@ -357,7 +340,7 @@ class MADDPG(Algorithm):
                     soft_update(p.actor_target, p.actor, s.tau)
                     soft_update(p.critic_targets, p.critics, s.tau)
         metrics: dict[str, float] = {"noise_scale": self.noise_scale(),
-                                     "buffer_size": float(len(self.buffer))}
+                                     "buffer_size": float(len(storage))}
         for pid, (critic_loss, q_mean, actor_loss) in sums.items():
             metrics[f"critic_loss/{pid}"] = critic_loss / steps
             metrics[f"q_mean/{pid}"] = q_mean / steps
@@ -467,9 +450,8 @@ class MADDPG(Algorithm):
     # -- state ------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
-            "schedule": self.schedule.state_dict(), "copies": self.copies, "updates": self.updates,
+            "schedule": self.schedule.state_dict(), "updates": self.updates,
             "sample_rng": self.sample_rng.bit_generator.state,
-            "buffer": self.buffer.state_dict() if self.settings.save_buffer else None,
             "policies": {pid: {
                 **{name: x.state_dict() for name, x in p.nets().items()},
                 "act_rng": p.act_rng.bit_generator.state, "ou": p.ou,
@@ -479,19 +461,14 @@ class MADDPG(Algorithm):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         state = copy.deepcopy(state)
         self.schedule.load_state_dict(state["schedule"])
-        self.copies, self.updates = state["copies"], state["updates"]
+        self.updates = state["updates"]
         self.sample_rng.bit_generator.state = state["sample_rng"]
-        if state["buffer"] is None:
-            self.buffer.clear()
-        else:
-            self.buffer.load_state_dict(state["buffer"])
         for pid, p in self.policies.items():
             saved = state["policies"][pid]
             for name, x in p.nets().items():
                 x.load_state_dict(saved[name])
             p.act_rng.bit_generator.state = saved["act_rng"]
             p.ou = np.array(saved["ou"], np.float32)
-        self._step = {}
 
 
 @register

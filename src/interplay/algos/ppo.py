@@ -14,7 +14,6 @@ then runs epochs × minibatches of clipped policy-gradient, value and entropy st
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -24,12 +23,13 @@ from pydantic import Field
 from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
 from interplay.config.schema import ConfigError
 from interplay.data.returns import gae
+from interplay.data.rollout import RolloutStorage
 from interplay.nets.distributions import ActionDist
 from interplay.nets.mlp import NetSettings, PerAgent, mlp
 from interplay.nets.normalize import RunningMeanStd
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
-from interplay.run.transitions import Transitions, concat, stream_order
+from interplay.run.transitions import Transitions, stream_order
 
 OBS_CLIP = 10.0  # normalised observations are clipped to +-this
 
@@ -181,34 +181,28 @@ class PPO(Algorithm):
         self.shuffle_rng = rng_for(seed, self.name, "shuffle")
         self._actors = {pid: PPOActor(self.policies[pid], self.act_rngs[pid], device)
                         for pid in self.trained}
-        self._rollout: list[tuple[str, Transitions]] = []
-        self._step = 0  # steps into the current rollout
         self._past_steps = 0  # the run's env steps before the current rollout
         self._env_steps = 0  # the run's env steps, as last told
-        self.copies = 1  # env copies seen in transitions
         self.updates = 0
 
     def actor(self, pid: str) -> PPOActor:
         return self._actors[pid]
 
-    def collect(self, pid: str, batch: Transitions) -> None:
-        if pid in self.policies and len(batch):
-            self._rollout.append((pid, batch))
-            self.copies = max(self.copies, int(batch.env.max()) + 1)
+    def make_storage(self) -> RolloutStorage:
+        return RolloutStorage(self.trained)
 
-    def ready(self, env_steps: int | None = None) -> bool:
-        """Counts a step (the loop asks once per step); true when the rollout is full."""
-        self._step += 1
-        self._env_steps = self._env_steps + self.copies if env_steps is None else env_steps
-        return self._step >= self.settings.rollout
+    def ready(self, storage: RolloutStorage, env_steps: int) -> bool:
+        """True when the rollout is full."""
+        self._env_steps = env_steps
+        return storage.steps >= self.settings.rollout
 
     # -- update: bootstrap, advantages, epochs x minibatches ------------------------------
-    def update(self) -> dict[str, float]:
+    def update(self, storage: RolloutStorage) -> dict[str, float]:
         s = self.settings
         lr = s.lr
         if s.lr_decay_steps:
             lr *= max(0.0, 1.0 - self._past_steps / s.lr_decay_steps)
-        data = {pid: self._gather(pid) for pid in self.trained}
+        data = {pid: self._gather(pid, storage.batch(pid)) for pid in self.trained}
         data = {pid: d for pid, d in data.items() if d is not None}
         if s.centralised_critic and data:
             self._add_joint(data)
@@ -221,18 +215,15 @@ class PPO(Algorithm):
             norm = self.policies[pid].obs_norm
             if norm is not None:
                 norm.update(d["raw_obs"])
-        self._rollout = []
+        storage.clear()
         self._past_steps = self._env_steps
-        self._step = 0
         self.updates += 1
         return metrics
 
-    def _gather(self, pid: str) -> dict[str, np.ndarray] | None:
+    def _gather(self, pid: str, b: Transitions | None) -> dict[str, np.ndarray] | None:
         """The rollout of one policy as arrays, observations standardised as when acting."""
-        parts = [b for p, b in self._rollout if p == pid]
-        if not parts:
+        if b is None:
             return None
-        b = concat(parts)
         policy = self.policies[pid]
         return {
             "raw_obs": b.obs, "obs": policy.observe(b.obs), "next_obs": policy.observe(b.next_obs),
@@ -354,9 +345,8 @@ class PPO(Algorithm):
             "policies": {pid: p.state_dict() for pid, p in self.policies.items()},
             "act_rngs": {pid: r.bit_generator.state for pid, r in self.act_rngs.items()},
             "shuffle_rng": self.shuffle_rng.bit_generator.state,
-            "rollout": [{"pid": pid, "batch": dataclasses.asdict(b)} for pid, b in self._rollout],
-            "step": self._step, "past_steps": self._past_steps, "env_steps": self._env_steps,
-            "copies": self.copies, "updates": self.updates,
+            "past_steps": self._past_steps, "env_steps": self._env_steps,
+            "updates": self.updates,
         })
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -365,9 +355,7 @@ class PPO(Algorithm):
             p.load_state_dict(state["policies"][pid])
             self.act_rngs[pid].bit_generator.state = state["act_rngs"][pid]
         self.shuffle_rng.bit_generator.state = state["shuffle_rng"]
-        self._rollout = [(r["pid"], Transitions(**r["batch"])) for r in state["rollout"]]
-        self._step, self._past_steps = state["step"], state["past_steps"]
-        self._env_steps, self.copies = state["env_steps"], state["copies"]
+        self._past_steps, self._env_steps = state["past_steps"], state["env_steps"]
         self.updates = state["updates"]
 
 

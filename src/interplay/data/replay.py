@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from interplay.data.memory import row_bytes
+from interplay.errors import ConfigError
 from interplay.run.transitions import Transitions, stream_order
 
 
@@ -346,3 +347,84 @@ def _check_capacity(state: dict[str, Any], capacity: int) -> None:
     if state["capacity"] != capacity:
         raise ValueError(f"saved replay buffer holds {state['capacity']} rows, this one "
                          f"{capacity}; keep the buffer size when resuming")
+
+
+# -- storages the loop owns ---------------------------------------------------------------------
+class PolicyReplay:
+    """A replay buffer per policy, each holding its agents' transitions as they close."""
+
+    def __init__(self, buffers: dict[str, ReplayBuffer], saved: bool = True):
+        self.buffers = buffers
+        self.saved = saved
+
+    def add(self, pid: str, batch: Transitions) -> None:
+        if pid in self.buffers and len(batch):
+            self.buffers[pid].add(batch, pid)
+
+    def end_step(self, env_steps: int) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {pid: b.state_dict() for pid, b in self.buffers.items()}
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        for pid, b in self.buffers.items():
+            if state is None:
+                b.clear()
+            else:
+                b.load_state_dict(state[pid])
+
+
+class AbsentAgentError(ConfigError):
+    """Joint rows need every agent of a group, and one closed nothing while others did."""
+
+
+class JointReplay:
+    """One joint row per env copy and step, holding every policy's agents side by side.
+
+    The transitions of one step of the copies are joined when the step ends. Every agent of
+    every group must have closed a transition in each copy that closed any (``requires`` says
+    who needs that, in the error): a turn-based env, or agents that leave or join, are refused
+    at the first such step.
+    """
+
+    def __init__(self, buffer: JointReplayBuffer, requires: str,
+                 agents: dict[str, tuple[str, ...]], saved: bool = True):
+        self.buffer = buffer
+        self.requires = requires
+        self.agents = agents  # agent ids per group, for errors
+        self.saved = saved
+        self._step: dict[str, Transitions] = {}
+
+    def __len__(self) -> int:
+        return len(self.buffer)
+
+    def add(self, pid: str, batch: Transitions) -> None:
+        if pid in self.buffer.groups and len(batch):
+            self._step[pid] = batch
+
+    def end_step(self, env_steps: int) -> None:
+        batches, self._step = self._step, {}
+        if not batches:
+            return
+        copies, joined = self.buffer.join(batches)
+        for pid, cols in joined.items():
+            absent = np.argwhere(~cols["present"])
+            if len(absent):
+                row, slot = absent[0]
+                raise AbsentAgentError(
+                    f"{self.requires} needs every trained agent to act in every step, but "
+                    f"agent {self.agents[pid][slot]!r} (policy {pid!r}) closed no transition in env copy "
+                    f"{copies[row]} at env step {env_steps} while others did (turn-based env, "
+                    "or agents that leave or join); use ippo or mappo for this env")
+        self.buffer.add(joined)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.buffer.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        self._step = {}
+        if state is None:
+            self.buffer.clear()
+        else:
+            self.buffer.load_state_dict(state)

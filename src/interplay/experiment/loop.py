@@ -84,7 +84,9 @@ class Experiment:
             self.algo = make_algorithm(cfg, self.specs, self.device, self.env.turn_based)
             self.actors = make_actors(cfg, self.specs, self.algo)
             self.callbacks = make_callbacks(cfg, list(callbacks))
-            collect = {p for p, s in self.specs.items() if s.trainable and cfg.algo.name != "random"}
+            self.storage = self.algo.make_storage()  # the loop's: filled here, saved here
+            collect = ({p for p, s in self.specs.items() if s.trainable}
+                       if self.storage is not None else set())
             self.runner = Runner(self.env, self.specs, self.actors, collect, self.callbacks, copies,
                                  complete_episodes=cfg.train.batch_mode == "complete_episodes")
         except BaseException:
@@ -111,6 +113,7 @@ class Experiment:
             "rng": {"python": random.getstate(), "numpy": np.random.get_state(),
                     "torch": torch.get_rng_state()},
             "algo": self.algo.state_dict(),
+            "storage": self.storage.state_dict() if self.storage and self.storage.saved else None,
             "actors": {p: a.state_dict() for p, a in self.actors.items() if hasattr(a, "state_dict")},
             "runner": self.runner.state_dict(),
             "env": capture(self.env) if getattr(self.env, "snapshot_supported", True) else None,
@@ -129,6 +132,8 @@ class Experiment:
                 rederive()
         self.runner.load_state_dict(state["runner"], episodes=state["env"] is not None)
         self.algo.load_state_dict(state["algo"])
+        if self.storage is not None:
+            self.storage.load_state_dict(state["storage"])
         for pid, s in state["actors"].items():
             self.actors[pid].load_state_dict(s)
         self.counters.update(state["counters"])
@@ -156,10 +161,13 @@ class Experiment:
                 self.started = True
             while (total < 0 or runner.env_steps < total) and not c["stopped_early"]:
                 for pid, batch in runner.step(explore=True).items():
+                    self.storage.add(pid, batch)
                     self.algo.collect(pid, batch)
-                if self.algo.ready(runner.env_steps):
+                if self.storage is not None:
+                    self.storage.end_step(runner.env_steps)
+                if self.algo.ready(self.storage, runner.env_steps):
                     self.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
-                    self.learner.add(self.algo.update())
+                    self.learner.add(self.algo.update(self.storage))
                 steps = runner.env_steps
                 if steps >= c["next_report"]:
                     c["next_report"] = steps + self.report_every

@@ -52,13 +52,13 @@ class Algorithm:
         """See the transitions the runner closed for ``pid`` in one step (they are stored
         by the loop; this is for what acting keeps, such as exploration noise per episode)."""
 
-    def ready(self, storage: Storage | None, env_steps: int) -> bool:
+    def ready(self, storage: Any, env_steps: int) -> bool:
         """Whether to call :meth:`update` now. The loop asks once per step of the copies,
         after the step's transitions are stored, with the run's env steps so far."""
         return False
 
-    def update(self, storage: Storage | None) -> dict[str, float]:
-        """Learn from ``storage``; returns learner metrics by name."""
+    def update(self, storage: Any) -> dict[str, float]:
+        """Learn from ``storage`` (what :meth:`make_storage` made); returns learner metrics."""
         return {}
 
     def state_dict(self) -> dict[str, Any]:

@@ -154,6 +154,7 @@ class DQNActor:
 class DQN(Algorithm):
     name = "dqn"
     Settings = DQNSettings
+    settings: DQNSettings
     action_kinds = frozenset({"discrete"})
     turn_based = True
     gauges = frozenset({"epsilon", "buffer_size"})

@@ -202,8 +202,8 @@ class PPO(Algorithm):
         lr = s.lr
         if s.lr_decay_steps:
             lr *= max(0.0, 1.0 - self._past_steps / s.lr_decay_steps)
-        data = {pid: self._gather(pid, storage.batch(pid)) for pid in self.trained}
-        data = {pid: d for pid, d in data.items() if d is not None}
+        gathered = {pid: self._gather(pid, storage.batch(pid)) for pid in self.trained}
+        data = {pid: d for pid, d in gathered.items() if d is not None}
         if s.centralised_critic and data:
             self._add_joint(data)
         metrics: dict[str, float] = {"lr": lr}

@@ -95,7 +95,7 @@ class ReplayBuffer:
         self.reward[pos] = t.reward
         self.terminated[pos] = t.terminated
         self.truncated[pos] = t.truncated
-        if self.mask is not None:
+        if self.mask is not None and self.next_mask is not None:
             self.mask[pos] = True if t.mask is None else t.mask
             self.next_mask[pos] = True if t.next_mask is None else t.next_mask
         self.serial[pos] = serials

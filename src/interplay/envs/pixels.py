@@ -57,7 +57,7 @@ class ColorMatch(ParallelEnv):
         obs = self._draw()
         terms = dict.fromkeys(agents, False)
         truncs = dict.fromkeys(agents, done)
-        infos = {a: {} for a in agents}
+        infos: dict[str, dict] = {a: {} for a in agents}
         if done:
             self.agents = []
         return obs, rewards, terms, truncs, infos

@@ -61,7 +61,7 @@ class Swarm(ParallelEnv):
         done = self.t >= self.max_cycles
         terms = dict.fromkeys(agents, False)
         truncs = dict.fromkeys(agents, done)
-        infos = {a: {} for a in agents}
+        infos: dict[str, dict] = {a: {} for a in agents}
         if done:
             self.agents = []
         return obs, rewards, terms, truncs, infos

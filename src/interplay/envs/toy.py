@@ -81,7 +81,7 @@ class ScriptedTurnGame(AECEnv):
         self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
-        self.infos = {a: {} for a in self.agents}
+        self.infos: dict[str, dict] = {a: {} for a in self.agents}
         self.agent_selection = self.agents[0]
 
     def _live(self) -> list[str]:
@@ -175,7 +175,7 @@ class ShiftingCrowd(ParallelEnv):
         terms = {a: self.schedule[a][1] <= self.t for a in self.agents}
         truncs = {a: self.t >= self.max_steps and not terms[a] for a in self.agents}
         obs = {a: self._obs(a) for a in self.agents}
-        infos = {a: {} for a in self.agents}
+        infos: dict[str, dict] = {a: {} for a in self.agents}
         staying = [a for a in self.agents if not (terms[a] or truncs[a])]
         if self.t < self.max_steps:
             for a, (arrive, _) in self.schedule.items():

@@ -22,12 +22,15 @@ def check_kwargs(task: str, given: dict[str, Any], accepted: dict[str, Any]) -> 
     return {**accepted, **given}
 
 
-def check_count(task: str, name: str, value: Any, allow_none: bool = False) -> int | None:
-    if value is None and allow_none:
-        return None
+def check_count(task: str, name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise ValueError(f"native env {task!r}: {name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def check_limit(task: str, name: str, value: Any) -> int | None:
+    """A positive count, or None for no limit."""
+    return None if value is None else check_count(task, name, value)
 
 
 def box(dim: int) -> spaces.Box:
@@ -140,10 +143,12 @@ class NativeEnv:
         a step; the frame of a step that ends an episode is drawn before the copy resets, so
         every episode's final state is kept.
         """
-        self._frames, self._frames_of = [], e
-        return self._frames
+        frames: list[tuple[str, np.ndarray]] = []
+        self._frames, self._frames_of = frames, e
+        return frames
 
     def _record(self, kind: str) -> None:
+        assert self._frames is not None, "record_frames() starts the recording"
         self._frames.append((kind, self.render_rgb(self._frames_of)))
 
     # -- the VecEnv interface -------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from interplay.envs.native.base import NativeEnv, box, check_count, check_kwargs
+from interplay.envs.native.base import NativeEnv, box, check_count, check_kwargs, check_limit
 from interplay.envs.native.particles import (
     DIM_P,
     MOVE_ACTIONS,
@@ -42,7 +42,7 @@ class SpeakerListener(NativeEnv):
         kw = check_kwargs(self.task, kwargs, self.defaults)
         E = check_count(self.task, "num_envs", num_envs)
         max_cycles = check_count(self.task, "max_cycles", kw["max_cycles"])
-        max_steps = check_count(self.task, "max_steps", max_steps, allow_none=True)
+        max_steps = check_limit(self.task, "max_steps", max_steps)
         self.continuous_actions = bool(kw["continuous_actions"])
         self.dynamic_rescaling = bool(kw["dynamic_rescaling"])  # affects rendering only
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from interplay.envs.native.base import NativeEnv, box, check_count, check_kwargs
+from interplay.envs.native.base import NativeEnv, box, check_count, check_kwargs, check_limit
 from interplay.envs.native.particles import (
     DIM_P,
     MOVE_ACTIONS,
@@ -43,7 +43,7 @@ class Spread(NativeEnv):
         E = check_count(self.task, "num_envs", num_envs)
         N = check_count(self.task, "N", kw["N"])
         max_cycles = check_count(self.task, "max_cycles", kw["max_cycles"])
-        max_steps = check_count(self.task, "max_steps", max_steps, allow_none=True)
+        max_steps = check_limit(self.task, "max_steps", max_steps)
         local_ratio = kw["local_ratio"]
         if isinstance(local_ratio, bool) or not isinstance(local_ratio, int | float) \
                 or not 0.0 <= local_ratio <= 1.0:

@@ -110,7 +110,9 @@ class TrainConfig(Section):
     target: float | None = None
     """Stop early once a test phase's ``target_metric`` reaches this value."""
     target_metric: str = "episode_return_mean"
-    """The test metric ``target`` is compared with (any metrics.jsonl name)."""
+    """The test metric ``target`` is compared with: a test row's name (``episode_return_mean``,
+    ``policy_return_mean/<policy>``...) or a callback's metric under ``custom/`` or declared in
+    its ``metrics``."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

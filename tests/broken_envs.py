@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from gymnasium import spaces
 
-from interplay.envs.toy import ShiftingCrowd
+from interplay.envs.toy import Move, ScriptedTurnGame, ShiftingCrowd
 
 
 class NaNObs(ShiftingCrowd):
@@ -72,3 +73,50 @@ class MixedSpaces(ShiftingCrowd):
 
 def mixed_spaces():
     return MixedSpaces()
+
+
+class WrongObs(ShiftingCrowd):
+    """A Parallel env whose agent ``a_1`` sees ``bad`` instead of its observation at step ``at``
+    (at 0: from reset) of its episode number ``episode`` (counted from 0) and later ones."""
+
+    def __init__(self, at=3, bad="short", max_steps=10, episode=0):
+        super().__init__({"a_0": (0, 99), "a_1": (0, 99)}, max_steps=max_steps)
+        self.at, self.bad, self.episode, self.resets = at, bad, episode, -1
+
+    def reset(self, seed=None, options=None):
+        self.resets += 1
+        return super().reset(seed, options)
+
+    def _obs(self, agent):
+        obs = super()._obs(agent)
+        if agent != "a_1" or self.t != self.at or self.resets < self.episode:
+            return obs
+        return {"short": obs[:1], "long": np.zeros(5, np.float32), "nested": obs[None, :],
+                "scalar": np.float32(1.0), "text": np.array(["a", "b"]), "none": None,
+                "list3": [1.0, 2.0, 3.0]}[self.bad]
+
+
+def wrong_obs(**kwargs):
+    return WrongObs(**kwargs)
+
+
+class WrongAECObs(ScriptedTurnGame):
+    """An AEC turn game whose observation is 2 wide instead of 3 from move ``at`` on; its
+    Box space is 2-D when ``image`` (then the bad observation is transposed, the same size)."""
+
+    def __init__(self, at=4, image=False):
+        super().__init__(n_agents=2, plan=[Move()] * 50, masked=False)
+        self.at, self.image = at, image
+        if image:
+            self._obs_space = spaces.Box(-1.0, 1e6, (2, 3), np.float32)
+
+    def observe(self, agent):
+        obs = super().observe(agent)
+        if self.image:
+            obs = np.stack([obs, obs])
+            return obs.T if self.moves >= self.at else obs
+        return obs[:2] if self.moves >= self.at else obs
+
+
+def wrong_aec_obs(**kwargs):
+    return WrongAECObs(**kwargs)

@@ -31,11 +31,11 @@ def _run(tmp_path, **sections):
 
 
 @pytest.mark.parametrize(("env_id", "kwargs", "needles"), [
-    ("tests.test_preflight:needs_size", {"size": 3, "sise": 4},
+    (f"{__name__}:needs_size", {"size": 3, "sise": 4},
      ["env.kwargs.sise: not accepted", "size, scale"]),
-    ("tests.test_preflight:needs_size", {"scale": 1.0},
+    (f"{__name__}:needs_size", {"scale": 1.0},
      ["env.kwargs.size: required by the env's constructor"]),
-    ("tests.test_preflight:wrapped_crowd", {"max_step": 3},
+    (f"{__name__}:wrapped_crowd", {"max_step": 3},
      ["env.kwargs.max_step: not accepted", "schedule, max_steps, scale"]),
     ("mpe2.simple_spread_v3", {"N": 2, "max_cycle": 5},
      ["env.kwargs.max_cycle: not accepted", "max_cycles"]),
@@ -51,7 +51,7 @@ def test_unknown_env_kwargs_are_named_before_work(tmp_path, env_id, kwargs, need
 
 def test_unknown_kwargs_of_a_registered_env_in_async_workers_are_named(tmp_path):
     with pytest.raises(EnvSpecError, match="env.kwargs.colour: not accepted.*max_steps"):
-        _run(tmp_path, env={"id": "tests.test_preflight:wrapped_crowd", "kwargs": {"colour": 1},
+        _run(tmp_path, env={"id": f"{__name__}:wrapped_crowd", "kwargs": {"colour": 1},
                             "vectorization": "async", "num_workers": 1})
 
 
@@ -110,7 +110,7 @@ class Goals(Callbacks):
 def test_declared_and_custom_metrics_may_be_targets(tmp_path, metric, stops):
     result = _run(tmp_path, env={"kwargs": {"max_cycles": 5}},
                   train={"test_frequency": 20, "test_episodes": 1, "target": 0.5,
-                         "target_metric": metric, "callbacks": ["tests.test_preflight:Goals"]})
+                         "target_metric": metric, "callbacks": [f"{__name__}:Goals"]})
     assert result.stopped_early is stops
 
 

@@ -120,3 +120,110 @@ class WrongAECObs(ScriptedTurnGame):
 
 def wrong_aec_obs(**kwargs):
     return WrongAECObs(**kwargs)
+
+
+class LateJoiner(ScriptedTurnGame):
+    """A valid AEC turn game in which ``player_2`` joins after ``join`` moves."""
+
+    def __init__(self, join=2):
+        super().__init__(n_agents=3, plan=[Move(rewards={"player_0": 1.0})] * 12, masked=True)
+        self.join = join
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed, options)
+        self.agents = self.possible_agents[:2]
+        for d in (self.rewards, self._cumulative_rewards, self.terminations, self.truncations,
+                  self.infos):
+            d.pop("player_2")
+
+    def step(self, action):
+        super().step(action)
+        late = self.possible_agents[2]
+        if self.moves == self.join and late not in self.agents and self.agents:
+            self.agents.append(late)
+            self.rewards[late] = self._cumulative_rewards[late] = 0.0
+            self.terminations[late] = self.truncations[late] = False
+            self.infos[late] = {}
+
+
+def late_joiner(**kwargs):
+    return LateJoiner(**kwargs)
+
+
+class QuietArrivals(ShiftingCrowd):
+    """A valid Parallel env whose arriving agents come with an observation and info only (no
+    reward or flags in the step that brings them), and that needs an action from every agent in
+    ``agents``."""
+
+    def step(self, actions):
+        before = set(self.agents)
+        obs, rew, term, trunc, infos = super().step(actions)
+        for a in set(self.agents) - before:
+            for d in (rew, term, trunc):
+                d.pop(a, None)
+        return obs, rew, term, trunc, infos
+
+
+def quiet_arrivals(**kwargs):
+    return QuietArrivals(**kwargs)
+
+
+class InfoMasked(ShiftingCrowd):
+    """A Parallel env that keeps each agent's legal actions in ``info["action_mask"]`` (length
+    ``width``; the action space has 3) and raises on an illegal action, as many envs do."""
+
+    def __init__(self, width=3):
+        super().__init__({"a_0": (0, 99), "a_1": (0, 99)}, max_steps=8)
+        self.width = width
+        self._act_space = spaces.Discrete(3)
+
+    def _infos(self, agents):
+        self.legal = {a: np.eye(self.width, dtype=np.int8)[(self.t + i) % self.width]
+                      for i, a in enumerate(agents)}
+        return {a: {"action_mask": m} for a, m in self.legal.items()}
+
+    def reset(self, seed=None, options=None):
+        obs, _ = super().reset(seed, options)
+        return obs, self._infos(obs)
+
+    def step(self, actions):
+        for a, act in actions.items():
+            if self.width == 3 and not self.legal[a][int(act)]:
+                raise ValueError(f"{a}: illegal action {act}")
+        obs, rew, term, trunc, _ = super().step(actions)
+        return obs, rew, term, trunc, self._infos(obs)
+
+
+def info_masked(**kwargs):
+    return InfoMasked(**kwargs)
+
+
+class LongMask(ScriptedTurnGame):
+    """An AEC game whose action_mask has one entry more than its 3 actions, in the space and
+    in every observation."""
+
+    def __init__(self):
+        super().__init__(n_agents=2, plan=[Move()] * 6)
+        self._obs_space = spaces.Dict({"observation": spaces.Box(-1.0, 1e6, (3,), np.float32),
+                                       "action_mask": spaces.Box(0, 1, (4,), np.int8)})
+
+    def _mask(self):
+        return np.ones(4, np.int8)
+
+
+def long_mask():
+    return LongMask()
+
+
+class Chatty(ShiftingCrowd):
+    """A valid Parallel env that warns about rendering at every step."""
+
+    def step(self, actions):
+        import warnings
+
+        warnings.warn("render_mode is None: nothing will be drawn", UserWarning, stacklevel=2)
+        return super().step(actions)
+
+
+def chatty():
+    return Chatty()

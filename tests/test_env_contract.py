@@ -77,3 +77,9 @@ def test_the_cli_prints_the_named_error_without_a_traceback(tmp_path, capsys):
                  *[a for o in QUIET for a in ("-s", o)], "--run-dir", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 2 and "agent 'a_1'" in err and "Traceback" not in err
+
+
+def test_a_mask_of_the_wrong_length_in_training_is_named(tmp_path):
+    with pytest.raises(ObservationError, match=r"env copy 0, at reset: agent 'a_0': action_mask has "
+                                               r"2 entries but the action space Discrete\(3\) needs 3"):
+        _train(tmp_path, "env.id=broken_envs:info_masked", "env.kwargs={width: 2}")

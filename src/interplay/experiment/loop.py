@@ -36,6 +36,7 @@ from interplay.experiment.checkpoint import (
     resolve_checkpoint,
     save_checkpoint,
 )
+from interplay.experiment.trust import require_trust
 from interplay.loggers.curve import plot_curve
 from interplay.loggers.rows import ConsoleLogger, JsonlLogger
 from interplay.run.callbacks import Callbacks
@@ -363,9 +364,14 @@ def open_run(run_dir: Path, overrides: list[str], checkpoint: str | Path | None
 
 
 def resume(run_dir: str | Path, overrides: list[str] = (), checkpoint: str | Path | None = None,
-           callbacks: list[Callbacks] = ()) -> Result:
-    """Continue a run from its newest valid checkpoint (or ``checkpoint``)."""
+           callbacks: list[Callbacks] = (), trust: bool = True) -> Result:
+    """Continue a run from its newest valid checkpoint (or ``checkpoint``).
+
+    ``trust=False`` refuses a folder whose config names modules other than installed env
+    packages (see :mod:`interplay.experiment.trust`); the CLI asks for ``--trust``.
+    """
     cfg, state, _ = open_run(Path(run_dir), overrides, checkpoint)
+    require_trust(Path(run_dir), cfg.model_dump(), list(overrides), trust, "resume")
     exp = Experiment(cfg, Path(run_dir), callbacks)
     try:
         exp.load_state_dict(state)

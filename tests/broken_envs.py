@@ -93,7 +93,7 @@ class WrongObs(ShiftingCrowd):
             return obs
         return {"short": obs[:1], "long": np.zeros(5, np.float32), "nested": obs[None, :],
                 "scalar": np.float32(1.0), "text": np.array(["a", "b"]), "none": None,
-                "list3": [1.0, 2.0, 3.0]}[self.bad]
+                "list3": [1.0, 2.0, 3.0], "dict": {"x": obs}}[self.bad]
 
 
 def wrong_obs(**kwargs):
@@ -102,16 +102,22 @@ def wrong_obs(**kwargs):
 
 class WrongAECObs(ScriptedTurnGame):
     """An AEC turn game whose observation is 2 wide instead of 3 from move ``at`` on; its
-    Box space is 2-D when ``image`` (then the bad observation is transposed, the same size)."""
+    Box space is 2-D when ``image`` (then the bad observation is transposed, the same size).
+    With ``masked`` its observations are Dicts with an action_mask, and from move ``at`` on
+    they lose the mask (``bad: nomask``) or are a bare array (``bad: array``)."""
 
-    def __init__(self, at=4, image=False):
-        super().__init__(n_agents=2, plan=[Move()] * 50, masked=False)
-        self.at, self.image = at, image
+    def __init__(self, at=4, image=False, masked=False, bad="short"):
+        super().__init__(n_agents=2, plan=[Move()] * 50, masked=masked)
+        self.at, self.image, self.bad = at, image, bad
         if image:
             self._obs_space = spaces.Box(-1.0, 1e6, (2, 3), np.float32)
 
     def observe(self, agent):
         obs = super().observe(agent)
+        if self.masked:
+            if self.moves < self.at:
+                return obs
+            return {"observation": obs["observation"]} if self.bad == "nomask" else obs["observation"]
         if self.image:
             obs = np.stack([obs, obs])
             return obs.T if self.moves >= self.at else obs

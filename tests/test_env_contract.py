@@ -24,6 +24,7 @@ def _train(tmp_path, *overrides):
     ("text", "got an array of shape (2,) and dtype <U1"),
     ("none", "got a NoneType"),
     ("list3", "got a list of shape (3,)"),
+    ("dict", "got a dict"),
 ])
 def test_a_parallel_env_observation_of_the_wrong_shape_or_dtype_is_named(tmp_path, bad, got):
     with pytest.raises(ObservationError) as info:
@@ -54,6 +55,12 @@ def test_a_bad_observation_at_reset_and_at_the_end_of_an_episode_is_named(tmp_pa
                  "got an array of shape (2,) and dtype float32"]),
     ("{at: 2, image: true}", ["at step 2 of its episode: agent 'player_", "(2, 3), float32)",
                               "got an array of shape (3, 2) and dtype float32"]),
+    ("{at: 3, masked: true, bad: nomask}", ["at step 3 of its episode: agent 'player_",
+                                            "observation space Dict(", "got a dict",
+                                            "it holds no action_mask"]),
+    ("{at: 3, masked: true, bad: array}", ["at step 3 of its episode: agent 'player_",
+                                           "observation space Dict(",
+                                           "got an array of shape (3,) and dtype float32"]),
 ])
 def test_an_aec_env_observation_of_the_wrong_shape_is_named(tmp_path, kwargs, needles):
     with pytest.raises(ObservationError) as info:
@@ -83,3 +90,21 @@ def test_a_mask_of_the_wrong_length_in_training_is_named(tmp_path):
     with pytest.raises(ObservationError, match=r"env copy 0, at reset: agent 'a_0': action_mask has "
                                                r"2 entries but the action space Discrete\(3\) needs 3"):
         _train(tmp_path, "env.id=broken_envs:info_masked", "env.kwargs={width: 2}")
+
+
+@pytest.mark.parametrize(("space", "obs"), [
+    ("discrete", -1),  # would land on the last value unseen
+    ("discrete", 3),
+    ("image", "transposed"),  # the same size in another shape
+])
+def test_observations_that_would_pass_unseen_are_refused(space, obs):
+    import numpy as np
+    from gymnasium import spaces
+
+    from interplay.envs.spaces import obs_view
+
+    declared = spaces.Discrete(3) if space == "discrete" else spaces.Box(0, 1, (2, 3), np.float32)
+    view = obs_view(declared, "a")
+    value = np.zeros((3, 2), np.float32) if obs == "transposed" else obs
+    with pytest.raises(ValueError):
+        view.flatten(value, np.zeros(view.dim, np.float32))

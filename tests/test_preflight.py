@@ -85,9 +85,11 @@ def test_an_env_module_that_raises_on_import_is_named(tmp_path, monkeypatch, bod
     ("agent_return_mean/agent_7", ["agent_return_mean/<agent> for agents agent_0, agent_1, agent_2"]),
     ("goals", ["custom/", "a callback's `metrics`"]),
 ])
-def test_a_target_metric_no_test_phase_reports_is_named_before_work(tmp_path, metric, needles):
+@pytest.mark.parametrize("target", [{"test_frequency": 20, "target": 1.0}, {}])
+def test_a_target_metric_no_test_phase_reports_is_named_before_work(tmp_path, metric, needles,
+                                                                    target):
     with pytest.raises(ConfigError) as info:
-        _run(tmp_path, train={"test_frequency": 20, "target": 1.0, "target_metric": metric})
+        _run(tmp_path, train={**target, "target_metric": metric})
     for needle in needles:
         assert needle in str(info.value)
     assert not (tmp_path / "run").exists()

@@ -185,7 +185,7 @@ class StepBuffers:
                     rows[e] = o
                 else:  # checks the shape on the way
                     view.flatten(o, rows[e])
-            except (ValueError, TypeError, KeyError, IndexError) as err:
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
                 raise observation_error(a, view.space, o, err) from None
             if masks is None:
                 continue
@@ -229,7 +229,7 @@ class StepBuffers:
                     continue
                 try:
                     self.obs_views[a].write(o, self.final_obs[a], e)
-                except (ValueError, TypeError, KeyError, IndexError) as err:
+                except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
                     raise observation_error(a, self.obs_views[a].space, o, err) from None
                 if masks is not None:
                     row = self._mask_row(a, o, None)
@@ -237,8 +237,13 @@ class StepBuffers:
 
     def _mask_row(self, agent: str, obs: Any, info: dict | None) -> np.ndarray | None:
         """The legal actions the env gave with ``obs``, or None when it gave none (all legal)."""
-        if self.obs_views[agent].has_mask_key:
-            source = obs[MASK_KEY]
+        view = self.obs_views[agent]
+        if view.has_mask_key:
+            try:
+                source = obs[MASK_KEY]
+            except (KeyError, TypeError, IndexError):
+                raise observation_error(agent, view.space, obs,
+                                        ValueError("it holds no action_mask")) from None
         else:
             source = info.get(MASK_KEY) if info else None
         if source is None:

@@ -207,7 +207,7 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> Non
 
 
 def _mask_of(obs: Any, info: dict, has_key: bool) -> np.ndarray | None:
-    if has_key:
+    if has_key and isinstance(obs, dict) and MASK_KEY in obs:  # else: outside its space, named
         return np.asarray(obs[MASK_KEY], bool).reshape(-1)
     if isinstance(info, dict) and MASK_KEY in info:
         return np.asarray(info[MASK_KEY], bool).reshape(-1)

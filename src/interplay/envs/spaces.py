@@ -92,8 +92,11 @@ def _flatten_into(space: spaces.Space, obs: Any, out: np.ndarray) -> None:
             raise ValueError(f"its shape is not {space.shape}")
         out[:] = arr.reshape(-1)
     elif isinstance(space, spaces.Discrete):
+        i = int(obs) - int(space.start)
+        if not 0 <= i < space.n:  # a negative index would land on another value unseen
+            raise ValueError(f"{obs} is not one of its values")
         out[:] = 0.0
-        out[int(obs) - int(space.start)] = 1.0
+        out[i] = 1.0
     else:
         out[:] = spaces.flatten(space, obs).astype(np.float32, copy=False)
 

@@ -120,7 +120,7 @@ def check_target_metric(cfg: Config, specs: dict[str, PolicySpec], agents: list[
                         callbacks: CallbackList) -> None:
     """Refuse a ``train.target_metric`` that no test phase of this run can report."""
     name = cfg.train.target_metric
-    if cfg.train.target is None or name.startswith(CUSTOM_METRICS):
+    if name.startswith(CUSTOM_METRICS):
         return
     known = [*REPORT_METRICS]
     for stat in ("mean", "min", "max"):

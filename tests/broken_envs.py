@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from gymnasium import spaces
 
-from interplay.envs.toy import ShiftingCrowd
+from interplay.envs.toy import Move, ScriptedTurnGame, ShiftingCrowd
 
 
 class NaNObs(ShiftingCrowd):
@@ -72,3 +73,163 @@ class MixedSpaces(ShiftingCrowd):
 
 def mixed_spaces():
     return MixedSpaces()
+
+
+class WrongObs(ShiftingCrowd):
+    """A Parallel env whose agent ``a_1`` sees ``bad`` instead of its observation at step ``at``
+    (at 0: from reset) of its episode number ``episode`` (counted from 0) and later ones."""
+
+    def __init__(self, at=3, bad="short", max_steps=10, episode=0):
+        super().__init__({"a_0": (0, 99), "a_1": (0, 99)}, max_steps=max_steps)
+        self.at, self.bad, self.episode, self.resets = at, bad, episode, -1
+
+    def reset(self, seed=None, options=None):
+        self.resets += 1
+        return super().reset(seed, options)
+
+    def _obs(self, agent):
+        obs = super()._obs(agent)
+        if agent != "a_1" or self.t != self.at or self.resets < self.episode:
+            return obs
+        return {"short": obs[:1], "long": np.zeros(5, np.float32), "nested": obs[None, :],
+                "scalar": np.float32(1.0), "text": np.array(["a", "b"]), "none": None,
+                "list3": [1.0, 2.0, 3.0], "dict": {"x": obs}}[self.bad]
+
+
+def wrong_obs(**kwargs):
+    return WrongObs(**kwargs)
+
+
+class WrongAECObs(ScriptedTurnGame):
+    """An AEC turn game whose observation is 2 wide instead of 3 from move ``at`` on; its
+    Box space is 2-D when ``image`` (then the bad observation is transposed, the same size).
+    With ``masked`` its observations are Dicts with an action_mask, and from move ``at`` on
+    they lose the mask (``bad: nomask``) or are a bare array (``bad: array``)."""
+
+    def __init__(self, at=4, image=False, masked=False, bad="short"):
+        super().__init__(n_agents=2, plan=[Move()] * 50, masked=masked)
+        self.at, self.image, self.bad = at, image, bad
+        if image:
+            self._obs_space = spaces.Box(-1.0, 1e6, (2, 3), np.float32)
+
+    def observe(self, agent):
+        obs = super().observe(agent)
+        if self.masked:
+            if self.moves < self.at:
+                return obs
+            return {"observation": obs["observation"]} if self.bad == "nomask" else obs["observation"]
+        if self.image:
+            obs = np.stack([obs, obs])
+            return obs.T if self.moves >= self.at else obs
+        return obs[:2] if self.moves >= self.at else obs
+
+
+def wrong_aec_obs(**kwargs):
+    return WrongAECObs(**kwargs)
+
+
+class LateJoiner(ScriptedTurnGame):
+    """A valid AEC turn game in which ``player_2`` joins after ``join`` moves."""
+
+    def __init__(self, join=2):
+        super().__init__(n_agents=3, plan=[Move(rewards={"player_0": 1.0})] * 12, masked=True)
+        self.join = join
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed, options)
+        self.agents = self.possible_agents[:2]
+        for d in (self.rewards, self._cumulative_rewards, self.terminations, self.truncations,
+                  self.infos):
+            d.pop("player_2")
+
+    def step(self, action):
+        super().step(action)
+        late = self.possible_agents[2]
+        if self.moves == self.join and late not in self.agents and self.agents:
+            self.agents.append(late)
+            self.rewards[late] = self._cumulative_rewards[late] = 0.0
+            self.terminations[late] = self.truncations[late] = False
+            self.infos[late] = {}
+
+
+def late_joiner(**kwargs):
+    return LateJoiner(**kwargs)
+
+
+class QuietArrivals(ShiftingCrowd):
+    """A valid Parallel env whose arriving agents come with an observation and info only (no
+    reward or flags in the step that brings them), and that needs an action from every agent in
+    ``agents``."""
+
+    def step(self, actions):
+        before = set(self.agents)
+        obs, rew, term, trunc, infos = super().step(actions)
+        for a in set(self.agents) - before:
+            for d in (rew, term, trunc):
+                d.pop(a, None)
+        return obs, rew, term, trunc, infos
+
+
+def quiet_arrivals(**kwargs):
+    return QuietArrivals(**kwargs)
+
+
+class InfoMasked(ShiftingCrowd):
+    """A Parallel env that keeps each agent's legal actions in ``info["action_mask"]`` (length
+    ``width``; the action space has 3) and raises on an illegal action, as many envs do."""
+
+    def __init__(self, width=3):
+        super().__init__({"a_0": (0, 99), "a_1": (0, 99)}, max_steps=8)
+        self.width = width
+        self._act_space = spaces.Discrete(3)
+
+    def _infos(self, agents):
+        self.legal = {a: np.eye(self.width, dtype=np.int8)[(self.t + i) % self.width]
+                      for i, a in enumerate(agents)}
+        return {a: {"action_mask": m} for a, m in self.legal.items()}
+
+    def reset(self, seed=None, options=None):
+        obs, _ = super().reset(seed, options)
+        return obs, self._infos(obs)
+
+    def step(self, actions):
+        for a, act in actions.items():
+            if self.width == 3 and not self.legal[a][int(act)]:
+                raise ValueError(f"{a}: illegal action {act}")
+        obs, rew, term, trunc, _ = super().step(actions)
+        return obs, rew, term, trunc, self._infos(obs)
+
+
+def info_masked(**kwargs):
+    return InfoMasked(**kwargs)
+
+
+class LongMask(ScriptedTurnGame):
+    """An AEC game whose action_mask has one entry more than its 3 actions, in the space and
+    in every observation."""
+
+    def __init__(self):
+        super().__init__(n_agents=2, plan=[Move()] * 6)
+        self._obs_space = spaces.Dict({"observation": spaces.Box(-1.0, 1e6, (3,), np.float32),
+                                       "action_mask": spaces.Box(0, 1, (4,), np.int8)})
+
+    def _mask(self):
+        return np.ones(4, np.int8)
+
+
+def long_mask():
+    return LongMask()
+
+
+class Chatty(ShiftingCrowd):
+    """A valid Parallel env that warns about rendering at every step."""
+
+    def step(self, actions):
+        import warnings
+
+        warnings.warn("render_mode is None: nothing will be drawn", UserWarning, stacklevel=2)
+        return super().step(actions)
+
+
+def chatty():
+    return Chatty()

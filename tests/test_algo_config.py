@@ -70,7 +70,8 @@ def test_an_algorithm_of_ones_own_trains_resumes_and_evaluates_from_the_cli(tmp_
     assert main(["train", *argv, "--run-dir", str(run_dir)]) == 0
     saved = (run_dir / "config.yaml").read_text()
     assert "name: custom_algo:Greedy" in saved and "action: 1" in saved
-    assert main(["resume", str(run_dir), "-s", "train.steps=120"]) == 0
+    assert main(["resume", str(run_dir), "-s", "train.steps=120"]) == 2  # names outside code
+    assert main(["resume", str(run_dir), "-s", "train.steps=120", "--trust"]) == 0
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["env_steps"] >= 120
-    assert main(["eval", str(run_dir), "--episodes", "3"]) == 0
+    assert main(["eval", str(run_dir), "--episodes", "3", "--trust"]) == 0

@@ -277,7 +277,7 @@ def test_random_against_random_tic_tac_toe_lands_in_the_known_band(tmp_path):
 
 
 def test_vs_needs_two_players_and_an_importable_opponent(claim_random_run, tmp_path, capsys):
-    code = main(["eval", str(claim_random_run), "--vs", "no_such_module:fn"])
+    code = main(["eval", str(claim_random_run), "--vs", "no_such_module:fn", "--trust"])
     assert code == 2 and "--vs" in capsys.readouterr().err
     run = tmp_path / "spread"
     train(load([], ["env.id=spread", "train.steps=10", *QUIET]), run)

@@ -70,3 +70,76 @@ def test_a_default_group_with_different_spaces_splits_per_agent():
     assert {pid: s.agents for pid, s in specs.items()} == {"x_0": ("x_0",), "x_1": ("x_1",), "y": ("y_0",)}
     with pytest.raises(ConfigError, match="different observation spaces"):
         build_specs(agents, obs, act, *views, {"x": PolicyConfig()})
+
+
+def rllib_style(agent_id, episode, **kwargs):
+    assert episode is None
+    return agent_id.split("_")[0].upper()
+
+
+def old_rllib_style(agent_id, episode, worker, **kwargs):
+    return agent_id.split("_")[0].upper()
+
+
+def star_args(agent_id, *args, **kwargs):
+    return agent_id.split("_")[0].upper()
+
+
+def episode_by_keyword(agent_id, *, episode, **kwargs):
+    return agent_id.split("_")[0].upper()
+
+
+def optional_episode(agent_id, episode=None, worker=None):
+    return agent_id.split("_")[0].upper()
+
+
+def only_star(*args, **kwargs):
+    return args[0].split("_")[0].upper()
+
+
+def needs_team_size(agent_id, team_size):
+    return agent_id
+
+
+def needs_keyword(agent_id, *, config):
+    return agent_id
+
+
+def no_arguments():
+    return "x"
+
+
+def crashes(agent_id, episode, **kwargs):
+    return episode.policy_for(agent_id)
+
+
+@pytest.mark.parametrize("fn", [
+    "rllib_style", "old_rllib_style", "star_args", "episode_by_keyword", "optional_episode",
+    "only_star",
+])
+def test_mapping_functions_in_every_accepted_signature(fn):
+    got = assign(AGENTS, {"mine": PolicyConfig(agents=["solo"])}, f"{__name__}:{fn}", False)
+    assert got == {"bob_0": "BOB", "bob_1": "BOB", "fred_0": "FRED", "fred_1": "FRED", "solo": "mine"}
+
+
+@pytest.mark.parametrize(("fn", "needle"), [
+    ("needs_team_size", "requires argument(s) team_size that the mapping cannot give"),
+    ("needs_keyword", "requires argument(s) config that the mapping cannot give"),
+    ("no_arguments", "takes no positional argument"),
+    ("crashes", "raised for agent 'bob_0': AttributeError"),
+])
+def test_a_mapping_function_we_cannot_call_is_named(fn, needle):
+    with pytest.raises(ConfigError) as info:
+        assign(AGENTS, {}, f"{__name__}:{fn}", False)
+    assert f"train.policy_mapping_fn '{__name__}:{fn}'" in str(info.value)
+    assert needle in str(info.value)
+
+
+def test_an_rllib_style_mapping_function_trains_from_the_cli(tmp_path, capsys):
+    from interplay.cli import main
+
+    code = main(["train", "-s", "train.steps=30", "-s", "log.console=false",
+                 "-s", f"train.policy_mapping_fn={__name__}:rllib_style",
+                 "--run-dir", str(tmp_path / "r")])
+    assert code == 0, capsys.readouterr().err
+    assert (tmp_path / "r" / "metrics.jsonl").read_text().count("policy_return_mean/AGENT") > 0

@@ -24,6 +24,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
                    help="change a setting, e.g. -s train.steps=2000000")
     r.add_argument("--checkpoint", help="a checkpoints/step_* folder to resume from instead")
+    r.add_argument("--trust", action="store_true",
+                   help="import and run the modules the run's config names (env, policies, "
+                        "callbacks...) even when they are not installed env packages")
 
     e = sub.add_parser("eval", help="score a run's policies without exploration")
     e.add_argument("run_dir")
@@ -37,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="two-player games: play the trained policy on each seat (half the "
                         "games each) against this opponent and report win/draw/loss rates")
     e.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE")
+    e.add_argument("--trust", action="store_true",
+                   help="import and run the modules the run's config names (env, policies, "
+                        "callbacks...) even when they are not installed env packages")
 
     c = sub.add_parser("check", help="check an env against PettingZoo's API and interplay's rules")
     c.add_argument("env_id", help="module path, registered name, or module:function")
@@ -80,7 +86,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "resume":
         from interplay.experiment.loop import resume
 
-        result = resume(args.run_dir, args.set, args.checkpoint)
+        result = resume(args.run_dir, args.set, args.checkpoint, trust=args.trust)
         print(f"run folder: {result.run_dir}")
         return 0
     if args.command == "eval":
@@ -88,7 +94,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         evaluate(args.run_dir, checkpoint=args.checkpoint, episodes=args.episodes,
                  env_id=args.env, overrides=args.set, render=args.render, seed=args.seed,
-                 out=args.out, vs=args.vs)
+                 out=args.out, vs=args.vs, trust=args.trust)
         return 0
     if args.command == "check":
         from interplay.envs.check import check_env

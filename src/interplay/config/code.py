@@ -18,6 +18,9 @@ def load_callable(path: str, what: str) -> Callable[..., Any]:
         module = importlib.import_module(module_path)
     except ImportError as err:
         raise ConfigError(f"{what}: cannot import {module_path!r}: {err}") from err
+    except (Exception, SystemExit) as err:  # the module is broken (or a script): say which
+        raise ConfigError(f"{what}: importing module {module_path!r} raised "
+                          f"{type(err).__name__}: {err}") from err
     fn = getattr(module, attr, None)
     if fn is None or not callable(fn):
         raise ConfigError(f"{what}: module {module_path!r} has no callable {attr!r}")

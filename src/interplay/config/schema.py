@@ -104,7 +104,9 @@ class TrainConfig(Section):
     target: float | None = None
     """Stop early once a test phase's ``target_metric`` reaches this value."""
     target_metric: str = "episode_return_mean"
-    """The test metric ``target`` is compared with (any metrics.jsonl name)."""
+    """The test metric ``target`` is compared with: a test row's name (``episode_return_mean``,
+    ``policy_return_mean/<policy>``...) or a callback's metric under ``custom/`` or declared in
+    its ``metrics``."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -177,8 +179,96 @@ SECTIONS: dict[str, type[BaseModel]] = {
 }
 
 
+MAX_ALIASES = 100
+"""Aliases (``*name``) one YAML document may use; configs need a handful."""
+MAX_NODES = 100_000
+"""Values one YAML document may expand to, counting each alias as a copy of what it names."""
+
+
+class _Refused(yaml.YAMLError):
+    """A YAML document the loader will not build, with where in it."""
+
+    def __init__(self, problem: str, mark: Any) -> None:
+        super().__init__(problem)
+        self.problem, self.mark = problem, mark
+
+
 class _Loader(yaml.SafeLoader):
-    """YAML's safe loader, reading ``3e-4`` and ``2e6`` as numbers (YAML 1.2) as people expect."""
+    """YAML's safe loader, reading ``3e-4`` and ``2e6`` as numbers (YAML 1.2) as people expect.
+
+    It also refuses what a config never needs and a hostile file uses: aliases beyond
+    ``MAX_ALIASES`` or expanding past ``MAX_NODES`` values ("billion laughs"), an alias inside
+    what it names (a recursive value), and a key given twice in one mapping (the last would
+    silently win).
+    """
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._aliases = 0
+        self._sizes: dict[int, int] = {}  # id(node) -> values it expands to
+        self._path: list[str] = []
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise _Refused(f"more than {MAX_ALIASES} aliases (*name); a config needs far "
+                               "fewer, and many can expand to more than memory holds", event.start_mark)
+            node = super().compose_node(parent, index)
+            if id(node) not in self._sizes:
+                raise _Refused(f"alias *{event.anchor} is inside the value it names (a value "
+                               "that contains itself)", event.start_mark)
+            return node
+        node = super().compose_node(parent, index)
+        if isinstance(node, yaml.SequenceNode):
+            size = 1 + sum(self._sizes[id(v)] for v in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            size = 1 + sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
+        else:
+            size = 1
+        if size > MAX_NODES:
+            raise _Refused(f"this value expands to more than {MAX_NODES:,} values (aliases "
+                           "repeat what they name); refusing to build it", node.start_mark)
+        self._sizes[id(node)] = size
+        return node
+
+    def compose_mapping_node(self, anchor: Any) -> Any:
+        start = self.get_event()
+        tag = start.tag
+        if tag is None or tag == "!":
+            tag = self.resolve(yaml.MappingNode, None, start.implicit)
+        node = yaml.MappingNode(tag, [], start.start_mark, None, flow_style=start.flow_style)
+        if anchor is not None:
+            self.anchors[anchor] = node
+        seen: dict[Any, Any] = {}
+        while not self.check_event(yaml.MappingEndEvent):
+            key_node = self.compose_node(node, None)
+            key = self._key_of(key_node)
+            if key is not None:
+                if key in seen:
+                    dotted = ".".join([*self._path, str(key_node.value)])
+                    raise _Refused(f"duplicate key {dotted!r} (first at line "
+                                   f"{seen[key].line + 1}); the second would silently replace "
+                                   "the first", key_node.start_mark)
+                seen[key] = key_node.start_mark
+            self._path.append(str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "?")
+            value_node = self.compose_node(node, key_node)
+            self._path.pop()
+            node.value.append((key_node, value_node))
+        node.end_mark = self.get_event().end_mark
+        return node
+
+    def _key_of(self, node: Any) -> Any:
+        """A scalar key as the mapping will hold it (``1`` and ``0x1`` are one key); else None."""
+        if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:merge":
+            return None
+        try:
+            key = self.construct_object(node)
+            hash(key)
+        except Exception:  # noqa: BLE001 - construction reports its own error later
+            return (node.tag, node.value)
+        return key
 
 
 _Loader.add_implicit_resolver(
@@ -191,6 +281,8 @@ _Loader.add_implicit_resolver(
 def _safe_load(text: str, where: str) -> Any:
     try:
         return yaml.load(io.StringIO(text), Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except _Refused as err:
+        raise ConfigError(f"{where}, line {err.mark.line + 1}: {err.problem}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{where}: not valid YAML (or uses a tag that is not allowed): {err}") from err
 
@@ -199,7 +291,14 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r} does not exist")
-    data = _safe_load(p.read_text(), str(p))
+    raw = p.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise ConfigError(f"{p}, line {line}: not UTF-8 text (byte {raw[err.start]:#04x} at "
+                          f"offset {err.start}); save the file as UTF-8") from None
+    data = _safe_load(text, str(p))
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -222,6 +321,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"override {text!r}: expected dotted.key=value, e.g. train.steps=20000")
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"override {text!r}: the value is not UTF-8 text") from None
     value = _safe_load(raw, f"override {text!r}") if raw.strip() else ""
     return key.strip().split("."), value
 

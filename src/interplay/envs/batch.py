@@ -15,7 +15,15 @@ import numpy as np
 from gymnasium import spaces
 
 from interplay.envs.adapters import CopyStep, EnvContractError
-from interplay.envs.spaces import MASK_KEY, ActionView, ObsView, action_view, obs_view
+from interplay.envs.spaces import (
+    MASK_KEY,
+    ActionView,
+    ObservationError,
+    ObsView,
+    action_view,
+    obs_view,
+    observation_error,
+)
 
 
 @dataclass(slots=True)
@@ -182,10 +190,13 @@ class StepBuffers:
             col, view, rows, masks, masked = self._slots[a]
             if moved:
                 acting[e, col] = True
-            if view.plain:
-                rows[e] = o
-            else:
-                view.flatten(o, rows[e])
+            try:
+                if view.plain and getattr(o, "shape", None) == view.shape:
+                    rows[e] = o
+                else:  # checks the shape on the way
+                    view.flatten(o, rows[e])
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+                raise observation_error(a, view.space, o, err) from None
             if masks is None:
                 continue
             info = infos.get(a)
@@ -228,15 +239,23 @@ class StepBuffers:
                     if masks is not None:
                         masks[e] = self.mask[a][e]
                     continue
-                self.obs_views[a].write(o, self.final_obs[a], e)
+                try:
+                    self.obs_views[a].write(o, self.final_obs[a], e)
+                except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+                    raise observation_error(a, self.obs_views[a].space, o, err) from None
                 if masks is not None:
                     row = self._mask_row(a, o, None)
                     masks[e] = True if row is None else row
 
     def _mask_row(self, agent: str, obs: Any, info: dict | None) -> np.ndarray | None:
         """The legal actions the env gave with ``obs``, or None when it gave none (all legal)."""
-        if self.obs_views[agent].has_mask_key:
-            source = obs[MASK_KEY]
+        view = self.obs_views[agent]
+        if view.has_mask_key:
+            try:
+                source = obs[MASK_KEY]
+            except (KeyError, TypeError, IndexError):
+                raise observation_error(agent, view.space, obs,
+                                        ValueError("it holds no action_mask")) from None
         else:
             source = info.get(MASK_KEY) if info else None
         if source is None:
@@ -244,7 +263,7 @@ class StepBuffers:
         row = np.asarray(source, dtype=bool).reshape(-1)
         width = self.mask[agent].shape[1]
         if row.shape[0] != width:
-            raise ValueError(
+            raise ObservationError(
                 f"agent {agent!r}: action_mask has {row.shape[0]} entries but the action space "
                 f"{self.action_views[agent].space} needs {width}"
             )

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 
 from interplay.config.schema import Config
 from interplay.envs.adapters import CopyStep, EnvContractError, adapt, is_aec
@@ -33,9 +34,15 @@ def check_env(cfg: Config, cycles: int = 200, say: Callable[[str], None] = print
 
     _pettingzoo_api_test(make, cycles, say, problem)
     try:
-        _our_checks(make, cycles, cfg.train.seed, problem)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _our_checks(make, cycles, cfg.train.seed, problem)
     except (EnvContractError, SpaceError) as err:
         problem(str(err), "follow the PettingZoo API for the case named above")
+    except Exception as err:  # the env raised: a problem to report, not a crash of the check
+        problem(f"the env raised {type(err).__name__}: {err}",
+                "see the env's own error above; interplay's checks step it with legal random actions")
+    _say_once(caught, "while stepping the env", say)
     if not problems:
         say(f"ok    {cfg.env.id}: passed the PettingZoo API test and interplay's checks")
     return problems
@@ -45,22 +52,76 @@ def _pettingzoo_api_test(make: Callable[[], Any], cycles: int, say, problem) -> 
     from pettingzoo.test import api_test, parallel_api_test
 
     env = make()
-    test = api_test if is_aec(env) else parallel_api_test
+    aec = is_aec(env)
+    test = api_test if aec else parallel_api_test
     quiet = io.StringIO()
+    caught: list[warnings.WarningMessage] = []
     try:
         with contextlib.redirect_stdout(quiet), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            test(env, num_cycles=min(cycles, 100))
-        for w in caught:
-            if "pettingzoo" in str(w.filename):
-                say(f"warn  PettingZoo API test: {w.message}")
-        say(f"ok    PettingZoo {'AEC' if is_aec(env) else 'Parallel'} API test")
+            test(env if aec else _ParallelTestView(env), num_cycles=min(cycles, 100))
+        _say_once([w for w in caught if "pettingzoo" in str(w.filename)], "PettingZoo API test", say)
+        say(f"ok    PettingZoo {'AEC' if aec else 'Parallel'} API test")
     except Exception as err:  # the API test raises plain assertions and arbitrary errors
         problem(f"PettingZoo API test: {type(err).__name__}: {err}",
                 "see the PettingZoo env API docs for the rule named in the message")
     finally:
         with contextlib.suppress(Exception):
             env.close()
+
+
+def _say_once(caught: list[warnings.WarningMessage], where: str, say: Callable[[str], None]) -> None:
+    """Each distinct warning once, with how often it came."""
+    counts: dict[str, int] = {}
+    for w in caught:
+        text = str(w.message)
+        counts[text] = counts.get(text, 0) + 1
+    for text, n in counts.items():
+        say(f"warn  {where}: {text}" + (f" ({n} times)" if n > 1 else ""))
+
+
+class _ParallelTestView:
+    """A Parallel env as PettingZoo's Parallel API test sees it, with two gaps of that test
+    filled the way interplay's runner fills them: an agent whose ``info`` holds an
+    ``action_mask`` gets a legal action (the test samples masks only from observations), and an
+    agent that arrived mid-episode without reward or flags gets an action and, in the dicts the
+    test reads, a reward of 0 and False flags (the test would look them up and fail)."""
+
+    def __init__(self, env: Any):
+        self.__dict__["_env"] = env
+        self.__dict__["_infos"] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._env, name, value)  # the test sets max_cycles on the env
+
+    def reset(self, *args: Any, **kwargs: Any) -> Any:
+        obs, infos = self._env.reset(*args, **kwargs)
+        self.__dict__["_infos"] = infos
+        return obs, infos
+
+    def step(self, actions: dict) -> Any:
+        env, chosen = self._env, dict(actions)
+        before = list(env.agents)
+        for a in before:
+            space, info = env.action_space(a), self._infos.get(a) or {}
+            mask = info.get(MASK_KEY) if isinstance(info, dict) else None
+            if mask is not None and isinstance(space, spaces.Discrete):
+                mask = np.asarray(mask, np.int8).reshape(-1)
+                if mask.size != space.n or not mask.any():
+                    mask = None  # interplay's own checks name a bad mask
+            if a not in chosen or (mask is not None and not mask[int(chosen[a]) - int(space.start)]):
+                chosen[a] = space.sample(mask=mask)
+        obs, rewards, terms, truncs, infos = env.step(chosen)
+        self.__dict__["_infos"] = infos
+        for a in env.agents:
+            if a not in before:
+                rewards.setdefault(a, 0.0)
+                terms.setdefault(a, False)
+                truncs.setdefault(a, False)
+        return obs, rewards, terms, truncs, infos
 
 
 def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> None:
@@ -79,6 +140,14 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> Non
         if key not in reported:
             reported.add(key)
             problem(text, fix)
+
+    for a in agents:
+        declared = obs_spaces[a][MASK_KEY] if views[a].has_mask_key else None
+        width = actions[a].mask_dim
+        if declared is not None and width and int(np.prod(declared.shape)) != width:
+            once(f"mask-{a}", f"the observation space of {a!r} declares an action_mask of "
+                 f"{int(np.prod(declared.shape))} entries, its action space {act_spaces[a]} "
+                 f"needs {width}", "make the mask one entry per action")
 
     def inspect(cs: CopyStep, t: int, done: set[str]) -> None:
         for a, r in cs.rewards.items():
@@ -124,8 +193,9 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> Non
         moves = {}
         for a, o in cs.obs.items():
             mask = _mask_of(o, cs.infos.get(a, {}), views[a].has_mask_key)
-            moves[a] = act_spaces[a].sample(mask=mask.astype(np.int8) if mask is not None and
-                                            actions[a].kind == "discrete" else None)
+            usable = (mask is not None and actions[a].kind == "discrete"
+                      and mask.size == actions[a].mask_dim and mask.any())  # else named above
+            moves[a] = act_spaces[a].sample(mask=mask.astype(np.int8) if usable else None)
         cs = copy.step(moves)
         t += 1
         inspect(cs, t, done)
@@ -137,7 +207,7 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> Non
 
 
 def _mask_of(obs: Any, info: dict, has_key: bool) -> np.ndarray | None:
-    if has_key:
+    if has_key and isinstance(obs, dict) and MASK_KEY in obs:  # else: outside its space, named
         return np.asarray(obs[MASK_KEY], bool).reshape(-1)
     if isinstance(info, dict) and MASK_KEY in info:
         return np.asarray(info[MASK_KEY], bool).reshape(-1)

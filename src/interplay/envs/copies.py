@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from interplay.envs.adapters import AECAdapter, CopyStep, EnvContractError, ParallelAdapter, adapt
+from interplay.envs.spaces import ObservationError
 from interplay.errors import UserError
 
 if TYPE_CHECKING:
@@ -75,43 +76,55 @@ class EnvCopies:
     def reset(self, buf: StepBuffers, seeds: list[int | None]) -> None:
         """Reset every copy, copy ``rows[i]`` with ``seeds[i]``."""
         buf.clear_step(self._slice)
-        for i, (e, seed) in enumerate(zip(self.rows, seeds, strict=True)):
-            self._entropy[i] = seed
-            buf.write_acting(e, self._reset(i, seed))
+        i = 0
+        try:
+            for i, (e, seed) in enumerate(zip(self.rows, seeds, strict=True)):
+                self._entropy[i] = seed
+                buf.write_acting(e, self._reset(i, seed))
+        except ObservationError as err:
+            raise self._located(i, err) from None
 
     def step(self, buf: StepBuffers, actions: dict[str, np.ndarray]) -> None:
         """Step every copy that has agents to move; copies whose episode ended reset."""
         buf.clear_step(self._slice, rewards=False)  # write_outcome writes each copy's row
         env_actions = buf.env_actions(actions, self._slice)
-        for i, e in enumerate(self.rows):
-            movers = buf.movers[e]
-            if not movers:
-                buf.no_outcome(e)
-                continue
-            moves = {a: env_actions[a][i] for a in movers}
-            try:
-                cs = self.copies[i].step(moves)
-            except EnvContractError:
-                raise
-            except Exception as err:
-                buf.no_outcome(e)
-                buf.flag(buf.dropped, e)
-                buf.write_acting(e, self._rebuild(i, "step()", err))
-                continue
-            self._streak[i] = 0
-            buf.write_outcome(e, cs)
-            if cs.over:
-                buf.flag(buf.episode_end, e)
-                cs = self._reset(i, None)
-            buf.write_acting(e, cs)
+        i = 0
+        try:
+            for i, e in enumerate(self.rows):
+                movers = buf.movers[e]
+                if not movers:
+                    buf.no_outcome(e)
+                    continue
+                moves = {a: env_actions[a][i] for a in movers}
+                try:
+                    cs = self.copies[i].step(moves)
+                except EnvContractError:
+                    raise
+                except Exception as err:
+                    buf.no_outcome(e)
+                    buf.flag(buf.dropped, e)
+                    buf.write_acting(e, self._rebuild(i, "step()", err))
+                    continue
+                self._streak[i] = 0
+                buf.write_outcome(e, cs)
+                if cs.over:
+                    buf.flag(buf.episode_end, e)
+                    cs = self._reset(i, None)
+                buf.write_acting(e, cs)
+        except ObservationError as err:
+            raise self._located(i, err) from None
 
     def restart(self, buf: StepBuffers) -> None:
         """Start every copy afresh with a new derived seed, dropping the episodes under way."""
         buf.clear_step(self._slice)
-        for i, e in enumerate(self.rows):
-            self._rebuilds[i] += 1
-            buf.write_acting(e, self._reset(i, self._derived_seed(i)))
-            buf.flag(buf.dropped, e)
+        i = 0
+        try:
+            for i, e in enumerate(self.rows):
+                self._rebuilds[i] += 1
+                buf.write_acting(e, self._reset(i, self._derived_seed(i)))
+                buf.flag(buf.dropped, e)
+        except ObservationError as err:
+            raise self._located(i, err) from None
 
     def take_failed(self) -> list[int]:
         """The rows that raised since the last call, once per failure."""
@@ -121,6 +134,12 @@ class EnvCopies:
     def close(self) -> None:
         for copy in self.copies:
             copy.close()
+
+    def _located(self, i: int, err: ObservationError) -> ObservationError:
+        """``err`` with the copy and the step of its episode where the env broke its spaces."""
+        t = self.copies[i].t
+        when = "at reset" if t == 0 else f"at step {t} of its episode"
+        return ObservationError(f"env copy {self.rows[i]}, {when}: {err}")
 
     def _reset(self, i: int, seed: int | None) -> CopyStep:
         try:

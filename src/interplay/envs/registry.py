@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import inspect
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +56,80 @@ def _import_module(path: str, env_id: str) -> Any:
             f"env.id {env_id!r}: cannot import module {path!r}: {type(err).__name__}: {err}{hint}. "
             f"Registered names: {', '.join(known_env_names()) or 'none'}"
         ) from err
+    except (Exception, SystemExit) as err:  # the module is broken (or a script): say which
+        raise EnvSpecError(
+            f"env.id {env_id!r}: importing module {path!r} raised {type(err).__name__}: {err}"
+        ) from err
+
+
+def _parameters(fn: Any) -> tuple[list[str], list[str]] | None:
+    """``fn``'s keyword-passable parameters and the required ones; None if it takes ``**kwargs``
+    or cannot be inspected."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return [p.name for p in named], [p.name for p in named if p.default is p.empty]
+
+
+def _kwargs_error(what: str, bad: list[str], accepted: list[str] | None, missing: bool = False
+                  ) -> EnvSpecError:
+    keys = ", ".join(f"env.kwargs.{k}" for k in bad)
+    problem = (f"{keys}: required by the env's constructor ({what}) but not given" if missing
+               else f"{keys}: not accepted by the env's constructor ({what})")
+    if accepted is not None:
+        problem += f"; it accepts: {', '.join(accepted) or 'no arguments'}"
+    return EnvSpecError(problem)
+
+
+_UNEXPECTED = re.compile(r"^(?P<callee>[\w.<>]+)\(\) got an unexpected keyword argument '(?P<key>[^']+)'")
+
+
+def _accepted_by(err: TypeError, callee: str) -> list[str] | None:
+    """The parameters of the callable a TypeError names (``raw_env.__init__``), found where the
+    innermost frame of its traceback could see it."""
+    tb = err.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame
+    head, *rest = callee.split(".")
+    obj = frame.f_locals.get(head, frame.f_globals.get(head))
+    for part in rest[:-1] if rest and rest[-1] == "__init__" else rest:
+        obj = getattr(obj, part, None)
+    found = _parameters(obj) if obj is not None else None
+    if found is None:
+        return None
+    return [n for n in found[0] if n != "self"]
+
+
+def _checked(fn: Callable[..., Any], kwargs: dict[str, Any], what: str) -> EnvFactory:
+    """``fn(**kwargs)`` as a factory, with ``env.kwargs`` it cannot take named: now if its
+    signature says so, else when the first copy is built."""
+    found = _parameters(fn)
+    if found is not None:
+        accepted, required = found
+        unknown = [k for k in kwargs if k not in accepted]
+        if unknown:
+            raise _kwargs_error(what, unknown, accepted)
+        missing = [k for k in required if k not in kwargs]
+        if missing:
+            raise _kwargs_error(what, missing, accepted, missing=True)
+
+    def make() -> Any:
+        try:
+            return fn(**kwargs)
+        except TypeError as err:
+            m = _UNEXPECTED.match(str(err))
+            if m is None or m["key"] not in kwargs:
+                raise
+            raise _kwargs_error(what, [m["key"]], _accepted_by(err, m["callee"])) from err
+
+    return make
 
 
 def env_factory(env_id: Any, kwargs: dict[str, Any] | None = None, api: str = "auto") -> EnvFactory:
@@ -65,19 +141,18 @@ def env_factory(env_id: Any, kwargs: dict[str, Any] | None = None, api: str = "a
     """
     kwargs = dict(kwargs or {})
     if callable(env_id):
-        return lambda: env_id(**kwargs)
+        return _checked(env_id, kwargs, getattr(env_id, "__qualname__", repr(env_id)))
     if not isinstance(env_id, str) or not env_id:
         raise EnvSpecError(f"env.id must be a name, a module path or a factory, got {env_id!r}")
     if env_id in _REGISTRY:
-        factory = _REGISTRY[env_id]
-        return lambda: factory(**kwargs)
+        return _checked(_REGISTRY[env_id], kwargs, f"registered env {env_id!r}")
     if ":" in env_id:
         module_path, _, attr = env_id.partition(":")
         module = _import_module(module_path, env_id)
         fn = getattr(module, attr, None)
         if not callable(fn):
             raise EnvSpecError(f"env.id {env_id!r}: module {module_path!r} has no callable {attr!r}")
-        return lambda: fn(**kwargs)
+        return _checked(fn, kwargs, env_id)
     module = _import_module(env_id, env_id)
     order = {"auto": ("parallel_env", "env"), "parallel": ("parallel_env",), "aec": ("env",)}
     if api not in order:
@@ -85,6 +160,6 @@ def env_factory(env_id: Any, kwargs: dict[str, Any] | None = None, api: str = "a
     for attr in order[api]:
         fn = getattr(module, attr, None)
         if callable(fn):
-            return lambda: fn(**kwargs)
+            return _checked(fn, kwargs, f"{env_id}.{attr}")
     wanted = " or ".join(f"{a}()" for a in order[api])
     raise EnvSpecError(f"env.id {env_id!r}: module has no {wanted} to build the env from")

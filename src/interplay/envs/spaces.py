@@ -17,6 +17,25 @@ class SpaceError(UserError, ValueError):
     """A space interplay cannot drive, named with the agent it belongs to."""
 
 
+class ObservationError(UserError, ValueError):
+    """An observation (or action mask) from the env that does not fit the agent's space."""
+
+
+def observation_error(agent: str, space: spaces.Space, obs: Any, err: Exception | None = None
+                      ) -> ObservationError:
+    """Name the agent, its declared space and what came instead."""
+    if isinstance(obs, np.ndarray | np.generic):
+        got = f"an array of shape {obs.shape} and dtype {obs.dtype}"
+    else:
+        try:
+            arr = np.asarray(obs)
+            got = f"a {type(obs).__name__} of shape {arr.shape} (as an array, dtype {arr.dtype})"
+        except Exception:  # noqa: BLE001 - not even an array: its type says enough
+            got = f"a {type(obs).__name__}"
+    why = f" ({err})" if err is not None and str(err) else ""
+    return ObservationError(f"agent {agent!r}: observation space {space} got {got}{why}")
+
+
 @dataclass(frozen=True)
 class ObsView:
     """The policy-side view of one agent's observation space.
@@ -31,14 +50,15 @@ class ObsView:
     dim: int
     has_mask_key: bool
     plain: bool = False  # a Box: the observation is written as it is, no flattening
-    shape: tuple[int, ...] = ()  # the Box's shape when plain
+    shape: tuple[int, ...] = ()  # the Box's shape when plain: what a plain write compares
     dtype: Any = np.float32  # how rows of this observation are stored
 
     def write(self, obs: Any, rows: np.ndarray, e: int) -> None:
-        """Write the flat view of ``obs`` into ``rows[e]``."""
-        if self.plain:
+        """Write the flat view of ``obs`` into ``rows[e]``; raise ValueError (or TypeError,
+        KeyError) when ``obs`` does not fit the space."""
+        if self.plain and getattr(obs, "shape", None) == self.shape:
             rows[e] = np.reshape(obs, -1)
-        else:
+        else:  # checks the shape on the way
             self.flatten(obs, rows[e])
 
     def shaped(self, rows: np.ndarray) -> np.ndarray:
@@ -74,10 +94,16 @@ def _policy_space(space: spaces.Space, has_mask_key: bool) -> spaces.Space:
 
 def _flatten_into(space: spaces.Space, obs: Any, out: np.ndarray) -> None:
     if isinstance(space, spaces.Box):
-        out[:] = np.asarray(obs, dtype=np.float32).reshape(-1)
+        arr = np.asarray(obs, dtype=np.float32)
+        if arr.shape != space.shape:  # the same size in another shape would pass unseen
+            raise ValueError(f"its shape is not {space.shape}")
+        out[:] = arr.reshape(-1)
     elif isinstance(space, spaces.Discrete):
+        i = int(obs) - int(space.start)
+        if not 0 <= i < space.n:  # a negative index would land on another value unseen
+            raise ValueError(f"{obs} is not one of its values")
         out[:] = 0.0
-        out[int(obs) - int(space.start)] = 1.0
+        out[i] = 1.0
     else:
         out[:] = spaces.flatten(space, obs).astype(np.float32, copy=False)
 

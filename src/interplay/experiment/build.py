@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import random
 from collections.abc import Sequence
 from datetime import datetime
@@ -16,7 +17,7 @@ from interplay.algos.base import Algorithm, rng_for
 from interplay.config.schema import Config, ConfigError, validate_section
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
-from interplay.envs.registry import env_factory, native_env_class
+from interplay.envs.registry import EnvSpecError, env_factory, native_env_class
 from interplay.envs.vector import SyncVecEnv
 from interplay.run.actors import Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import CallbackList, Callbacks
@@ -44,7 +45,10 @@ def make_vec_env(cfg: Config, num_envs: int | None = None,
     n = cfg.env.num_envs if num_envs is None else num_envs
     native = native_env_class(env_id)
     if native is not None:
-        env = native(num_envs=n, max_steps=cfg.train.max_steps_per_episode, **cfg.env.kwargs)
+        try:
+            env = native(num_envs=n, max_steps=cfg.train.max_steps_per_episode, **cfg.env.kwargs)
+        except (TypeError, ValueError) as err:  # the built-in envs phrase what is wrong
+            raise EnvSpecError(f"env.kwargs: {err}") from err
         return env, None
     make = env_factory(env_id, cfg.env.kwargs, cfg.env.api)
     scripted = any(p.type == "scripted" for p in cfg.policies.values())  # reads raw obs
@@ -139,6 +143,40 @@ def make_callbacks(cfg: Config, extra: list[Callbacks] = ()) -> CallbackList:
 
 def env_name(env_id: Any) -> str:
     return env_id if isinstance(env_id, str) else getattr(env_id, "__name__", "env")
+
+
+REPORT_METRICS = ("env_steps", "agent_steps", "episodes", "episodes_in_report", "wall_s",
+                  "env_steps_per_s", "episode_return_mean", "episode_return_min",
+                  "episode_return_max", "episode_len_mean")
+"""The numbers every test-phase row holds, besides the per-agent and per-policy returns."""
+CUSTOM_METRICS = "custom/"
+"""Callback metrics named under this prefix may be a ``train.target_metric`` undeclared."""
+
+
+def check_target_metric(cfg: Config, specs: dict[str, PolicySpec], agents: list[str],
+                        callbacks: CallbackList) -> None:
+    """Refuse a ``train.target_metric`` that no test phase of this run can report."""
+    name = cfg.train.target_metric
+    if name.startswith(CUSTOM_METRICS):
+        return
+    known = [*REPORT_METRICS]
+    for stat in ("mean", "min", "max"):
+        known += [f"agent_return_{stat}/{a}" for a in agents]
+        known += [f"policy_return_{stat}/{p}" for p in specs]
+    declared = callbacks.metrics
+    if name in known or any(name == d or (d.endswith("/") and name.startswith(d))
+                            for d in declared):
+        return
+    near = difflib.get_close_matches(name, [*known, *declared], n=3, cutoff=0.4)
+    hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
+    raise ConfigError(
+        f"train.target_metric {name!r} is not a metric test phases of this run report; {hint}"
+        f"They report {', '.join(REPORT_METRICS)}, agent_return_mean/<agent> for agents "
+        f"{', '.join(agents)}, policy_return_mean/<policy> for policies {', '.join(specs)} "
+        f"(and _min, _max), and custom metrics from callbacks: those named under "
+        f"{CUSTOM_METRICS!r} or listed in a callback's `metrics`"
+        + (f" (declared: {', '.join(declared)})" if declared else "")
+    )
 
 
 def new_run_dir(cfg: Config) -> Path:

@@ -22,6 +22,7 @@ from interplay.experiment.loop import (
     derived_seed,
     open_run,
 )
+from interplay.experiment.trust import require_trust
 from interplay.experiment.versus import play_versus, print_versus
 from interplay.loggers.rows import return_totals
 from interplay.run.runner import Runner
@@ -30,17 +31,19 @@ from interplay.run.runner import Runner
 def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episodes: int = 20,
              env_id: str | None = None, overrides: list[str] = (), render: str | Path | None = None,
              seed: int | None = None, out: str | Path | None = None, vs: str | None = None,
-             console: Console | None = None) -> dict[str, Any]:
+             console: Console | None = None, trust: bool = True) -> dict[str, Any]:
     """Score the run's policies over ``episodes`` episodes; writes and returns ``eval.json``.
 
     With ``vs`` (``random`` or ``module:function``) the trained side plays a two-player game
     against that opponent, half the games on each seat, and the report gives win, draw and
-    loss rates (see :mod:`interplay.experiment.versus`).
+    loss rates (see :mod:`interplay.experiment.versus`). ``trust=False`` refuses a folder whose
+    config names modules other than installed env packages; the CLI asks for ``--trust``.
     """
     run_dir = Path(run_dir)
     if episodes < 1:
         raise ConfigError(f"--episodes must be at least 1, got {episodes}")
     cfg, state, path = open_run(run_dir, ["log.console=false", *overrides], checkpoint)
+    require_trust(run_dir, cfg.model_dump(), list(overrides), trust, "eval")
     dest = Path(out) if out else run_dir / "eval.json"
     failed: Exception | None = None
     exp = Experiment(cfg, run_dir)

@@ -20,6 +20,7 @@ from interplay.algos.base import rng_for
 from interplay.config.schema import Config, ConfigError, load, to_yaml
 from interplay.envs.snapshot import capture, restore
 from interplay.experiment.build import (
+    check_target_metric,
     make_actors,
     make_algorithm,
     make_callbacks,
@@ -36,6 +37,7 @@ from interplay.experiment.checkpoint import (
     save_checkpoint,
 )
 from interplay.experiment.learner_means import LearnerMeans
+from interplay.experiment.trust import require_trust
 from interplay.loggers.curve import plot_curve
 from interplay.loggers.rows import ConsoleLogger, JsonlLogger
 from interplay.run.callbacks import Callbacks
@@ -87,6 +89,7 @@ class Experiment:
             self.storage = self.algo.make_storage()  # the loop's: filled here, saved here
             collect = ({p for p, s in self.specs.items() if s.trainable}
                        if self.storage is not None else set())
+            check_target_metric(cfg, self.specs, self.env.agents, self.callbacks)
             self.runner = Runner(self.env, self.specs, self.actors, collect, self.callbacks, copies,
                                  complete_episodes=cfg.train.batch_mode == "complete_episodes")
         except BaseException:
@@ -294,10 +297,7 @@ def check_spaces(trained: dict[str, list[str]], specs: dict, what: str = "this e
 
 
 def _reached(row: dict[str, Any], train: Any) -> bool:
-    if train.target_metric not in row:
-        names = ", ".join(k for k in row if k.startswith(("episode_", "agent_", "policy_")))
-        raise ConfigError(f"train.target_metric {train.target_metric!r} is not a test metric; known: {names}")
-    value = row[train.target_metric]
+    value = row.get(train.target_metric)  # checked up front; a custom one may be absent
     return value is not None and value >= train.target
 
 
@@ -389,9 +389,14 @@ def open_run(run_dir: Path, overrides: list[str], checkpoint: str | Path | None
 
 
 def resume(run_dir: str | Path, overrides: list[str] = (), checkpoint: str | Path | None = None,
-           callbacks: list[Callbacks] = ()) -> Result:
-    """Continue a run from its newest valid checkpoint (or ``checkpoint``)."""
+           callbacks: list[Callbacks] = (), trust: bool = True) -> Result:
+    """Continue a run from its newest valid checkpoint (or ``checkpoint``).
+
+    ``trust=False`` refuses a folder whose config names modules other than installed env
+    packages (see :mod:`interplay.experiment.trust`); the CLI asks for ``--trust``.
+    """
     cfg, state, _ = open_run(Path(run_dir), overrides, checkpoint)
+    require_trust(Path(run_dir), cfg.model_dump(), list(overrides), trust, "resume")
     exp = Experiment(cfg, Path(run_dir), callbacks)
     try:
         exp.load_state_dict(state)

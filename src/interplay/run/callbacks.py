@@ -37,6 +37,11 @@ class Callbacks:
     callback overrides ``on_episode_end``.
     """
 
+    metrics: tuple[str, ...] = ()
+    """The custom metrics this callback adds, so ``train.target_metric`` may name them before
+    any episode has reported one; a name ending in ``/`` covers every name under it. Names
+    under ``custom/`` need no declaring."""
+
     def on_env_created(self, *, env: Any, env_index: int, runner: Any) -> None:
         """A copy of the env was built: ``env`` is its PettingZoo env (in-process copies), the
         batched env (built-in envs) or the async vector env (copies in workers)."""
@@ -61,6 +66,7 @@ class CallbackList(Callbacks):
 
     def __init__(self, callbacks: list[Callbacks]):
         self.callbacks = list(callbacks)
+        self.metrics = tuple(m for c in self.callbacks for m in c.metrics)
         # Whether any callback overrides on_episode_step; else the runner skips that hook.
         self.wants_steps = any(
             type(c).on_episode_step is not Callbacks.on_episode_step for c in self.callbacks

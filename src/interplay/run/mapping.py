@@ -10,8 +10,11 @@ With ``train.self_play`` every agent is on one policy.
 from __future__ import annotations
 
 import fnmatch
+import inspect
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from gymnasium import spaces
 
@@ -46,6 +49,37 @@ def group_of(agent: str) -> str:
     """The default group of an agent id: the prefix before its last ``_``."""
     head, sep, _ = agent.rpartition("_")
     return head if sep and head else agent
+
+
+_GIVEN_NONE = ("episode", "worker")
+"""Arguments an RLlib-style mapping function may require that the mapping, made once before
+any episode, passes as None."""
+
+
+def mapping_caller(fn: Callable[..., Any], path: str) -> Callable[[str], Any]:
+    """``fn`` as a function of the agent id, whichever of the accepted signatures it has:
+    ``fn(agent_id)``, ``fn(agent_id, episode, **kwargs)`` (RLlib's; ``episode`` is None, as the
+    mapping is made before any episode), ``fn(agent_id, episode, worker, **kwargs)`` or
+    ``fn(agent_id, *args, **kwargs)``. Decided once, from its signature."""
+    what = f"train.policy_mapping_fn {path!r}"
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # no signature to read (a builtin): try the plain call
+        return fn
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not positional and not any(p.kind is p.VAR_POSITIONAL for p in params):
+        raise ConfigError(f"{what} takes no positional argument; it is called as "
+                          "fn(agent_id) or fn(agent_id, episode, **kwargs)")
+    required = [p for p in positional[1:] if p.default is p.empty]
+    keyword = [p for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    unknown = [p.name for p in (*required, *keyword) if p.name not in _GIVEN_NONE]
+    if unknown:
+        raise ConfigError(
+            f"{what} requires argument(s) {', '.join(unknown)} that the mapping cannot give; "
+            "it is called as fn(agent_id) or fn(agent_id, episode, **kwargs) (episode None)")
+    args = (None,) * len(required)
+    kwargs = dict.fromkeys((p.name for p in keyword), None)
+    return lambda agent: fn(agent, *args, **kwargs)
 
 
 def assign(agents: list[str], policies: dict[str, PolicyConfig], mapping_fn: str | None,
@@ -93,9 +127,13 @@ def assign(agents: list[str], policies: dict[str, PolicyConfig], mapping_fn: str
     rest = [a for a in agents if a not in out]
     explicit = bool(out) or any(pc.agents for pc in policies.values())
     if rest and mapping_fn:
-        fn = load_callable(mapping_fn, "train.policy_mapping_fn")
+        fn = mapping_caller(load_callable(mapping_fn, "train.policy_mapping_fn"), mapping_fn)
         for agent in rest:
-            pid = fn(agent)
+            try:
+                pid = fn(agent)
+            except Exception as err:
+                raise ConfigError(f"train.policy_mapping_fn {mapping_fn!r} raised for agent "
+                                  f"{agent!r}: {type(err).__name__}: {err}") from err
             if not isinstance(pid, str) or not pid:
                 raise ConfigError(
                     f"train.policy_mapping_fn returned {pid!r} for agent {agent!r}; it must return a policy id"

@@ -295,9 +295,10 @@ class Runner:
         out = {pid: concat(parts) for pid, parts in closed.items() if parts}
         if not self.holds:
             return out
+        full = False  # a never-ending episode holds too much: hand it out unfinished
         for pid, t in out.items():
-            self.holds[pid].add(t)
-        if not ends:
+            full |= self.holds[pid].add(t)
+        if not ends and not full:
             return {}
         released = {pid: h.release(step.episode_end) for pid, h in self.holds.items()}
         return {pid: t for pid, t in released.items() if t is not None}

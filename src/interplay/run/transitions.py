@@ -12,6 +12,7 @@ Arrays are ``[E, k]`` (copies × the policy's agents); one closed batch per step
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -172,6 +173,10 @@ def concat(parts: list[Transitions]) -> Transitions:
     )
 
 
+HOLD_LIMIT = 100_000
+"""Transitions of one copy's unfinished episode a policy holds before handing them out."""
+
+
 class EpisodeHold:
     """Closed transitions held back until their copy's episode ends.
 
@@ -179,13 +184,24 @@ class EpisodeHold:
     raised), what it had closed so far is thrown away here instead of having been learned from.
     Rows come out in the order they went in, so each agent's transitions stay in time order.
     Each held batch keeps a mask of its rows still held, so rows are copied once, on release.
+
+    An episode that never ends (no termination, no step limit) would be held without bound:
+    once one copy holds more than ``limit`` rows, the next :meth:`release` hands that copy's
+    rows out unfinished, as ``truncate_episodes`` would have, with a warning the first time.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = HOLD_LIMIT if limit is None else limit
         self._held: list[tuple[Transitions, np.ndarray]] = []  # (batch, rows still held)
+        self._rows = 0  # rows held, all copies together
+        # No copy can hold more than ``limit`` rows before ``_rows`` passes this, so the
+        # copies are counted one by one only then.
+        self._next_count = self.limit
+        self._cut: np.ndarray | None = None  # copies to hand out unfinished at the next release
+        self.warned = False
 
     def __len__(self) -> int:
-        return sum(int(np.count_nonzero(held)) for _, held in self._held)
+        return self._rows
 
     @property
     def parts(self) -> list[Transitions]:
@@ -195,12 +211,42 @@ class EpisodeHold:
     @parts.setter
     def parts(self, parts: list[Transitions]) -> None:
         self._held = [(t, np.ones(len(t), bool)) for t in parts]
+        self._rows = sum(len(t) for t in parts)
+        self._next_count = self._rows  # count at the next add
 
-    def add(self, t: Transitions) -> None:
+    def add(self, t: Transitions) -> bool:
+        """Hold ``t``; True when a copy now holds more than ``limit`` rows of one episode (the
+        next :meth:`release` hands them out)."""
         self._held.append((t, np.ones(len(t), bool)))
+        self._rows += len(t)
+        return self._rows > self._next_count and self._count()
+
+    def _count(self) -> bool:
+        counts = np.bincount(np.concatenate([t.env[held] for t, held in self._held]))
+        over = counts > self.limit
+        self._next_count = self._rows + self.limit - int(counts[~over].max(initial=0))
+        if not over.any():
+            return False
+        self._cut = over
+        if not self.warned:
+            self.warned = True
+            warnings.warn(
+                f"train.batch_mode complete_episodes: an episode has run for more than "
+                f"{self.limit:,} transitions of one policy without ending, and holding its "
+                "transitions until it ends would grow memory without bound. They are handed to "
+                "the learner unfinished now (as train.batch_mode: truncate_episodes would), and "
+                f"again every {self.limit:,}. If the env never ends its episodes, set "
+                "train.max_steps_per_episode, or train.batch_mode: truncate_episodes.",
+                RuntimeWarning, stacklevel=4)
+        return True
 
     def release(self, ended: np.ndarray) -> Transitions | None:
-        """Take out the rows of the copies whose episode ended (``ended`` is [E] bool)."""
+        """Take out the rows of the copies whose episode ended (``ended`` is [E] bool), and of
+        those that passed the limit."""
+        if self._cut is not None:
+            cut, self._cut = self._cut, None
+            ended = ended.copy()
+            ended[:cut.shape[0]] |= cut
         out = self._take(ended)
         return concat(out) if out else None
 
@@ -217,6 +263,9 @@ class EpisodeHold:
                 kept.append((t, held))
                 continue
             taken.append(t if sel.all() else t.select(sel))
+            n = int(np.count_nonzero(sel))
+            self._rows -= n
+            self._next_count -= n  # the copies left hold no more than before
             held &= ~sel
             if held.any():
                 kept.append((t, held))

@@ -7,6 +7,7 @@ process gets. ``train`` refuses a folder that already holds a run unless told to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -32,7 +33,8 @@ class RunFolderError(UserError):
 def hold(run_dir: Path, create: bool = True) -> Iterator[None]:
     """Hold ``run_dir`` for the body's duration; another process holding it is an error."""
     run_dir = Path(run_dir)
-    if create:
+    made = create and not run_dir.is_dir()
+    if made:
         run_dir.mkdir(parents=True, exist_ok=True)
     elif not run_dir.is_dir():
         raise RunFolderError(f"{run_dir}: no such run folder")
@@ -48,6 +50,12 @@ def hold(run_dir: Path, create: bool = True) -> Iterator[None]:
         path.write_text(f"{os.getpid()} {socket.gethostname()}\n")
         yield
     finally:
+        if made and [p.name for p in run_dir.iterdir()] == [LOCK_FILE]:
+            # A run that failed before writing anything leaves no folder behind. The file
+            # goes while still locked, so no other process can be holding it.
+            path.unlink()
+            with contextlib.suppress(OSError):  # one that arrived since made its own
+                run_dir.rmdir()
         lock.release()
 
 

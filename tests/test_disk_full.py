@@ -117,3 +117,18 @@ def test_other_full_disk_errors_are_printed_without_a_traceback(tmp_path, monkey
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert "No space left on device" in err and str(run / "curve.png") in err
+
+
+def test_a_full_disk_under_tensorboard_is_named(tmp_path, monkeypatch):
+    from interplay.loggers.tensorboard import TensorBoardLogger
+
+    log = TensorBoardLogger(tmp_path / "tb")
+
+    def flush():
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(log._writer, "flush", flush)
+    with pytest.raises(WriteError, match=rf"cannot write {tmp_path / 'tb'}: No space left"):
+        log.write({"phase": "train", "env_steps": 1, "x": 1.0})
+    monkeypatch.undo()
+    log.close()

@@ -18,6 +18,7 @@ from interplay.experiment.checkpoint import verify_checkpoint
 from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.loop import resume, train
 from interplay.experiment.run_folder import RunFolderError
+from interplay.run.callbacks import Callbacks
 
 SRC = Path(__file__).parent.parent / "src"
 COMMON = ["train.steps=-1", "log.every=100", "log.console=false", "log.curve=false",
@@ -52,7 +53,10 @@ def rows_written(run: Path, n: int):
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
-@pytest.mark.parametrize("how", list(CASES))
+@pytest.mark.parametrize("how", [
+    "SIGINT",
+    pytest.param("SIGTERM", marks=pytest.mark.slow),  # starts env workers twice: 10-30 s
+])
 def test_a_signal_ends_the_run_in_a_checkpoint_that_resume_continues(tmp_path, how):
     run, tmp = tmp_path / "run", tmp_path / "tmp"
     tmp.mkdir()
@@ -63,6 +67,8 @@ def test_a_signal_ends_the_run_in_a_checkpoint_that_resume_continues(tmp_path, h
          "--run-dir", str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         wait_for("three metrics rows", proc, rows_written(run, 3))
+        if "env.vectorization=async" in settings:
+            assert list(tmp.glob("pymp-*"))  # there is something to clean up
         # The folder is held: neither a second train nor a resume may write into it.
         with pytest.raises(RunFolderError, match=rf"in use .*\(pid {proc.pid}\)"):
             resume(run)
@@ -98,6 +104,47 @@ def test_a_signal_ends_the_run_in_a_checkpoint_that_resume_continues(tmp_path, h
         straight = train(load([], [*settings, f"train.steps={target}"]), tmp_path / "straight")
         strip = lambda rs: [{k: v for k, v in r.items() if k not in TIMING} for r in rs]  # noqa: E731
         assert strip(read_metrics(run)) == strip(straight.rows)
+
+
+class SignalAt(Callbacks):
+    """Sends this process ``signum`` once the run has passed ``env_steps``."""
+
+    def __init__(self, signum: int, env_steps: int, times: int = 1):
+        self.signum, self.env_steps, self.times = signum, env_steps, times
+
+    def on_episode_step(self, *, runner, **kw) -> None:
+        if self.times and runner.env_steps >= self.env_steps:
+            self.times -= 1
+            os.kill(os.getpid(), self.signum)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_in_process_a_signal_ends_in_a_checkpoint_and_resume_is_exact(tmp_path, signum):
+    settings = ["env.id=spread", "env.num_envs=4", "log.every=100", "log.console=false",
+                "log.curve=false", "algo.name=ippo", "algo.rollout=25", "checkpoint.every=200"]
+    run = tmp_path / "run"
+    with pytest.raises(Interrupted) as stopped:
+        train(load([], [*settings, "train.steps=100000"]), run, callbacks=[SignalAt(signum, 330)])
+    at = stopped.value.env_steps
+    assert 330 <= at < 400 and stopped.value.signum == signum
+    assert stopped.value.checkpoint == run / "checkpoints" / f"step_{at:012d}"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "step_000000000200", f"step_{at:012d}"]
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    resumed = resume(run, ["train.steps=600"])
+    straight = train(load([], [*settings, "train.steps=600"]), tmp_path / "straight")
+    strip = lambda rs: [{k: v for k, v in r.items() if k not in TIMING} for r in rs]  # noqa: E731
+    assert resumed.env_steps == 600 and strip(read_metrics(run)) == strip(straight.rows)
+
+
+def test_a_second_signal_stops_at_once_without_a_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    settings = ["env.id=spread", "env.num_envs=4", "log.console=false", "train.steps=100000"]
+    with pytest.raises(Interrupted, match="stopped by SIGINT without writing a checkpoint"):
+        train(load([], settings), run, callbacks=[SignalAt(signal.SIGINT, 100, times=2)])
+    assert not (run / "checkpoints").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_outside_the_loop_a_signal_stops_at_once_and_handlers_come_back():

@@ -69,6 +69,14 @@ def test_resume_of_a_missing_folder_is_named(tmp_path):
     assert not (tmp_path / "no_such_run").exists()
 
 
+def test_a_file_is_not_a_run_folder(tmp_path):
+    (tmp_path / "f").write_text("mine")
+    for attempt in (lambda: train(quick(), tmp_path / "f"), lambda: resume(tmp_path / "f")):
+        with pytest.raises(RunFolderError, match=r"f is a file, not a run folder"):
+            attempt()
+    assert (tmp_path / "f").read_text() == "mine"
+
+
 @pytest.mark.parametrize("leftover", ["config.yaml", "metrics.jsonl", "checkpoints",
                                       "tensorboard", "curve.png", "eval.json"])
 def test_train_into_a_folder_with_a_run_is_refused(tmp_path, leftover):

@@ -76,9 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _is_disk_error(err: Exception) -> bool:
-    """A full disk, a quota, a read-only disk: the message names the file, no traceback needed."""
+    """A full disk, a quota, a read-only disk, no permission: the message names the file."""
     return isinstance(err, OSError) and err.errno in (
-        errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+        errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -164,7 +164,8 @@ class Experiment:
             while (total < 0 or runner.env_steps < total) and not c["stopped_early"]:
                 if stop.requested:
                     result.checkpoint = self.save()
-                    raise Interrupted(stop.signum, self.run_dir, result.checkpoint, runner.env_steps)
+                    raise Interrupted(stop.signum, self.run_dir, result.checkpoint,
+                                      runner.env_steps)
                 for pid, batch in runner.step(explore=True).items():
                     self.algo.collect(pid, batch)
                 if self.algo.ready():
@@ -357,7 +358,7 @@ class Loggers:
 
 
 def truncate_lines(path: Path, keep: int) -> list[str]:
-    """Keep the first ``keep`` lines of ``path`` (rows written after the checkpoint go); return them."""
+    """Keep and return the first ``keep`` lines of ``path`` (rows after the checkpoint go)."""
     if not path.exists():
         return []
     lines = path.read_text().splitlines(keepends=True)

@@ -33,6 +33,8 @@ class RunFolderError(UserError):
 def hold(run_dir: Path, create: bool = True) -> Iterator[None]:
     """Hold ``run_dir`` for the body's duration; another process holding it is an error."""
     run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunFolderError(f"{run_dir} is a file, not a run folder")
     made = create and not run_dir.is_dir()
     if made:
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -66,7 +66,9 @@ def _writer_read_last(log_dir: Path, purge_step: int | None) -> SummaryWriter:
     It reads them in name order, which is the order they were made in only across seconds
     (``events.out.tfevents.<second>.<host>.<pid>.<n>``); a purge read too early purges nothing.
     """
-    before = {p.name for p in log_dir.glob("events.out.tfevents.*")} if purge_step is not None else set()
+    before = set()
+    if purge_step is not None:
+        before = {p.name for p in log_dir.glob("events.out.tfevents.*")}
     for attempt in range(2):
         writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
         writer.flush()

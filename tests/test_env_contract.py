@@ -45,9 +45,10 @@ def test_a_bad_observation_in_an_async_worker_is_named(tmp_path):
 
 def test_a_bad_observation_at_reset_and_at_the_end_of_an_episode_is_named(tmp_path):
     with pytest.raises(ObservationError, match=r"env copy 0, at reset: agent 'a_1'.*shape \(1,\)"):
-        _train(tmp_path, "env.id=broken_envs:wrong_obs", "env.kwargs={at: 0}")
+        _train(tmp_path / "at_reset", "env.id=broken_envs:wrong_obs", "env.kwargs={at: 0}")
     with pytest.raises(ObservationError, match=r"at step 5 of its episode: agent 'a_1'.*\(5,\)"):
-        _train(tmp_path, "env.id=broken_envs:wrong_obs", "env.kwargs={at: 5, max_steps: 5, bad: long}")
+        _train(tmp_path / "at_end", "env.id=broken_envs:wrong_obs",
+               "env.kwargs={at: 5, max_steps: 5, bad: long}")
 
 
 @pytest.mark.parametrize(("kwargs", "needles"), [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from collections.abc import Sequence
 
@@ -18,6 +19,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. -s train.steps=20000 (repeatable)")
     t.add_argument("--run-dir", help="where to write the run folder (default: log.dir/<name>)")
+    t.add_argument("--overwrite", action="store_true",
+                   help="if the run folder already holds a run, delete it and start again")
 
     r = sub.add_parser("resume", help="continue a run from its newest valid checkpoint")
     r.add_argument("run_dir")
@@ -61,16 +64,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _dispatch(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        from interplay.experiment.interrupt import Interrupted
+
+        if isinstance(err, Interrupted):
+            print(f"interrupted: {err}", file=sys.stderr)
+            return 128 + err.signum
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # every known failure is phrased for the user
         from interplay.errors import USER_ERRORS
 
-        if isinstance(err, USER_ERRORS):
+        if isinstance(err, USER_ERRORS) or _is_disk_error(err):
             print(f"error: {err}", file=sys.stderr)
             return 2
         raise
+
+
+def _is_disk_error(err: Exception) -> bool:
+    """A full disk, a quota, a read-only disk, no permission: the message names the file."""
+    return isinstance(err, OSError) and err.errno in (
+        errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -80,7 +94,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from interplay.experiment.loop import train
 
         cfg = config_mod.load(args.configs, args.set)
-        result = train(cfg, args.run_dir)
+        result = train(cfg, args.run_dir, overwrite=args.overwrite)
         print(f"run folder: {result.run_dir}")
         return 0
     if args.command == "resume":

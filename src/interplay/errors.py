@@ -4,6 +4,9 @@ Every such error derives from :class:`UserError`, wherever it is raised; the lay
 the CLI import this module, never the other way round.
 """
 
+import errno
+import os
+
 
 class UserError(Exception):
     """Something the user can fix (a config key, an env, a file), already phrased for them."""
@@ -15,6 +18,17 @@ class ConfigError(UserError, ValueError):
 
 class NonFiniteError(UserError, FloatingPointError):
     """NaN or inf where a number was expected, with where it came from."""
+
+
+class WriteError(UserError):
+    """A file could not be written (disk full, quota, read-only disk, permissions)."""
+
+    @classmethod
+    def of(cls, path: str | os.PathLike, err: OSError, consequence: str = "") -> "WriteError":
+        """The error for ``err`` raised while writing ``path``, naming both."""
+        code = errno.errorcode.get(err.errno, str(err.errno)) if err.errno else ""
+        reason = f"{err.strerror} [{code}]" if err.strerror else str(err) or type(err).__name__
+        return cls(f"cannot write {path}: {reason}" + (f"; {consequence}" if consequence else ""))
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = (UserError, FileNotFoundError, FloatingPointError)

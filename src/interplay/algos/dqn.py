@@ -289,4 +289,6 @@ def td_target(online: nn.Module, target: nn.Module, b: Sample, double: bool,
 
 
 def _tensor(x: np.ndarray, device: str) -> torch.Tensor:
-    return torch.as_tensor(x, device=device)
+    # The runner hands read-only views of its buffers (masks, say); torch wants memory it
+    # may write to, so those alone are copied.
+    return torch.from_numpy(np.require(x, requirements=("C", "W"))).to(device)

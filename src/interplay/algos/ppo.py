@@ -388,7 +388,9 @@ def _slots(batch: ActBatch, p: _Policy) -> np.ndarray:
 
 
 def _tensor(x: np.ndarray, device: str) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+    # The runner hands read-only views of its buffers (masks, say); torch wants memory it
+    # may write to, so those alone are copied.
+    return torch.from_numpy(np.require(x, requirements=("C", "W"))).to(device)
 
 
 def _mask_tensor(mask: np.ndarray | None, device: str) -> torch.Tensor | None:

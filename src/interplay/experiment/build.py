@@ -184,6 +184,9 @@ def new_run_dir(cfg: Config) -> Path:
     name = env_name(cfg.env.id)
     base = Path(cfg.log.dir) / f"{stamp}-{name.replace(':', '-').split('.')[-1]}-{cfg.algo.name}"
     path, i = base, 1
-    while path.exists():
-        path, i = Path(f"{base}-{i}"), i + 1
-    return path
+    while True:  # made here, so that two runs started at once never pick the same folder
+        try:
+            path.mkdir(parents=True)
+            return path
+        except FileExistsError:
+            path, i = Path(f"{base}-{i}"), i + 1

@@ -7,6 +7,7 @@ each checkpoint, so ``resume`` continues exactly where the run stopped.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ import torch
 from interplay.algos.base import rng_for
 from interplay.config.schema import Config, ConfigError, load, to_yaml
 from interplay.envs.snapshot import capture, restore
+from interplay.errors import WriteError
 from interplay.experiment.build import (
     check_target_metric,
     make_actors,
@@ -36,7 +38,9 @@ from interplay.experiment.checkpoint import (
     resolve_checkpoint,
     save_checkpoint,
 )
+from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.learner_means import LearnerMeans
+from interplay.experiment.run_folder import hold, start_afresh
 from interplay.experiment.trust import require_trust
 from interplay.loggers.curve import plot_curve
 from interplay.loggers.rows import ConsoleLogger, JsonlLogger
@@ -148,11 +152,17 @@ class Experiment:
         self.started = True
 
     # -- the loop ------------------------------------------------------------------------
-    def run(self) -> Result:
+    def run(self, stop: StopRequest | None = None) -> Result:
+        """Train to ``train.steps``; a signal that ``stop`` defers ends the run in a checkpoint."""
         cfg, runner, c = self.cfg, self.runner, self.counters
+        stop = stop or StopRequest()
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
-        loggers = Loggers(cfg, self.run_dir, c["rows"])
+        config = self.run_dir / "config.yaml"
+        try:
+            config.write_text(to_yaml(cfg))
+        except OSError as err:
+            raise WriteError.of(config, err) from err
+        loggers = Loggers(cfg, self.run_dir, c["rows"], runner.env_steps if self.started else None)
         result = Result(run_dir=self.run_dir, env_steps=runner.env_steps, episodes=runner.episodes)
         total = cfg.train.steps
         start = time.perf_counter() - c["wall_s"]
@@ -163,6 +173,10 @@ class Experiment:
                 runner.reset(cfg.train.seed)
                 self.started = True
             while (total < 0 or runner.env_steps < total) and not c["stopped_early"]:
+                if stop.requested:
+                    result.checkpoint = self.save()
+                    raise Interrupted(stop.signum, self.run_dir, result.checkpoint,
+                                      runner.env_steps)
                 for pid, batch in runner.step(explore=True).items():
                     self.storage.add(pid, batch)
                     self.algo.collect(pid, batch)
@@ -190,10 +204,9 @@ class Experiment:
             if cfg.checkpoint.at_end:
                 result.checkpoint = self.save()
             steps = runner.env_steps
-            last_train = next((r for r in reversed(result.rows) if r["phase"] == "train"), {})
-            if last_train.get("env_steps") != steps:
+            if loggers.last_step.get("train") != steps:
                 self._report(loggers, result, start)
-            if c["next_test"] > 0 and not c["stopped_early"] and result.last_test.get("env_steps") != steps:
+            if c["next_test"] > 0 and not c["stopped_early"] and loggers.last_step.get("test") != steps:
                 self._test(loggers, result)
         finally:
             loggers.close(result.last, list(self.specs), self.env.agents)
@@ -234,8 +247,12 @@ class Experiment:
         result.rows.append(row)
 
     def save(self) -> Path:
-        path = save_checkpoint(self.run_dir, self.runner.env_steps, self.state_dict(),
-                               keep=self.cfg.checkpoint.keep)
+        try:
+            path = save_checkpoint(self.run_dir, self.runner.env_steps, self.state_dict(),
+                                   keep=self.cfg.checkpoint.keep)
+        except OSError as err:
+            raise WriteError.of(self.run_dir / "checkpoints", err,
+                                "the checkpoints written before are intact") from err
         if self.cfg.log.curve:
             plot_curve(self.run_dir / "metrics.jsonl", self.run_dir / "curve.png")
         return path
@@ -322,16 +339,29 @@ def train_row(runner: Runner, wall_s: float, rate: float, overall: float,
 class Loggers:
     """metrics.jsonl, the console, TensorBoard and W&B, fed the same rows."""
 
-    def __init__(self, cfg: Config, run_dir: Path, keep_rows: int):
+    def __init__(self, cfg: Config, run_dir: Path, keep_rows: int, resumed_at: int | None = None):
         metrics = run_dir / "metrics.jsonl"
-        truncate_lines(metrics, keep_rows)
+        self.last_step: dict[str, int] = {}  # each phase's last row's env_steps, kept ones too
+        for line in reversed(truncate_lines(metrics, keep_rows)):
+            try:
+                row = json.loads(line)
+                self.last_step.setdefault(row["phase"], row["env_steps"])
+            except (ValueError, TypeError, KeyError):  # not a row of ours: it cannot repeat one
+                continue
+            if len(self.last_step) == 2:
+                break
         self.jsonl = JsonlLogger(metrics)
         self.console = ConsoleLogger(cfg.train.steps, cfg.log.console)
         self.others: list[Any] = []
         if cfg.log.tensorboard:
             from interplay.loggers.tensorboard import TensorBoardLogger
 
-            self.others.append(TensorBoardLogger(run_dir / "tensorboard"))
+            # What was logged after the checkpoint is logged again: TensorBoard is to hide it.
+            # Rows at the checkpoint's own step stay if they came before it (they are kept).
+            purge = None
+            if resumed_at is not None:
+                purge = resumed_at + 1 if resumed_at in self.last_step.values() else resumed_at
+            self.others.append(TensorBoardLogger(run_dir / "tensorboard", purge))
         if cfg.log.wandb:
             from interplay.loggers.tensorboard import WandbLogger
 
@@ -340,6 +370,7 @@ class Loggers:
 
     def write(self, row: dict[str, Any]) -> None:
         self.jsonl.write(row)
+        self.last_step[row["phase"]] = row["env_steps"]
         self.console.report(row)
         for logger in self.others:
             logger.write(row)
@@ -351,25 +382,34 @@ class Loggers:
         self.console.summary(last, policies, agents)
 
 
-def truncate_lines(path: Path, keep: int) -> None:
-    """Keep the first ``keep`` lines of ``path`` (rows written after the checkpoint go)."""
+def truncate_lines(path: Path, keep: int) -> list[str]:
+    """Keep and return the first ``keep`` lines of ``path`` (rows after the checkpoint go)."""
     if not path.exists():
-        return
+        return []
     lines = path.read_text().splitlines(keepends=True)
     if len(lines) > keep:
         path.write_text("".join(lines[:keep]))
+    return lines[:keep]
 
 
 def train(cfg: Config, run_dir: str | Path | None = None, *,
-          callbacks: list[Callbacks] = ()) -> Result:
-    """Train as ``cfg`` says; writes the run folder and returns what was reported."""
+          callbacks: list[Callbacks] = (), overwrite: bool = False) -> Result:
+    """Train as ``cfg`` says; writes the run folder and returns what was reported.
+
+    A folder that already holds a run is refused, unless ``overwrite`` deletes that run first.
+    SIGINT or SIGTERM ends the run in a checkpoint and :class:`Interrupted`.
+    """
     from interplay.experiment.build import new_run_dir
 
-    exp = Experiment(cfg, Path(run_dir) if run_dir else new_run_dir(cfg), callbacks)
-    try:
-        return exp.run()
-    finally:
-        exp.close()
+    run_dir = Path(run_dir) if run_dir else new_run_dir(cfg)
+    with hold(run_dir), StopRequest() as stop:
+        start_afresh(run_dir, overwrite)
+        exp = Experiment(cfg, run_dir, callbacks)
+        try:
+            with stop.deferring():
+                return exp.run(stop)
+        finally:
+            exp.close()
 
 
 def open_run(run_dir: Path, overrides: list[str], checkpoint: str | Path | None
@@ -395,12 +435,14 @@ def resume(run_dir: str | Path, overrides: list[str] = (), checkpoint: str | Pat
     ``trust=False`` refuses a folder whose config names modules other than installed env
     packages (see :mod:`interplay.experiment.trust`); the CLI asks for ``--trust``.
     """
-    cfg, state, _ = open_run(Path(run_dir), overrides, checkpoint)
-    require_trust(Path(run_dir), cfg.model_dump(), list(overrides), trust, "resume")
-    exp = Experiment(cfg, Path(run_dir), callbacks)
-    try:
-        exp.load_state_dict(state)
-        exp.counters["stopped_early"] = False
-        return exp.run()
-    finally:
-        exp.close()
+    with hold(Path(run_dir), create=False), StopRequest() as stop:
+        cfg, state, _ = open_run(Path(run_dir), overrides, checkpoint)
+        require_trust(Path(run_dir), cfg.model_dump(), list(overrides), trust, "resume")
+        exp = Experiment(cfg, Path(run_dir), callbacks)
+        try:
+            exp.load_state_dict(state)
+            exp.counters["stopped_early"] = False
+            with stop.deferring():
+                return exp.run(stop)
+        finally:
+            exp.close()

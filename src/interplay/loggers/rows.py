@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+
+from interplay.errors import WriteError
 
 _AGENT = "agent_return_mean/"
 
@@ -34,18 +37,39 @@ def _jsonable(value: Any) -> Any:
 
 
 class JsonlLogger:
-    """One JSON object per report, appended and flushed at once."""
+    """One JSON object per report, appended and flushed at once.
+
+    Every row in the file is whole: a row is one line written as one piece, and a write that
+    fails (a full disk, say) is cut back off before the error, which names the file.
+    """
 
     def __init__(self, path: Path):
         self.path = path
-        self._fh = path.open("a", encoding="utf-8")
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0)
+        self._fd = os.open(path, flags, 0o666)
+        self._end = os.lseek(self._fd, 0, os.SEEK_END)
 
     def write(self, row: dict[str, Any]) -> None:
-        self._fh.write(json.dumps({k: _jsonable(v) for k, v in row.items()}) + "\n")
-        self._fh.flush()
+        line = (json.dumps({k: _jsonable(v) for k, v in row.items()}) + "\n").encode()
+        try:
+            done = 0
+            while done < len(line):  # a write may take only part of it
+                done += os.write(self._fd, line[done:])
+        except OSError as err:
+            raise WriteError.of(self.path, err, self._cut_back()) from err
+        self._end += len(line)
+
+    def _cut_back(self) -> str:
+        try:
+            os.ftruncate(self._fd, self._end)
+        except OSError as err:
+            return f"its last row is incomplete and could not be removed ({err})"
+        return "every row in it is whole"
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class ConsoleLogger:

@@ -1,0 +1,91 @@
+"""A run folder is written by one process at a time, and a new run never mixes with an old one.
+
+``train`` and ``resume`` hold ``.interplay.lock`` in the folder (an OS file lock, so a process
+that dies releases it); the holder's pid and host are written into it for the error another
+process gets. ``train`` refuses a folder that already holds a run unless told to overwrite it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from interplay.errors import UserError
+
+LOCK_FILE = ".interplay.lock"
+# Everything train, eval and the loggers write into a run folder.
+RUN_FILES = ("config.yaml", "metrics.jsonl", "checkpoints", "tensorboard", "curve.png",
+             "eval.json", "wandb")
+
+
+class RunFolderError(UserError):
+    """A run folder is in use by another process, or holds a run that a new one would mix with."""
+
+
+@contextmanager
+def hold(run_dir: Path, create: bool = True) -> Iterator[None]:
+    """Hold ``run_dir`` for the body's duration; another process holding it is an error."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunFolderError(f"{run_dir} is a file, not a run folder")
+    made = create and not run_dir.is_dir()
+    if made:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    elif not run_dir.is_dir():
+        raise RunFolderError(f"{run_dir}: no such run folder")
+    path = run_dir / LOCK_FILE
+    lock = FileLock(path, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise RunFolderError(
+            f"{run_dir} is in use by another interplay process ({_holder(path)}); wait for it "
+            "to finish or stop it, or use another folder") from None
+    try:
+        path.write_text(f"{os.getpid()} {socket.gethostname()}\n")
+        yield
+    finally:
+        if made and [p.name for p in run_dir.iterdir()] == [LOCK_FILE]:
+            # A run that failed before writing anything leaves no folder behind. The file
+            # goes while still locked, so no other process can be holding it.
+            path.unlink()
+            with contextlib.suppress(OSError):  # one that arrived since made its own
+                run_dir.rmdir()
+        lock.release()
+
+
+def _holder(path: Path) -> str:
+    try:
+        pid, host = path.read_text().split()
+    except (OSError, ValueError):  # the holder has not written it yet
+        return "pid unknown"
+    return f"pid {pid}" if host == socket.gethostname() else f"pid {pid} on host {host}"
+
+
+def start_afresh(run_dir: Path, overwrite: bool = False) -> None:
+    """Refuse a folder that holds a run, or with ``overwrite`` delete that run's files first.
+
+    Other files in the folder are left alone, so an empty folder, or one holding only the
+    user's own files, is fine.
+    """
+    found = [name for name in RUN_FILES if (run_dir / name).exists()]
+    if not found:
+        return
+    if not overwrite:
+        raise RunFolderError(
+            f"{run_dir} already holds a run ({', '.join(found)}); continue it with "
+            f"`interplay resume {run_dir}`, train into a new folder, or delete that run and "
+            "start again with --overwrite (overwrite=True from Python)")
+    for name in found:
+        path = run_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import io
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -229,7 +230,7 @@ class _Loader(yaml.SafeLoader):
             size = 1
         if size > MAX_NODES:
             raise _Refused(f"this value expands to more than {MAX_NODES:,} values (aliases "
-                           "repeat what they name); refusing to build it", node.start_mark)
+                           "repeat what they name); refusing to build it", getattr(node, "start_mark", None))
         self._sizes[id(node)] = size
         return node
 
@@ -337,7 +338,7 @@ def apply_override(data: dict[str, Any], text: str) -> dict[str, Any]:
     return merge(data, nested)
 
 
-def load(files: list[str | Path] = (), overrides: list[str] = (),
+def load(files: Sequence[str | Path] = (), overrides: Sequence[str] = (),
          base: dict[str, Any] | None = None) -> Config:
     """Read, merge and validate a config: ``base``, then each file in order, then overrides."""
     data: dict[str, Any] = dict(base or {})

@@ -52,7 +52,7 @@ _ALIGN = 64
 # The two messages of every step go unpickled; pickles start with b"\x80", so never collide.
 _STEP = b"s"
 _OK = b"k"
-_OK_REPLY = ("ok", [], None, {})
+_OK_REPLY: tuple[str, list, None, dict] = ("ok", [], None, {})
 
 
 class WorkerError(UserError, RuntimeError):
@@ -305,6 +305,10 @@ class AsyncVecEnv:
         self._round(lambda w: ("reset", self._seeds[w.rows.start:w.rows.stop]), "reset")
         return self._buf.view()
 
+    def current_step(self) -> VecStep:
+        """The latest step, as :meth:`step` or :meth:`reset` returned it."""
+        return self._buf.view()
+
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
         for a, chosen in actions.items():
             self._actions[a][...] = chosen
@@ -401,11 +405,11 @@ class AsyncVecEnv:
                 out.update((w, ("lost", timeout)) for w in workers if w not in out)
                 break
             for ready in wait_any(list(waiting), timeout=left):
-                w = waiting.get(ready)
-                if w is None or w in out:
+                answered = waiting.get(ready)
+                if answered is None or answered in out:
                     continue
-                out[w] = _receive(w, ready is w.conn)
-                del waiting[w.conn], waiting[w.process.sentinel]
+                out[answered] = _receive(answered, ready is answered.conn)
+                del waiting[answered.conn], waiting[answered.process.sentinel]
         return out
 
     def _loss(self, w: _Worker, hung_after: float | None) -> str:

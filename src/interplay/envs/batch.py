@@ -58,6 +58,8 @@ class VecEnv(Protocol):
     num_envs: int
     obs_views: dict[str, ObsView]
     action_views: dict[str, ActionView]
+    observation_spaces: dict[str, spaces.Space]
+    action_spaces: dict[str, spaces.Space]
     turn_based: bool  # one agent moves per step (a PettingZoo AEC env)
 
     def reset(self, seed: int | None) -> VecStep: ...

@@ -182,7 +182,7 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> Non
         for a in [*cs.terminated, *cs.truncated]:
             done.add(a)
 
-    t, done = 0, set()
+    t, done = 0, set[str]()
     cs = copy.reset(seed=seed)
     inspect(cs, t, done)
     while t < cycles:
@@ -195,7 +195,7 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> Non
             mask = _mask_of(o, cs.infos.get(a, {}), views[a].has_mask_key)
             usable = (mask is not None and actions[a].kind == "discrete"
                       and mask.size == actions[a].mask_dim and mask.any())  # else named above
-            moves[a] = act_spaces[a].sample(mask=mask.astype(np.int8) if usable else None)
+            moves[a] = act_spaces[a].sample(mask=mask.astype(np.int8) if usable and mask is not None else None)
         cs = copy.step(moves)
         t += 1
         inspect(cs, t, done)

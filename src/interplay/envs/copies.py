@@ -68,7 +68,7 @@ class EnvCopies:
         self.failures = 0  # every time a copy raised
         self.failed: list[int] = []  # rows that raised, in order, until take_failed()
         n = len(rows)
-        self._entropy = list(entropy) if entropy is not None else [None] * n
+        self._entropy: list[int | None] = list(entropy) if entropy is not None else [None] * n
         self._rebuilds = list(rebuilds) if rebuilds is not None else [0] * n
         self._streak = [0] * n
         self._slice = slice(rows.start, rows.stop)

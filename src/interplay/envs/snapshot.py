@@ -114,14 +114,13 @@ def restore(root: Any, snap: dict[str, Any]) -> None:
             current[:] = new
             return current
         if DICT in s:
-            if not isinstance(current, dict):
-                current = {}
-            new = {k: value_of(current.get(k), v, f"{where}[{k!r}]") for k, v in s[DICT]}
-            kept = {k: v for k, v in current.items() if not _is_leaf(k)}
-            current.clear()
-            current.update(new)
-            current.update(kept)
-            return current
+            mapping: dict = current if isinstance(current, dict) else {}
+            entries = {k: value_of(mapping.get(k), v, f"{where}[{k!r}]") for k, v in s[DICT]}
+            kept = {k: v for k, v in mapping.items() if not _is_leaf(k)}
+            mapping.clear()
+            mapping.update(entries)
+            mapping.update(kept)
+            return mapping
         if OBJ in s:
             if current is None or _is_leaf(current):
                 raise SnapshotError(

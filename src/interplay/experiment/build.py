@@ -129,7 +129,7 @@ def make_actors(cfg: Config, specs: dict[str, PolicySpec], algo: Algorithm) -> d
     return actors
 
 
-def make_callbacks(cfg: Config, extra: list[Callbacks] = ()) -> CallbackList:
+def make_callbacks(cfg: Config, extra: Sequence[Callbacks] = ()) -> CallbackList:
     """The config's ``train.callbacks``, then ``extra`` (given in code), as one list."""
     found: list[Callbacks] = []
     for path in cfg.train.callbacks:

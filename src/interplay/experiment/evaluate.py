@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from interplay.run.runner import Runner
 
 
 def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episodes: int = 20,
-             env_id: str | None = None, overrides: list[str] = (), render: str | Path | None = None,
+             env_id: str | None = None, overrides: Sequence[str] = (), render: str | Path | None = None,
              seed: int | None = None, out: str | Path | None = None, vs: str | None = None,
              console: Console | None = None, trust: bool = True) -> dict[str, Any]:
     """Score the run's policies over ``episodes`` episodes; writes and returns ``eval.json``.
@@ -137,7 +138,7 @@ def render_gif(cfg: Config, exp: Experiment, env_id: Any, dest: Path, episodes: 
     if native_env_class(env_id) is not None:
         render_cfg = cfg.model_copy(update={"env": cfg.env.model_copy(update=sync)})
         env, copies = make_vec_env(render_cfg, num_envs=1, env_id=env_id)
-        frames = env.record_frames(0)
+        frames = env.record_frames(0)  # type: ignore[attr-defined]  # a NativeEnv
     else:
         kwargs = {**cfg.env.kwargs, "render_mode": "rgb_array"}
         make = env_factory(env_id, kwargs, cfg.env.api)

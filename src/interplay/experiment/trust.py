@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import site
 import sysconfig
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ def _installed_env_package(module: str) -> bool:
     return any(path.is_relative_to(Path(s).resolve()) for s in sites)
 
 
-def untrusted_code(data: dict[str, Any], overrides: list[str] = ()) -> dict[str, list[str]]:
+def untrusted_code(data: dict[str, Any], overrides: Sequence[str] = ()) -> dict[str, list[str]]:
     """The modules ``data`` names that need trust: not installed env packages, and not named by
     the user's own ``overrides``."""
     given: dict[str, Any] = {}

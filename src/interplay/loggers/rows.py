@@ -104,7 +104,7 @@ class ConsoleLogger:
             if per_agent is not None:
                 text += f", {per_agent:.2f} mean per agent"
             self.latest[row["phase"]] = text
-        fields = {"latest": "  ".join(self.latest.values())}
+        fields: dict[str, Any] = {"latest": "  ".join(self.latest.values())}
         if row["phase"] == "train":  # a test row's rate is the eval env's, not training's
             fields["rate"] = f"{row.get('env_steps_per_s', 0):,.0f}"
         self.progress.update(self.task, completed=row["env_steps"], **fields)

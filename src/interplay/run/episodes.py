@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -48,7 +49,7 @@ class Episode:
 class EpisodeTracker:
     """Running returns per (copy, agent); hands finished episodes to a window."""
 
-    def __init__(self, agents: list[str], num_envs: int, envs: list[Any] | None = None):
+    def __init__(self, agents: list[str], num_envs: int, envs: Sequence[Any] | None = None):
         self.agents = agents
         self.ret = np.zeros((num_envs, len(agents)), np.float64)
         self.seen = np.zeros((num_envs, len(agents)), bool)

@@ -168,13 +168,13 @@ def build_specs(agents: list[str], obs_spaces: dict[str, spaces.Space],
         return same_space(obs_spaces[a], obs_spaces[b]) and same_space(act_spaces[a], act_spaces[b])
 
     for pid in set(owner.values()):
-        members = [a for a in agents if owner[a] == pid]
+        group = [a for a in agents if owner[a] == pid]
         chosen = pid in policies or self_play or mapping_fn is not None
-        if not chosen and not all(same(a, members[0]) for a in members):
+        if not chosen and not all(same(a, group[0]) for a in group):
             # A default prefix group whose agents differ is no group: each gets its own policy.
-            warnings.warn(f"agents {members} share the prefix {pid!r} but not their spaces; "
+            warnings.warn(f"agents {group} share the prefix {pid!r} but not their spaces; "
                           "each gets its own policy", stacklevel=2)
-            owner.update({a: a for a in members})
+            owner.update({a: a for a in group})
     specs: dict[str, PolicySpec] = {}
     for pid in dict.fromkeys(owner[a] for a in agents):
         members = tuple(a for a in agents if owner[a] == pid)

@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -123,8 +125,8 @@ class _Reader:
 
 class Runner:
     def __init__(self, env: VecEnv, specs: dict[str, PolicySpec], actors: dict[str, Actor],
-                 collect: set[str] = frozenset(), callbacks: CallbackList | None = None,
-                 copies: list | None = None, complete_episodes: bool = True):
+                 collect: Collection[str] = frozenset(), callbacks: CallbackList | None = None,
+                 copies: Sequence[Any] | None = None, complete_episodes: bool = True):
         self.env = env
         self.specs = specs
         self.callbacks = callbacks or CallbackList([])
@@ -311,12 +313,12 @@ class Runner:
         if n == g.acts.size:  # everyone acts (simultaneous moves): reshape instead of gathering
             e, s = g.every
             obs = g.obs.reshape(n, -1)
-            if wanted:
+            if wanted and g.mask is not None:
                 mask = g.mask.reshape(n, -1)
         else:
             e, s = np.nonzero(g.acts)
             obs = g.obs[e, s]
-            if wanted:
+            if wanted and g.mask is not None:
                 mask = g.mask[e, s]
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e)
         agents = g.spec.agents
@@ -368,7 +370,7 @@ class Runner:
             if book is not None:
                 closed[g.spec.id] = []
                 book.add_rewards(step.reward[:, g.cols_sel])
-            ended = ended_agents[:, g.cols_sel] if any_ended else None
+            ended = ended_agents[:, g.cols_sel] if any_ended and ended_agents is not None else None
             if ended is not None and np.count_nonzero(ended):
                 final = g.read_final(step.final_obs)
                 self._check_finite(g, np.where(ended[..., None], final, 0.0), "final observation")

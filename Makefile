@@ -25,6 +25,7 @@ slow: setup
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
 
 bench: setup
 	$(BIN)/python benchmarks/runner_overhead.py

@@ -12,6 +12,8 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
+from interplay.envs.toy import cut_at_max_cycles
+
 _PALETTE = np.array([[220, 40, 40], [40, 200, 40], [40, 60, 220], [230, 200, 40],
                      [200, 40, 200], [40, 200, 200], [240, 240, 240], [90, 90, 90]], np.int16)
 
@@ -50,17 +52,10 @@ class ColorMatch(ParallelEnv):
         return self._draw(), {a: {} for a in self.agents}
 
     def step(self, actions: dict):
-        agents = self.agents
-        rewards = {a: float(int(actions[a]) == c) for a, c in zip(agents, self.colors, strict=True)}
+        rewards = {a: float(int(actions[a]) == c)
+                   for a, c in zip(self.agents, self.colors, strict=True)}
         self.t += 1
-        done = self.t >= self.max_cycles
-        obs = self._draw()
-        terms = dict.fromkeys(agents, False)
-        truncs = dict.fromkeys(agents, done)
-        infos: dict[str, dict] = {a: {} for a in agents}
-        if done:
-            self.agents = []
-        return obs, rewards, terms, truncs, infos
+        return cut_at_max_cycles(self, self._draw(), rewards, self.max_cycles)
 
 
 def parallel_env(**kwargs) -> ColorMatch:

@@ -12,6 +12,8 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
+from interplay.envs.toy import cut_at_max_cycles
+
 _MOVES = np.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1]], np.float32) * 0.05
 
 
@@ -56,15 +58,8 @@ class Swarm(ParallelEnv):
         self.pos = np.clip(self.pos + _MOVES[moves], -2.0, 2.0)
         self.t += 1
         obs, dist = self._observe()
-        agents = self.agents
-        rewards = dict(zip(agents, (-dist).tolist(), strict=True))
-        done = self.t >= self.max_cycles
-        terms = dict.fromkeys(agents, False)
-        truncs = dict.fromkeys(agents, done)
-        infos: dict[str, dict] = {a: {} for a in agents}
-        if done:
-            self.agents = []
-        return obs, rewards, terms, truncs, infos
+        rewards = dict(zip(self.agents, (-dist).tolist(), strict=True))
+        return cut_at_max_cycles(self, obs, rewards, self.max_cycles)
 
 
 def parallel_env(**kwargs) -> Swarm:

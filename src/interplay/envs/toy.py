@@ -187,6 +187,19 @@ class ShiftingCrowd(ParallelEnv):
         return obs, rewards, terms, truncs, infos
 
 
+def cut_at_max_cycles(env: ParallelEnv, obs: dict, rewards: dict, max_cycles: int) -> tuple:
+    """What ``step`` returns for a Parallel env whose episodes end only by truncation, after
+    ``max_cycles`` steps (``env.t`` counts them); its agents leave when the episode ends."""
+    agents = env.agents
+    done = env.t >= max_cycles
+    terms = dict.fromkeys(agents, False)
+    truncs = dict.fromkeys(agents, done)
+    infos: dict[str, dict] = {a: {} for a in agents}
+    if done:
+        env.agents = []
+    return obs, rewards, terms, truncs, infos
+
+
 def scripted_turn_game(**kwargs) -> ScriptedTurnGame:
     return ScriptedTurnGame(**kwargs)
 

@@ -50,6 +50,25 @@ def test_rows_are_stored_and_the_oldest_overwritten():
     assert (s.next_obs[:, 0] == s.obs[:, 0] + 1).all()
 
 
+def test_a_batch_larger_than_the_buffer_keeps_its_newest_rows():
+    buf = ReplayBuffer(4, 1)
+    buf.add(rows(list(range(10)), list(range(1, 11)), [float(i) for i in range(10)],
+                 env=list(range(10))))  # ten streams in one step, four rows of room
+    assert len(buf) == 4 and buf.added == 10
+    assert sorted(buf.reward) == [6.0, 7.0, 8.0, 9.0]
+    whole = ReplayBuffer(3, 1)  # one stream's whole episode, longer than the buffer
+    episode_rows = rows([0, 1, 2, 3, 4], [1, 2, 3, 4, 5], [0.0, 1.0, 2.0, 3.0, 4.0],
+                        terminated=[False] * 4 + [True])
+    whole.add(episode_rows)
+    assert sorted(whole.reward) == [2.0, 3.0, 4.0]
+    s = whole.gather(np.array([np.argmin(whole.reward)]), n_step=3, gamma=1.0)
+    assert s.reward[0] == 2.0 + 3.0 + 4.0 and s.terminated[0]  # still linked in order
+    joint = joint_buffer(capacity=2)
+    a = rows([0, 1, 2], [0, 0, 0], [0.0, 1.0, 2.0], env=[0, 1, 2], slot=[0, 0, 0])
+    joint.add(joint.join({"a": a})[1])
+    assert joint.added == 3 and sorted(joint.columns["a"]["reward"][:, 0]) == [1.0, 2.0]
+
+
 def test_sampling_is_uniform_and_follows_the_generator():
     buf = ReplayBuffer(10, 1)
     buf.add(rows(np.arange(10), np.arange(10) + 1, np.arange(10.0), env=np.arange(10)))

@@ -79,13 +79,17 @@ class ReplayBuffer:
         n = len(t)
         if n == 0:
             return
-        if n > self.capacity:
-            raise ValueError(f"cannot add {n} transitions at once to a buffer of {self.capacity}")
         stream = t.env.astype(np.int64) * (int(t.slot.max()) + 1) + t.slot
         if len(np.unique(stream)) < n:  # several rows of one stream (a whole episode, say)
             rank = stream_order(stream)[1]  # 0 for a stream's first row in the batch, 1, ...
             for r in range(int(rank.max()) + 1):  # in order, one row per stream at a time
                 self.add(t.select(rank == r), source)
+            return
+        if n > self.capacity:  # more streams than rows: the newest overwrite the oldest
+            for start in range(0, n, self.capacity):
+                part = np.zeros(n, bool)
+                part[start:start + self.capacity] = True
+                self.add(t.select(part), source)
             return
         serials = self.added + np.arange(n)
         pos = serials % self.capacity
@@ -303,8 +307,11 @@ class JointReplayBuffer:
         n = len(next(iter(joined.values()))["present"]) if joined else 0
         if n == 0:
             return
-        if n > self.capacity:
-            raise ValueError(f"cannot add {n} joint rows at once to a buffer of {self.capacity}")
+        if n > self.capacity:  # more rows than room: the newest overwrite the oldest
+            for start in range(0, n, self.capacity):
+                self.add({name: {key: col[start:start + self.capacity] for key, col in cols.items()}
+                          for name, cols in joined.items()})
+            return
         pos = (self.added + np.arange(n)) % self.capacity
         for name, cols in joined.items():
             for key, values in cols.items():

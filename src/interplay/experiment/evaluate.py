@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from interplay.config.schema import Config, ConfigError
+from interplay.envs.batch import SEED_LIMIT
 from interplay.envs.registry import native_env_class
 from interplay.experiment.loop import (
     Experiment,
@@ -35,6 +36,8 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
     run_dir = Path(run_dir)
     if episodes < 1:
         raise ConfigError(f"--episodes must be at least 1, got {episodes}")
+    if seed is not None and not 0 <= seed < SEED_LIMIT:
+        raise ConfigError(f"--seed must be 0 to {SEED_LIMIT - 1}, got {seed}")
     cfg, state, path = open_run(run_dir, ["log.console=false", *overrides], checkpoint)
     exp = Experiment(cfg, run_dir)
     try:

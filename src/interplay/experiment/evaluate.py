@@ -20,6 +20,7 @@ from interplay.experiment.loop import (
     derived_seed,
     open_run,
 )
+from interplay.experiment.resume_check import check_fits
 from interplay.experiment.versus import play_versus, print_versus
 
 
@@ -41,6 +42,7 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
     cfg, state, path = open_run(run_dir, ["log.console=false", *overrides], checkpoint)
     exp = Experiment(cfg, run_dir)
     try:
+        check_fits(state, exp, f"checkpoint {path}")  # the algorithm and networks it was made by
         check_spaces(state["spaces"], exp.specs, what="the run's own env")
         exp.algo.load_state_dict(state["algo"])
         target = env_id or cfg.env.id

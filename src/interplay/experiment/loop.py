@@ -1,14 +1,18 @@
 """The training loop a user lives in: collect, learn, report, test, checkpoint, resume.
 
 An :class:`Experiment` is built from a config and a run folder. Its whole state (counters,
-every RNG, the algorithm, the runner's open transitions, the env copies' own data) goes into
-each checkpoint, so ``resume`` continues exactly where the run stopped.
+every RNG, the algorithm, the runner's open transitions, the env copies' own data, the
+callbacks' state, and a record of what wrote it) goes into each checkpoint, so ``resume``
+continues exactly where the run stopped; where the env copies cannot be put back (subprocess
+copies, a changed number of copies) it continues with fresh episodes and warns why
+(:mod:`interplay.experiment.resume_check`).
 """
 
 from __future__ import annotations
 
 import random
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,7 @@ import torch
 from interplay.algos.base import rng_for
 from interplay.config.schema import Config, ConfigError, load, to_yaml
 from interplay.envs.snapshot import capture, restore
+from interplay.errors import UserError
 from interplay.experiment.build import (
     make_actors,
     make_algorithm,
@@ -34,6 +39,12 @@ from interplay.experiment.checkpoint import (
     load_checkpoint,
     resolve_checkpoint,
     save_checkpoint,
+)
+from interplay.experiment.resume_check import (
+    check_algorithm,
+    check_fits,
+    load_failure,
+    run_record,
 )
 from interplay.loggers.curve import plot_curve
 from interplay.loggers.rows import ConsoleLogger, JsonlLogger
@@ -113,22 +124,41 @@ class Experiment:
             "runner": self.runner.state_dict(),
             "env": capture(self.env) if getattr(self.env, "snapshot_supported", True) else None,
             "learner": dict(self.learner),
+            "callbacks": self.callbacks.state_dict(),
+            "run": run_record(self.cfg, self.algo, self.specs),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], source: str = "the checkpoint") -> None:
         if state.get("format") != STATE_FORMAT:
             raise CheckpointError(f"checkpoint state format {state.get('format')!r} is not {STATE_FORMAT}")
-        check_spaces(state["spaces"], self.specs)
-        self.runner.reset(self.cfg.train.seed)  # builds everything a snapshot fills back in
-        if state["env"] is not None:
+        fresh = check_fits(state, self, source)  # refuses what cannot be loaded, before any step
+        if fresh:
+            warnings.warn(
+                f"resuming {source} with fresh episodes, so not exactly: {'; '.join(fresh)}. The "
+                "counters, the learner and every RNG continue; the episodes under way at the "
+                "checkpoint are dropped", stacklevel=2)
+        try:
+            self._restore(state, fresh=bool(fresh))
+        except UserError:
+            raise
+        except (KeyError, IndexError, ValueError, TypeError, RuntimeError) as err:
+            raise load_failure(state, self, source, err) from err
+
+    def _restore(self, state: dict[str, Any], fresh: bool) -> None:
+        if fresh:
+            self.runner.reset(derived_seed(self.cfg.train.seed, "resume",
+                                           str(state["runner"]["counters"][0])))
+        else:
+            self.runner.reset(self.cfg.train.seed)  # builds everything a snapshot fills back in
             restore(self.env, state["env"])
             rederive = getattr(self.env, "restored", None)  # what the env derives from its data
             if rederive is not None:
                 rederive()
-        self.runner.load_state_dict(state["runner"], episodes=state["env"] is not None)
+        self.runner.load_state_dict(state["runner"], episodes=not fresh)
         self.algo.load_state_dict(state["algo"])
         for pid, s in state["actors"].items():
             self.actors[pid].load_state_dict(s)
+        self.callbacks.load_state_dict(state.get("callbacks", {}))
         self.counters.update(state["counters"])
         self.learner = dict(state["learner"])
         rng = state["rng"]
@@ -360,16 +390,17 @@ def open_run(run_dir: Path, overrides: list[str], checkpoint: str | Path | None
         if path is None:
             raise CheckpointError(f"{run_dir} has no valid checkpoint")
     state, _ = load_checkpoint(path)
+    check_algorithm(state, cfg.algo.name, f"checkpoint {path}")  # before its settings are read
     return cfg, state, path
 
 
 def resume(run_dir: str | Path, overrides: list[str] = (), checkpoint: str | Path | None = None,
            callbacks: list[Callbacks] = ()) -> Result:
     """Continue a run from its newest valid checkpoint (or ``checkpoint``)."""
-    cfg, state, _ = open_run(Path(run_dir), overrides, checkpoint)
+    cfg, state, path = open_run(Path(run_dir), overrides, checkpoint)
     exp = Experiment(cfg, Path(run_dir), callbacks)
     try:
-        exp.load_state_dict(state)
+        exp.load_state_dict(state, source=f"checkpoint {path}")
         exp.counters["stopped_early"] = False
         return exp.run()
     finally:

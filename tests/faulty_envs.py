@@ -141,6 +141,44 @@ class Lingering(FlakyCounter):
         return obs, rewards, terms, truncs, {a: {} for a in self.possible_agents}
 
 
+class SeedPicky(FlakyCounter):
+    """A :class:`FlakyCounter` (never failing by chance) that, like Hanabi and OpenSpiel games,
+    takes only seeds below 2**31."""
+
+    metadata = {"name": "seed_picky", "render_modes": []}
+
+    def __init__(self, **kwargs):
+        super().__init__(p=0.0, **kwargs)
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        if seed is not None and not 0 <= seed < 2**31:
+            raise ValueError(f"seed must be between 0 and 2**31 - 1, got {seed}")
+        return super().reset(seed, options)
+
+
+class FailsEveryEpisode(FlakyCounter):
+    """A :class:`FlakyCounter` whose step ``fail_at`` of every episode raises."""
+
+    metadata = {"name": "fails_every_episode", "render_modes": []}
+
+    def __init__(self, fail_at: int = 3, **kwargs):
+        super().__init__(p=0.0, **kwargs)
+        self.fail_at = fail_at
+
+    def step(self, actions: dict):
+        if self.t == self.fail_at:
+            raise RuntimeError(f"cannot step past t={self.t}")
+        return super().step(actions)
+
+
+def seed_picky(**kwargs) -> SeedPicky:
+    return SeedPicky(**kwargs)
+
+
+def fails_every_episode(**kwargs) -> FailsEveryEpisode:
+    return FailsEveryEpisode(**kwargs)
+
+
 def vanishing(**kwargs) -> Vanishing:
     return Vanishing(**kwargs)
 

@@ -325,3 +325,27 @@ def test_saving_a_step_again_replaces_it(tmp_path):
     assert list_checkpoints(tmp_path) == [path]
     assert load_checkpoint(path)[0] == {"x": 2}
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [path.name]
+
+
+def test_a_damaged_checkpoint_does_not_count_toward_keep(tmp_path):
+    for step in (1, 2, 3):
+        save_checkpoint(tmp_path, step, {"s": step}, keep=2)
+    flip_a_bit(tmp_path / "checkpoints" / "step_000000000003" / "state.pt")
+    save_checkpoint(tmp_path, 4, {"s": 4}, keep=2)
+    # 3 is damaged: it is left alone, and the good 2 stays as the second of the two to keep
+    assert [p.name[-1] for p in list_checkpoints(tmp_path)] == ["2", "3", "4"]
+    assert load_checkpoint(list_checkpoints(tmp_path)[0])[0] == {"s": 2}
+    (tmp_path / "checkpoints" / "step_000000000004" / "manifest.json").unlink()
+    save_checkpoint(tmp_path, 5, {"s": 5}, keep=2)
+    assert [p.name[-1] for p in list_checkpoints(tmp_path)] == ["2", "3", "4", "5"]
+    assert latest_valid(tmp_path).name.endswith("5")
+    save_checkpoint(tmp_path, 6, {"s": 6}, keep=2)  # two good ones: all older ones go
+    assert [p.name[-1] for p in list_checkpoints(tmp_path)] == ["5", "6"]
+
+
+def test_with_keep_1_a_damaged_newer_checkpoint_keeps_nothing_good_from_going(tmp_path):
+    save_checkpoint(tmp_path, 1, {"s": 1}, keep=1)
+    save_checkpoint(tmp_path, 3, {"s": 3}, keep=1)
+    (tmp_path / "checkpoints" / "step_000000000003" / "state.pt").write_bytes(b"")
+    save_checkpoint(tmp_path, 2, {"s": 2}, keep=1)  # as after resuming from step 1
+    assert [load_checkpoint(p)[0] for p in list_checkpoints(tmp_path)[:1]] == [{"s": 2}]

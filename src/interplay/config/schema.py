@@ -43,7 +43,8 @@ class EnvConfig(Section):
     step_timeout_s: float = Field(60.0, gt=0)
     """Seconds an ``async`` worker may take over a step or reset before it is deemed hung."""
     max_failures: int = Field(3, ge=1)
-    """Times in a row one env copy may raise (rebuilt, episode dropped) before the run stops."""
+    """Times one env copy may raise (rebuilt, episode dropped) with no episode finished in
+    between before the run stops with the env's error."""
     max_restarts: int = Field(10, ge=0)
     """Dead or hung ``async`` workers that may be replaced in a run; 0 stops at the first."""
     eval_id: Any = None
@@ -78,8 +79,9 @@ class PolicyConfig(Section):
 class TrainConfig(Section):
     steps: int = Field(50_000, ge=-1)
     """Env steps to train for (one env step is one call of a copy's step); -1 = no limit."""
-    seed: int = 0
-    """The one seed every RNG (python, numpy, torch, env copies) is derived from."""
+    seed: int = Field(0, ge=0, lt=2**31)
+    """The one seed every RNG (python, numpy, torch, env copies) is derived from; 0 to
+    2147483647 (2^31 - 1), as the seeds derived for env copies must be."""
     max_steps_per_episode: int | None = Field(None, ge=1)
     """Cut episodes after this many env steps, as truncation (not termination)."""
     batch_mode: Literal["complete_episodes", "truncate_episodes"] = "complete_episodes"
@@ -341,12 +343,24 @@ def apply_override(data: dict[str, Any], text: str) -> dict[str, Any]:
 def load(files: Sequence[str | Path] = (), overrides: Sequence[str] = (),
          base: dict[str, Any] | None = None) -> Config:
     """Read, merge and validate a config: ``base``, then each file in order, then overrides."""
+    return validate(read(files, overrides, base))
+
+
+def read(files: Sequence[str | Path] = (), overrides: Sequence[str] = (),
+         base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What :func:`load` validates: ``base``, each file in order, then overrides, merged."""
     data: dict[str, Any] = dict(base or {})
     for f in files:
         data = merge(data, read_yaml(f))
     for o in overrides:
         data = apply_override(data, o)
-    return validate(data)
+    return data
+
+
+def algo_name(data: dict[str, Any]) -> Any:
+    """The algorithm a raw (not yet validated) config names."""
+    algo = data.get("algo")
+    return algo.get("name", "random") if isinstance(algo, dict) else "random"
 
 
 def validate(data: dict[str, Any]) -> Config:

@@ -6,7 +6,8 @@ in ``step`` or ``reset``, the copy is rebuilt from ``make`` and reset with a fre
 from its reset seed and how often it has been rebuilt, so the failed episode is not replayed.
 A step that fails abandons the episode: the copy's row carries no rewards or flags from it, is
 marked ``dropped``, and already holds the new episode's observations. ``max_failures`` failures
-of one copy in a row (no successful step between them) raise :class:`EnvCrashError`.
+of one copy with no finished episode between them raise :class:`EnvCrashError`: failures are
+for rare faults, and an env that fails every episode (or every reset) cannot be trained on.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from interplay.envs.adapters import AECAdapter, CopyStep, EnvContractError, ParallelAdapter, adapt
+from interplay.envs.batch import env_seed
 from interplay.envs.spaces import ObservationError
 from interplay.errors import UserError
 
@@ -27,25 +29,29 @@ if TYPE_CHECKING:
 
 
 class EnvCrashError(UserError, RuntimeError):
-    """An env copy raised ``max_failures`` times in a row; carries the env's last error."""
+    """An env copy raised ``max_failures`` times with no episode finished in between; carries
+    the env's last error."""
 
     def __init__(self, copy: int, phase: str, env_step: int, failures: int,
-                 original: BaseException | None, traceback_text: str):
+                 original: BaseException | None, traceback_text: str, env_name: str = "?"):
         self.copy = copy
         self.phase = phase
         self.env_step = env_step
         self.failures = failures
         self.original = original
         self.traceback_text = traceback_text
+        self.env_name = env_name
+        said = traceback_text.rstrip().splitlines()[-1:] or ["(no message)"]
         super().__init__(
-            f"env copy {copy} raised in {phase} (at its step {env_step}) {failures} time(s) in a "
-            f"row, the limit set by env.max_failures; giving up. The env's error:\n"
+            f"env copy {copy} raised in {phase} (env {env_name}, at its step {env_step}) "
+            f"{failures} time(s) with no episode finished in between, the limit set by "
+            f"env.max_failures; giving up, as the env cannot run. The env's error: {said[0]}\n"
             f"{traceback_text.rstrip()}"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.copy, self.phase, self.env_step, self.failures, self.original,
-                             self.traceback_text))
+                             self.traceback_text, self.env_name))
 
 
 class EnvCopies:
@@ -105,9 +111,9 @@ class EnvCopies:
                     buf.flag(buf.dropped, e)
                     buf.write_acting(e, self._rebuild(i, "step()", err))
                     continue
-                self._streak[i] = 0
                 buf.write_outcome(e, cs)
                 if cs.over:
+                    self._streak[i] = 0  # a finished episode: the env can run
                     buf.flag(buf.episode_end, e)
                     cs = self._reset(i, None)
                 buf.write_acting(e, cs)
@@ -158,7 +164,7 @@ class EnvCopies:
             if self._streak[i] >= self.max_failures:
                 text = "".join(traceback.format_exception(err))
                 raise EnvCrashError(self.rows[i], phase, self.copies[i].t, self._streak[i], err,
-                                    text) from err
+                                    text, env_name(self.copies[i])) from err
             with contextlib.suppress(Exception):  # a broken env may not close; it goes anyway
                 self.copies[i].close()
             self._rebuilds[i] += 1
@@ -173,5 +179,12 @@ class EnvCopies:
     def _derived_seed(self, i: int) -> int:
         """A seed that depends on the copy's reset seed and its rebuild count, never equal to it."""
         entropy = self._entropy[i]
-        seq = np.random.SeedSequence(entropy, spawn_key=(self._rebuilds[i],))
-        return int(seq.generate_state(1)[0])
+        return env_seed(np.random.SeedSequence(entropy, spawn_key=(self._rebuilds[i],)))
+
+
+def env_name(copy: Any) -> str:
+    """The env's own name (``metadata["name"]``, else its class) for error messages."""
+    inner = getattr(getattr(copy, "env", copy), "unwrapped", getattr(copy, "env", copy))
+    meta = getattr(inner, "metadata", None)
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return str(name or type(inner).__name__)

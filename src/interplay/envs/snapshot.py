@@ -36,6 +36,13 @@ def _is_leaf(value: Any) -> bool:
     return isinstance(value, (*_SCALARS, np.ndarray))
 
 
+def _equal_tuples(a: Any, b: Any) -> bool:
+    """Two tuples of scalars with the same values (a frozen object's field, say: nothing to set)."""
+    return (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)
+            and all(isinstance(x, _SCALARS) and isinstance(y, _SCALARS) and x == y
+                    for x, y in zip(a, b, strict=True)))
+
+
 def capture(root: Any) -> dict[str, Any]:
     """The data held by ``root``'s object graph, as nested dicts, lists and arrays."""
     seen: set[int] = set()
@@ -137,7 +144,7 @@ def restore(root: Any, snap: dict[str, Any]) -> None:
         for name, s in attrs.items():
             current = vars(obj).get(name)
             new = value_of(current, s, f"{where}.{name}")
-            if new is not current:
+            if new is not current and not _equal_tuples(new, current):
                 try:
                     setattr(obj, name, new)
                 except AttributeError as err:  # frozen dataclasses, read-only properties

@@ -44,7 +44,8 @@ def save_checkpoint(run_dir: Path, step: int, state: dict, keep: int | None = No
     """Write ``state`` as the checkpoint for ``step`` and return its folder.
 
     The folder appears complete or not at all. With ``keep``, the oldest checkpoints beyond
-    ``keep`` are removed afterwards, never the one just written.
+    ``keep`` are removed afterwards, never the one just written; only checkpoints that verify
+    count toward ``keep``.
     """
     step = operator.index(step)
     if step < 0:
@@ -244,11 +245,21 @@ def _remove_leftovers(root: Path) -> None:
 
 
 def _prune(root: Path, keep: int, just_written: Path) -> None:
-    existing = list_checkpoints(root.parent)
-    excess = len(existing) - keep
-    for path in existing:
-        if excess <= 0:
-            break
-        if path != just_written:
+    """Keep ``just_written`` and the newest ``keep - 1`` others that verify; remove the rest.
+
+    Only verified checkpoints count toward ``keep``: a damaged one is left where it is (so
+    nothing is lost that could still be looked at) and never pushes a good one out. Once
+    enough good ones are found, everything older goes, damaged or not.
+    """
+    good = 1  # the one just written
+    for path in reversed(list_checkpoints(root.parent)):
+        if path == just_written:
+            continue
+        if good >= keep:
             _discard(path)
-            excess -= 1
+            continue
+        try:
+            verify_checkpoint(path)
+        except CheckpointError:
+            continue
+        good += 1

@@ -13,16 +13,12 @@ from rich.console import Console
 from rich.table import Table
 
 from interplay.config.schema import Config, ConfigError
+from interplay.envs.batch import SEED_LIMIT
 from interplay.envs.registry import env_factory, native_env_class
 from interplay.errors import UserError
 from interplay.experiment.build import make_vec_env
-from interplay.experiment.loop import (
-    Experiment,
-    build_eval_runner,
-    check_spaces,
-    derived_seed,
-    open_run,
-)
+from interplay.experiment.loop import Experiment, build_eval_runner, derived_seed, open_run
+from interplay.experiment.resume_check import check_fits, check_spaces
 from interplay.experiment.trust import require_trust
 from interplay.experiment.versus import play_versus, print_versus
 from interplay.loggers.rows import return_totals
@@ -43,12 +39,15 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
     run_dir = Path(run_dir)
     if episodes < 1:
         raise ConfigError(f"--episodes must be at least 1, got {episodes}")
+    if seed is not None and not 0 <= seed < SEED_LIMIT:
+        raise ConfigError(f"--seed must be 0 to {SEED_LIMIT - 1}, got {seed}")
     cfg, state, path = open_run(run_dir, ["log.console=false", *overrides], checkpoint)
     require_trust(run_dir, cfg.model_dump(), list(overrides), trust, "eval")
     dest = Path(out) if out else run_dir / "eval.json"
     failed: Exception | None = None
     exp = Experiment(cfg, run_dir)
     try:
+        check_fits(state, exp, f"checkpoint {path}")  # the algorithm and networks it was made by
         check_spaces(state["spaces"], exp.specs, what="the run's own env")
         exp.algo.load_state_dict(state["algo"])
         target = env_id or cfg.env.id

@@ -1,8 +1,11 @@
 """The training loop a user lives in: collect, learn, report, test, checkpoint, resume.
 
 An :class:`Experiment` is built from a config and a run folder. Its whole state (counters,
-every RNG, the algorithm, the runner's open transitions, the env copies' own data) goes into
-each checkpoint, so ``resume`` continues exactly where the run stopped.
+every RNG, the algorithm, the runner's open transitions, the env copies' own data, the
+callbacks' state, and a record of what wrote it) goes into each checkpoint, so ``resume``
+continues exactly where the run stopped; where the env copies cannot be put back (subprocess
+copies, a changed number of copies) it continues with fresh episodes and warns why
+(:mod:`interplay.experiment.resume_check`).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,9 +22,9 @@ import numpy as np
 import torch
 
 from interplay.algos.base import rng_for
-from interplay.config.schema import Config, ConfigError, load, to_yaml
+from interplay.config.schema import Config, ConfigError, algo_name, read, to_yaml, validate
 from interplay.envs.snapshot import capture, restore
-from interplay.errors import WriteError
+from interplay.errors import UserError, WriteError
 from interplay.experiment.build import (
     check_target_metric,
     make_actors,
@@ -40,6 +44,14 @@ from interplay.experiment.checkpoint import (
 )
 from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.learner_means import LearnerMeans
+from interplay.experiment.resume_check import (
+    check_algorithm,
+    check_fits,
+    check_spaces,
+    load_failure,
+    run_record,
+    spaces_of,
+)
 from interplay.experiment.run_folder import hold, start_afresh
 from interplay.experiment.trust import require_trust
 from interplay.loggers.curve import plot_curve
@@ -70,10 +82,6 @@ class Result:
 
 def derived_seed(seed: int, *names: str) -> int:
     return int(rng_for(seed, *names).integers(2**31 - 1))
-
-
-def spaces_of(specs: dict) -> dict[str, list[str]]:
-    return {a: [str(s.obs_space), str(s.action_space)] for s in specs.values() for a in s.agents}
 
 
 class Experiment:
@@ -125,24 +133,43 @@ class Experiment:
             "runner": self.runner.state_dict(),
             "env": capture(self.env) if getattr(self.env, "snapshot_supported", True) else None,
             "learner": self.learner.state_dict(),
+            "callbacks": self.callbacks.state_dict(),
+            "run": run_record(self.cfg, self.algo, self.specs),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], source: str = "the checkpoint") -> None:
         if state.get("format") != STATE_FORMAT:
             raise CheckpointError(f"checkpoint state format {state.get('format')!r} is not {STATE_FORMAT}")
-        check_spaces(state["spaces"], self.specs)
-        self.runner.reset(self.cfg.train.seed)  # builds everything a snapshot fills back in
-        if state["env"] is not None:
+        fresh = check_fits(state, self, source)  # refuses what cannot be loaded, before any step
+        if fresh:
+            warnings.warn(
+                f"resuming {source} with fresh episodes, so not exactly: {'; '.join(fresh)}. The "
+                "counters, the learner and every RNG continue; the episodes under way at the "
+                "checkpoint are dropped", stacklevel=2)
+        try:
+            self._restore(state, fresh=bool(fresh))
+        except UserError:
+            raise
+        except (KeyError, IndexError, ValueError, TypeError, RuntimeError) as err:
+            raise load_failure(state, self, source, err) from err
+
+    def _restore(self, state: dict[str, Any], fresh: bool) -> None:
+        if fresh:
+            self.runner.reset(derived_seed(self.cfg.train.seed, "resume",
+                                           str(state["runner"]["counters"][0])))
+        else:
+            self.runner.reset(self.cfg.train.seed)  # builds everything a snapshot fills back in
             restore(self.env, state["env"])
             rederive = getattr(self.env, "restored", None)  # what the env derives from its data
             if rederive is not None:
                 rederive()
-        self.runner.load_state_dict(state["runner"], episodes=state["env"] is not None)
+        self.runner.load_state_dict(state["runner"], episodes=not fresh)
         self.algo.load_state_dict(state["algo"])
         if self.storage is not None:
             self.storage.load_state_dict(state["storage"])
         for pid, s in state["actors"].items():
             self.actors[pid].load_state_dict(s)
+        self.callbacks.load_state_dict(state.get("callbacks", {}))
         self.counters.update(state["counters"])
         self.learner.load_state_dict(state["learner"])
         rng = state["rng"]
@@ -296,23 +323,6 @@ def build_eval_runner(cfg: Config, exp: Experiment, num_envs: int, env_id: Any =
         raise
 
 
-def check_spaces(trained: dict[str, list[str]], specs: dict, what: str = "this env") -> None:
-    """Policies trained on one env can act on another only if every agent's spaces match.
-
-    ``trained``: the spaces the policies were made for (:func:`spaces_of`); ``specs``: those
-    of the env they are to act on, which ``what`` names.
-    """
-    now = spaces_of(specs)
-    if set(trained) != set(now):
-        raise ConfigError(f"{what} has agents {sorted(now)}, but the policies were made for {sorted(trained)}")
-    for agent, (obs, act) in trained.items():
-        if now[agent] != [obs, act]:
-            raise ConfigError(
-                f"{what}: agent {agent!r} has observation space {now[agent][0]} and action space "
-                f"{now[agent][1]}, but the policies were made for {obs} and {act}"
-            )
-
-
 def _reached(row: dict[str, Any], train: Any) -> bool:
     value = row.get(train.target_metric)  # checked up front; a custom one may be absent
     return value is not None and value >= train.target
@@ -417,7 +427,7 @@ def open_run(run_dir: Path, overrides: list[str], checkpoint: str | Path | None
     """A run folder's config (with ``overrides``) and the state of its newest valid checkpoint."""
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{run_dir} is not a run folder: it has no config.yaml")
-    cfg = load([run_dir / "config.yaml"], overrides)
+    data = read([run_dir / "config.yaml"], overrides)
     if checkpoint is not None:
         path = resolve_checkpoint(Path(checkpoint))
     else:
@@ -425,7 +435,9 @@ def open_run(run_dir: Path, overrides: list[str], checkpoint: str | Path | None
         if path is None:
             raise CheckpointError(f"{run_dir} has no valid checkpoint")
     state, _ = load_checkpoint(path)
-    return cfg, state, path
+    # Before the settings are checked: another algorithm's settings are not worth listing.
+    check_algorithm(state, algo_name(data), f"checkpoint {path}")
+    return validate(data), state, path
 
 
 def resume(run_dir: str | Path, overrides: list[str] = (), checkpoint: str | Path | None = None,
@@ -436,11 +448,11 @@ def resume(run_dir: str | Path, overrides: list[str] = (), checkpoint: str | Pat
     packages (see :mod:`interplay.experiment.trust`); the CLI asks for ``--trust``.
     """
     with hold(Path(run_dir), create=False), StopRequest() as stop:
-        cfg, state, _ = open_run(Path(run_dir), overrides, checkpoint)
+        cfg, state, path = open_run(Path(run_dir), overrides, checkpoint)
         require_trust(Path(run_dir), cfg.model_dump(), list(overrides), trust, "resume")
         exp = Experiment(cfg, Path(run_dir), callbacks)
         try:
-            exp.load_state_dict(state)
+            exp.load_state_dict(state, source=f"checkpoint {path}")
             exp.counters["stopped_early"] = False
             with stop.deferring():
                 return exp.run(stop)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from interplay.config.schema import ConfigError
 from interplay.run.episodes import Episode
 
 
@@ -35,12 +36,26 @@ class Callbacks:
     ended its part. It is filled as agents finish (one that dies early is there from then
     on) and holds every agent that took part by ``on_episode_end``; it is kept only when some
     callback overrides ``on_episode_end``.
+
+    A callback that keeps something across episodes (counts, running statistics, a
+    ``user_data`` dict) returns it from :meth:`state_dict`; every checkpoint holds it, and a
+    resumed run hands it back to :meth:`load_state_dict` of the callback at the same place in
+    the list (``train.callbacks``, then those given in code), before any step. The state may
+    hold what a checkpoint holds: dicts, lists, tuples, Python scalars and strings, NumPy
+    arrays and torch tensors. By default a callback has no state.
     """
 
     metrics: tuple[str, ...] = ()
     """The custom metrics this callback adds, so ``train.target_metric`` may name them before
     any episode has reported one; a name ending in ``/`` covers every name under it. Names
     under ``custom/`` need no declaring."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """What this callback keeps, to be saved in checkpoints; empty by default."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take back what :meth:`state_dict` returned when the checkpoint was written."""
 
     def on_env_created(self, *, env: Any, env_index: int, runner: Any) -> None:
         """A copy of the env was built: ``env`` is its PettingZoo env (in-process copies), the
@@ -95,3 +110,36 @@ class CallbackList(Callbacks):
     def on_sample_end(self, **kw: Any) -> None:
         for c in self.callbacks:
             c.on_sample_end(**kw)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Each callback's class and state, in order."""
+        return {"callbacks": [{"class": _name(c), "state": c.state_dict()} for c in self.callbacks]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Hand each callback its saved state, in order. Callbacks whose saved state is empty may
+        come and go; every saved non-empty state must find a callback of its class."""
+        saved = state.get("callbacks", [])
+        names = [_name(c) for c in self.callbacks]
+        pairs: list[tuple[Callbacks, dict[str, Any]]] = []
+        if [s["class"] for s in saved] == names:
+            pairs = [(c, s["state"]) for c, s in zip(self.callbacks, saved, strict=True)]
+        else:
+            at = 0
+            for s in saved:
+                if not s["state"]:
+                    continue
+                found = next((i for i in range(at, len(names)) if names[i] == s["class"]), None)
+                if found is None:
+                    raise ConfigError(
+                        f"train.callbacks: the checkpoint holds the state of callback {s['class']}, "
+                        f"but this run has no callback of that class after the ones matched so "
+                        f"far (saved: {[x['class'] for x in saved]}; now: {names}); resume with "
+                        "the same callbacks in the same order")
+                pairs.append((self.callbacks[found], s["state"]))
+                at = found + 1
+        for c, s in pairs:
+            c.load_state_dict(s)
+
+
+def _name(callback: Callbacks) -> str:
+    return f"{type(callback).__module__}:{type(callback).__qualname__}"

@@ -14,6 +14,7 @@ import json
 import random
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,7 @@ def derived_seed(seed: int, *names: str) -> int:
 
 
 class Experiment:
-    def __init__(self, cfg: Config, run_dir: Path, callbacks: list[Callbacks] = ()):
+    def __init__(self, cfg: Config, run_dir: Path, callbacks: Sequence[Callbacks] = ()):
         seed_everything(cfg.train.seed)
         if cfg.train.torch_threads:
             torch.set_num_threads(cfg.train.torch_threads)
@@ -168,7 +169,7 @@ class Experiment:
         if self.storage is not None:
             self.storage.load_state_dict(state["storage"])
         for pid, s in state["actors"].items():
-            self.actors[pid].load_state_dict(s)
+            self.actors[pid].load_state_dict(s)  # type: ignore[attr-defined]  # saved only if it has one
         self.callbacks.load_state_dict(state.get("callbacks", {}))
         self.counters.update(state["counters"])
         self.learner.load_state_dict(state["learner"])
@@ -189,7 +190,8 @@ class Experiment:
             config.write_text(to_yaml(cfg))
         except OSError as err:
             raise WriteError.of(config, err) from err
-        loggers = Loggers(cfg, self.run_dir, c["rows"], runner.env_steps if self.started else None)
+        loggers = Loggers(cfg, self.run_dir, int(c["rows"]),
+                          runner.env_steps if self.started else None)
         result = Result(run_dir=self.run_dir, env_steps=runner.env_steps, episodes=runner.episodes)
         total = cfg.train.steps
         start = time.perf_counter() - c["wall_s"]
@@ -202,10 +204,11 @@ class Experiment:
             while (total < 0 or runner.env_steps < total) and not c["stopped_early"]:
                 if stop.requested:
                     result.checkpoint = self.save()
-                    raise Interrupted(stop.signum, self.run_dir, result.checkpoint,
+                    raise Interrupted(stop.signum or 0, self.run_dir, result.checkpoint,
                                       runner.env_steps)
                 for pid, batch in runner.step(explore=True).items():
-                    self.storage.add(pid, batch)
+                    if self.storage is not None:  # (batches come only when there is storage)
+                        self.storage.add(pid, batch)
                     self.algo.collect(pid, batch)
                 if self.storage is not None:
                     self.storage.end_step(runner.env_steps)
@@ -403,7 +406,7 @@ def truncate_lines(path: Path, keep: int) -> list[str]:
 
 
 def train(cfg: Config, run_dir: str | Path | None = None, *,
-          callbacks: list[Callbacks] = (), overwrite: bool = False) -> Result:
+          callbacks: Sequence[Callbacks] = (), overwrite: bool = False) -> Result:
     """Train as ``cfg`` says; writes the run folder and returns what was reported.
 
     A folder that already holds a run is refused, unless ``overwrite`` deletes that run first.
@@ -422,26 +425,24 @@ def train(cfg: Config, run_dir: str | Path | None = None, *,
             exp.close()
 
 
-def open_run(run_dir: Path, overrides: list[str], checkpoint: str | Path | None
+def open_run(run_dir: Path, overrides: Sequence[str], checkpoint: str | Path | None
              ) -> tuple[Config, dict[str, Any], Path]:
     """A run folder's config (with ``overrides``) and the state of its newest valid checkpoint."""
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{run_dir} is not a run folder: it has no config.yaml")
     data = read([run_dir / "config.yaml"], overrides)
-    if checkpoint is not None:
-        path = resolve_checkpoint(Path(checkpoint))
-    else:
-        path = latest_valid(run_dir)
-        if path is None:
-            raise CheckpointError(f"{run_dir} has no valid checkpoint")
+    found = resolve_checkpoint(Path(checkpoint)) if checkpoint is not None else latest_valid(run_dir)
+    if found is None:
+        raise CheckpointError(f"{run_dir} has no valid checkpoint")
+    path = found
     state, _ = load_checkpoint(path)
     # Before the settings are checked: another algorithm's settings are not worth listing.
     check_algorithm(state, algo_name(data), f"checkpoint {path}")
     return validate(data), state, path
 
 
-def resume(run_dir: str | Path, overrides: list[str] = (), checkpoint: str | Path | None = None,
-           callbacks: list[Callbacks] = (), trust: bool = True) -> Result:
+def resume(run_dir: str | Path, overrides: Sequence[str] = (), checkpoint: str | Path | None = None,
+           callbacks: Sequence[Callbacks] = (), trust: bool = True) -> Result:
     """Continue a run from its newest valid checkpoint (or ``checkpoint``).
 
     ``trust=False`` refuses a folder whose config names modules other than installed env

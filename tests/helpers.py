@@ -74,7 +74,7 @@ class Learner:
 
     def __init__(self, algo, copies: int = 1):
         self.algo = algo
-        self.storage = algo.make_storage()
+        self.storage = algo.make_storage(copies)
         self.copies = copies
         self.env_steps = 0
 

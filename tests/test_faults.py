@@ -56,7 +56,7 @@ class Recorder(Algorithm):
     def actor(self, pid: str) -> _Twos:
         return _Twos()
 
-    def make_storage(self) -> RolloutStorage:
+    def make_storage(self, num_envs: int) -> RolloutStorage:
         return RolloutStorage(list(self.specs))  # never cleared: the test's run is short
 
     def collect(self, pid: str, batch: Transitions) -> None:

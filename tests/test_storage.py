@@ -64,3 +64,17 @@ def test_the_needed_bytes_follow_the_observation_dtype():
 def test_available_memory_is_known_on_this_machine():
     free = available_bytes()
     assert free is None or free > 0
+
+
+def test_a_centralised_critic_too_wide_for_memory_is_refused_before_any_step(tmp_path, monkeypatch):
+    import interplay.data.memory as memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 50 * 2**20)  # a 50 MiB machine
+    env = {"id": "interplay.envs.swarm", "num_envs": 4, "kwargs": {"n_agents": 60}}
+    with pytest.raises(StorageSizeError) as err:
+        run(tmp_path / "mappo", {"name": "mappo", "rollout": 64}, env=env)
+    text = str(err.value)
+    assert text.startswith("algo.centralised_critic: a rollout of 64 steps of 4 copies")
+    assert "(15,360 rows, each with 244 critic inputs)" in text and "use ippo" in text
+    assert not (tmp_path / "mappo" / "checkpoints").exists()
+    run(tmp_path / "ippo", {"name": "ippo", "rollout": 64}, steps=256, env=env)  # 4 inputs a row

@@ -43,9 +43,10 @@ class Algorithm:
         """The actor for trainable policy ``pid``."""
         raise NotImplementedError
 
-    def make_storage(self) -> Storage | None:
-        """The storage this algorithm learns from (None: it learns nothing). The loop keeps
-        it, fills it with every transition of the trained policies, and checkpoints it."""
+    def make_storage(self, num_envs: int) -> Storage | None:
+        """The storage this algorithm learns from, for ``num_envs`` env copies (None: it learns
+        nothing). The loop keeps it, fills it with every transition of the trained policies,
+        and checkpoints it."""
         return None
 
     def collect(self, pid: str, batch: Transitions) -> None:

@@ -177,7 +177,7 @@ class DQN(Algorithm):
         frac = min(1.0, steps / s.exploration_steps) if s.exploration_steps else 1.0
         return s.epsilon_start + frac * (s.epsilon_end - s.epsilon_start)
 
-    def make_storage(self) -> PolicyReplay:
+    def make_storage(self, num_envs: int) -> PolicyReplay:
         """A replay buffer per trained policy, refused up front if the machine cannot hold them."""
         s = self.settings
         shapes = {pid: (s.buffer_size, p.spec.obs_dim, p.spec.action_view.shape,

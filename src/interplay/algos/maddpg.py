@@ -284,7 +284,7 @@ class MADDPG(Algorithm):
         return x
 
     # -- storage and collecting -------------------------------------------------------------
-    def make_storage(self) -> JointReplay:
+    def make_storage(self, num_envs: int) -> JointReplay:
         """One joint replay buffer of every trained agent, refused up front if the machine
         cannot hold it."""
         s = self.settings

@@ -22,6 +22,7 @@ from pydantic import Field
 
 from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
 from interplay.config.schema import ConfigError
+from interplay.data.memory import check_fits
 from interplay.data.returns import gae
 from interplay.data.rollout import RolloutStorage
 from interplay.nets.distributions import ActionDist
@@ -188,7 +189,21 @@ class PPO(Algorithm):
     def actor(self, pid: str) -> PPOActor:
         return self._actors[pid]
 
-    def make_storage(self) -> RolloutStorage:
+    def make_storage(self, num_envs: int) -> RolloutStorage:
+        """The rollout, refused up front when the arrays an update builds from it (the joint
+        critic inputs above all, which grow with the square of the agents) cannot fit."""
+        s = self.settings
+        rows = s.rollout * num_envs * sum(len(self.specs[p].agents) for p in self.trained)
+        own = max(self.specs[p].obs_dim for p in self.trained) if self.trained else 0
+        # Observations, next observations and the critic's inputs for both, as arrays and
+        # as tensors: up to eight float32 copies of each row's critic input at once.
+        check_fits(rows * (own + self.joint_dim) * 4 * 8,
+                   "algo.centralised_critic" if self.joint_dim else "algo.rollout",
+                   f"a rollout of {s.rollout} steps of {num_envs} copies ({rows:,} rows, each "
+                   f"with {own + self.joint_dim:,} critic inputs)",
+                   "lower algo.rollout or env.num_envs" + (
+                       ", or use ippo (algo.centralised_critic: false): the joint input of "
+                       "every agent grows with the square of the agents" if self.joint_dim else ""))
         return RolloutStorage(self.trained)
 
     def ready(self, storage: RolloutStorage, env_steps: int) -> bool:
@@ -263,7 +278,10 @@ class PPO(Algorithm):
         # A row's next input is mostly the next row's input: value those once.
         nxt = stream_order(stream)[0]
         reuse = nxt >= 0
-        reuse[reuse] = (next_x[reuse] == x[nxt[reuse]]).all(axis=1)
+        rows = np.flatnonzero(reuse)
+        for lo in range(0, len(rows), 1024):  # in chunks: joint inputs can be wide
+            r = rows[lo:lo + 1024]
+            reuse[r] = (next_x[r] == x[nxt[r]]).all(axis=1)
         rest = ~reuse & ~d["terminated"]  # a terminated row's next value is never used
         value = self._values(p, x, d["slot"])
         next_value = np.zeros_like(value)

@@ -48,10 +48,11 @@ def human(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-def check_fits(needed: int, key: str, what: str) -> None:
-    """Refuse ``needed`` bytes of storage when the machine does not have them free."""
+def check_fits(needed: int, key: str, what: str, fix: str | None = None) -> None:
+    """Refuse ``needed`` bytes of storage when the machine does not have them free; ``fix``
+    says what to change (by default: lower ``key``)."""
     free = available_bytes()
     if free is not None and needed > free:
         raise StorageSizeError(
             f"{key}: {what} needs {human(needed)} ({needed:,} bytes) but only {human(free)} "
-            f"({free:,} bytes) of memory is available; lower {key}")
+            f"({free:,} bytes) of memory is available; {fix or f'lower {key}'}")

@@ -99,7 +99,7 @@ class Experiment:
             self.algo = make_algorithm(cfg, self.specs, self.device, self.env.turn_based)
             self.actors = make_actors(cfg, self.specs, self.algo)
             self.callbacks = make_callbacks(cfg, list(callbacks))
-            self.storage = self.algo.make_storage()  # the loop's: filled here, saved here
+            self.storage = self.algo.make_storage(self.env.num_envs)  # the loop's
             collect = ({p for p, s in self.specs.items() if s.trainable}
                        if self.storage is not None else set())
             check_target_metric(cfg, self.specs, self.env.agents, self.callbacks)

@@ -120,14 +120,32 @@ def _checked(fn: Callable[..., Any], kwargs: dict[str, Any], what: str) -> EnvFa
         if missing:
             raise _kwargs_error(what, missing, accepted, missing=True)
 
+    built = False
+
     def make() -> Any:
+        nonlocal built
         try:
-            return fn(**kwargs)
+            env = fn(**kwargs)
         except TypeError as err:
             m = _UNEXPECTED.match(str(err))
             if m is None or m["key"] not in kwargs:
+                _first_build_failed(built, err)
                 raise
             raise _kwargs_error(what, [m["key"]], _accepted_by(err, m["callee"])) from err
+        except Exception as err:  # noqa: BLE001 - named below when no copy was ever built
+            _first_build_failed(built, err)
+            raise
+        built = True
+        return env
+
+    def _first_build_failed(built: bool, err: Exception) -> None:
+        """A constructor that fails before any copy was built fails for these settings (a
+        value of the wrong type, out of range...): name it, with the settings, now."""
+        if built or isinstance(err, UserError):
+            return
+        given = ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) or "no env.kwargs"
+        raise EnvSpecError(f"env: building {what} with {given} raised "
+                           f"{type(err).__name__}: {err}") from err
 
     return make
 

@@ -73,6 +73,9 @@ def test_another_algorithm_is_named_on_resume_and_eval(tmp_path, capsys, wrote, 
     ("dqn", "algo.net.hidden=[16, 16]", "algo.net.hidden", "[128, 128]", "[16, 16]"),
     ("dqn", "algo.buffer_size=500", "algo.buffer_size", "100000", "500"),
     ("ippo", "policies.agent.stack_size=3", "policies.agent", "(unset)", "'stack_size': 3"),
+    # same shapes, other function: the saved weights would silently compute something else
+    ("ippo", "algo.net.activation=relu", "algo.net.activation", "'tanh'", "'relu'"),
+    ("dqn", "algo.net.activation=gelu", "algo.net.activation", "'relu'", "'gelu'"),
 ])
 def test_a_change_that_the_saved_networks_do_not_fit_is_named(tmp_path, capsys, algo, change, key,
                                                                  old, new):

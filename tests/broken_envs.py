@@ -262,3 +262,25 @@ class Chatty(ShiftingCrowd):
 
 def chatty():
     return Chatty()
+
+
+class ObjectInfo(ShiftingCrowd):
+    """Valid, but its infos hold a NumPy array of Python objects (names, some missing)."""
+
+    def __init__(self):
+        super().__init__({"a_0": (0, 99), "a_1": (0, 99)}, max_steps=8)
+
+    def _infos(self, agents):
+        return {a: {"names": np.array([a, None, self.t], dtype=object)} for a in agents}
+
+    def reset(self, seed=None, options=None):
+        obs, _ = super().reset(seed, options)
+        return obs, self._infos(obs)
+
+    def step(self, actions):
+        obs, rewards, terms, truncs, _ = super().step(actions)
+        return obs, rewards, terms, truncs, self._infos(obs)
+
+
+def object_info():
+    return ObjectInfo()

@@ -207,3 +207,21 @@ def test_callbacks_without_state_save_nothing_and_need_nothing():
     cb = Callbacks()
     assert cb.state_dict() == {}
     cb.load_state_dict({})
+
+
+class HoldsALock(Callbacks):
+    def state_dict(self):
+        import threading
+
+        return {"guard": threading.Lock()}
+
+
+def test_callback_state_that_cannot_be_checkpointed_is_named(tmp_path, capsys):
+    from interplay.experiment.checkpoint import CheckpointError
+
+    run = tmp_path / "run"
+    settings = ["env.id=spread", "env.num_envs=2", "train.steps=100", "checkpoint.every=50", *QUIET]
+    with pytest.raises(CheckpointError, match=r"cannot write the checkpoint of step 50 in .*run: "
+                                              r".*\['guard'\]: _thread.lock cannot be checkpointed"):
+        train(load([], settings), run, callbacks=[HoldsALock()])
+    assert (run / "config.yaml").exists() and not list_checkpoints(run)

@@ -150,3 +150,17 @@ def test_a_policy_module_that_raises_on_import_is_named(tmp_path, monkeypatch):
                                           r"KeyError: 'weights'"):
         _run(tmp_path, policies={"p": {"agents": ["agent_*"], "type": "scripted",
                                        "fn": "badpolicymod:act"}})
+
+
+@pytest.mark.parametrize(("env_id", "needle"), [
+    ("mpe2.simple_sprad_v3", "package 'mpe2' is installed but has no module 'simple_sprad_v3'; "
+                             "did you mean 'mpe2.simple_spread_v3'"),
+    ("pettingzoo.classic.tictactoe_v9", "did you mean 'pettingzoo.classic.tictactoe_v3'"),
+    ("pettingzoo.classic.zzz", "package 'pettingzoo.classic' is installed but has no module 'zzz')"),
+])
+def test_a_typo_in_an_installed_env_package_is_named_not_blamed_on_the_install(tmp_path, env_id,
+                                                                               needle):
+    with pytest.raises(EnvSpecError) as info:
+        _run(tmp_path, env={"id": env_id})
+    assert needle in str(info.value) and "pip install" not in str(info.value)
+    assert not (tmp_path / "run").exists()

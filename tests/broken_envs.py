@@ -93,7 +93,36 @@ class WrongObs(ShiftingCrowd):
             return obs
         return {"short": obs[:1], "long": np.zeros(5, np.float32), "nested": obs[None, :],
                 "scalar": np.float32(1.0), "text": np.array(["a", "b"]), "none": None,
-                "list3": [1.0, 2.0, 3.0], "dict": {"x": obs}}[self.bad]
+                "list3": [1.0, 2.0, 3.0], "dict": {"x": obs},
+                "objects": np.array([1.0, None], dtype=object), "nan_text": np.array(["nan", "1"]),
+                "complex": obs + 1j, "none_list": [None, 1.0]}[self.bad]
+
+
+class WrongTypedObs(WrongObs):
+    """``WrongObs`` with a Dict, uint8 image or Discrete observation space (``space``)."""
+
+    def __init__(self, space="dict", **kwargs):
+        super().__init__(**kwargs)
+        self._obs_space = {
+            "dict": spaces.Dict({"pos": spaces.Box(-9, 9, (2,), np.float32), "flag": spaces.Discrete(3)}),
+            "image": spaces.Box(0, 255, (4, 4, 3), np.uint8),
+            "discrete": spaces.Discrete(5),
+        }[space]
+
+    def _obs(self, agent):
+        good = {"Dict": {"pos": np.zeros(2, np.float32), "flag": 1},
+                "Box": np.zeros((4, 4, 3), np.uint8), "Discrete": 2}[type(self._obs_space).__name__]
+        if agent != "a_1" or self.t != self.at:
+            return good
+        return {"no_flag": {"pos": np.zeros(2, np.float32)},
+                "extra_key": {"pos": np.zeros(2, np.float32), "flag": 1, "speed": 3.0},
+                "short_pos": {"pos": np.zeros(1, np.float32), "flag": 1},
+                "float_frame": np.full((4, 4, 3), 300.5), "negative_frame": np.full((4, 4, 3), -5),
+                "fraction": 1.5}[self.bad]
+
+
+def wrong_typed_obs(**kwargs):
+    return WrongTypedObs(**kwargs)
 
 
 def wrong_obs(**kwargs):
@@ -233,3 +262,25 @@ class Chatty(ShiftingCrowd):
 
 def chatty():
     return Chatty()
+
+
+class ObjectInfo(ShiftingCrowd):
+    """Valid, but its infos hold a NumPy array of Python objects (names, some missing)."""
+
+    def __init__(self):
+        super().__init__({"a_0": (0, 99), "a_1": (0, 99)}, max_steps=8)
+
+    def _infos(self, agents):
+        return {a: {"names": np.array([a, None, self.t], dtype=object)} for a in agents}
+
+    def reset(self, seed=None, options=None):
+        obs, _ = super().reset(seed, options)
+        return obs, self._infos(obs)
+
+    def step(self, actions):
+        obs, rewards, terms, truncs, _ = super().step(actions)
+        return obs, rewards, terms, truncs, self._infos(obs)
+
+
+def object_info():
+    return ObjectInfo()

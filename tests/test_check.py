@@ -55,3 +55,13 @@ def test_each_distinct_warning_is_shown_once_with_its_count(capsys):
 def test_an_env_that_raises_while_checked_is_a_problem_not_a_crash(capsys):
     code, out = check(capsys, "faulty_envs:flaky_counter", "-s", "env.kwargs.p=1.0")
     assert code == 1 and "the env raised RuntimeError: flaky step" in out
+
+
+@pytest.mark.parametrize("cycles", ["0", "-3"])
+def test_check_refuses_a_number_of_cycles_that_tries_nothing(cycles, capsys):
+    from interplay.cli import main
+
+    code = main(["check", "mpe2.simple_spread_v3", "--cycles", cycles])
+    out, err = capsys.readouterr()
+    assert code == 2 and f"--cycles must be at least 1 (env steps to try), got {cycles}" in err
+    assert "passed" not in out

@@ -349,3 +349,22 @@ def test_with_keep_1_a_damaged_newer_checkpoint_keeps_nothing_good_from_going(tm
     (tmp_path / "checkpoints" / "step_000000000003" / "state.pt").write_bytes(b"")
     save_checkpoint(tmp_path, 2, {"s": 2}, keep=1)  # as after resuming from step 1
     assert [load_checkpoint(p)[0] for p in list_checkpoints(tmp_path)[:1]] == [{"s": 2}]
+
+
+def test_an_env_whose_infos_hold_python_object_arrays_checkpoints_and_resumes_exactly(tmp_path):
+    from helpers import read_metrics
+
+    from interplay.config.schema import load
+    from interplay.experiment.loop import resume, train
+
+    settings = ["env.id=broken_envs:object_info", "env.num_envs=2", "log.every=40",
+                "log.console=false", "log.curve=false", "log.tensorboard=false",
+                "algo.name=ippo", "algo.rollout=10"]
+    run = tmp_path / "run"
+    train(load([], [*settings, "train.steps=100", "checkpoint.every=40"]), run)
+    assert (run / "checkpoints" / "step_000000000100").is_dir()
+    resume(run, ["train.steps=200"])
+    straight = train(load([], [*settings, "train.steps=200"]), tmp_path / "straight")
+    timing = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
+    strip = lambda rs: [{k: v for k, v in r.items() if k not in timing} for r in rs]  # noqa: E731
+    assert strip(read_metrics(run)) == strip(straight.rows)

@@ -35,6 +35,36 @@ def test_a_parallel_env_observation_of_the_wrong_shape_or_dtype_is_named(tmp_pat
     assert "(2,), float32)" in text and got in text
 
 
+@pytest.mark.parametrize(("bad", "got"), [
+    ("objects", "got an array of shape (2,) and dtype object (its dtype object is not a number type)"),
+    ("nan_text", "got an array of shape (2,) and dtype <U3 (its dtype <U3 is not a number type)"),
+    ("complex", "dtype complex64 (its dtype complex64 is not a number type)"),
+    ("none_list", "got a list of shape (2,) (as an array, dtype object) (its dtype object is not"),
+])
+def test_an_observation_of_a_dtype_a_cast_would_change_is_named(tmp_path, bad, got):
+    # strings and None would become NaN, complex numbers would lose their imaginary part
+    with pytest.raises(ObservationError) as info:
+        _train(tmp_path, "env.id=broken_envs:wrong_obs", f"env.kwargs={{bad: {bad}, at: 3}}")
+    assert "at step 3 of its episode: agent 'a_1': observation space Box(" in str(info.value)
+    assert got in str(info.value)
+
+
+@pytest.mark.parametrize(("space", "bad", "got"), [
+    ("dict", "no_flag", "got a dict with keys ['pos'] (keys missing: ['flag'])"),
+    ("dict", "extra_key", "(keys not in the space: ['speed'])"),
+    ("dict", "short_pos", "(key 'pos': its shape is not (2,))"),
+    ("image", "float_frame", "dtype float64 (values 300.5..300.5 do not fit its dtype uint8"),
+    ("image", "negative_frame", "dtype int64 (values -5..-5 do not fit its dtype uint8"),
+    ("discrete", "fraction", "got a float of shape () (as an array, dtype float64) (1.5 is not one"),
+])
+def test_dict_image_and_discrete_observations_that_do_not_fit_are_named(tmp_path, space, bad, got):
+    with pytest.raises(ObservationError) as info:
+        _train(tmp_path, "env.id=broken_envs:wrong_typed_obs",
+               f"env.kwargs={{space: {space}, bad: {bad}, at: 3}}")
+    assert "at step 3 of its episode: agent 'a_1': observation space " in str(info.value)
+    assert got in str(info.value)
+
+
 def test_a_bad_observation_in_an_async_worker_is_named(tmp_path):
     with pytest.raises(ObservationError) as info:
         _train(tmp_path, "env.id=broken_envs:wrong_obs", "env.kwargs={at: 3}",

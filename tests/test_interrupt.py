@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import read_metrics
 
@@ -167,3 +168,24 @@ def test_inside_the_loop_the_first_signal_is_deferred_and_a_second_stops_at_once
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(5)
     assert signal.getsignal(signal.SIGINT) == before
+
+
+
+def test_a_deferred_sigterm_leaves_env_workers_running():
+    # a SIGTERM that arrives during a step must not close the env workers under a run that
+    # stops after that step: the step, the checkpoint and the clean-up still need them
+    from test_async_vec import random_actions
+
+    from interplay.envs.async_vec import AsyncVecEnv
+    from interplay.envs.registry import env_factory
+    from interplay.experiment.interrupt import StopRequest
+
+    with StopRequest() as stop, stop.deferring(), \
+            AsyncVecEnv(env_factory("interplay.envs.toy:shifting_crowd"), 2, num_workers=1) as env:
+        step = env.reset(0)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested
+        rng = np.random.default_rng(0)
+        for _ in range(3):
+            step = env.step(random_actions(env, step, rng))
+        assert step.acting.any()

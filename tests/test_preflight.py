@@ -60,8 +60,35 @@ def test_a_type_error_inside_the_env_is_not_blamed_on_kwargs():
         raise TypeError("unsupported operand type(s) for +: 'int' and 'str'")
 
     register_env("broken_inside", broken)
-    with pytest.raises(TypeError, match="unsupported operand"):
+    with pytest.raises(EnvSpecError, match="with x=1 raised TypeError: unsupported operand") as info:
         env_factory("broken_inside", {"x": 1})()
+    assert "not accepted" not in str(info.value)
+
+
+@pytest.mark.parametrize(("kwargs", "raised"), [
+    ({"N": "two"}, "with N='two' raised TypeError: 'str' object cannot be interpreted as an integer"),
+    ({"N": -2}, "with N=-2 raised ValueError"),
+])
+def test_env_kwargs_the_env_constructor_rejects_are_named_before_work(tmp_path, kwargs, raised):
+    with pytest.raises(EnvSpecError) as info:
+        _run(tmp_path, env={"id": "mpe2.simple_spread_v3", "kwargs": kwargs})
+    assert "env: building mpe2.simple_spread_v3.parallel_env " + raised in str(info.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_env_that_fails_only_when_rebuilt_is_not_a_settings_error():
+    calls = []
+
+    def second_build_fails(**kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError("device busy")
+        return ShiftingCrowd()
+
+    make = env_factory(second_build_fails, {})
+    make()
+    with pytest.raises(OSError, match="device busy"):
+        make()
 
 
 @pytest.mark.parametrize(("body", "raised"), [
@@ -123,3 +150,17 @@ def test_a_policy_module_that_raises_on_import_is_named(tmp_path, monkeypatch):
                                           r"KeyError: 'weights'"):
         _run(tmp_path, policies={"p": {"agents": ["agent_*"], "type": "scripted",
                                        "fn": "badpolicymod:act"}})
+
+
+@pytest.mark.parametrize(("env_id", "needle"), [
+    ("mpe2.simple_sprad_v3", "package 'mpe2' is installed but has no module 'simple_sprad_v3'; "
+                             "did you mean 'mpe2.simple_spread_v3'"),
+    ("pettingzoo.classic.tictactoe_v9", "did you mean 'pettingzoo.classic.tictactoe_v3'"),
+    ("pettingzoo.classic.zzz", "package 'pettingzoo.classic' is installed but has no module 'zzz')"),
+])
+def test_a_typo_in_an_installed_env_package_is_named_not_blamed_on_the_install(tmp_path, env_id,
+                                                                               needle):
+    with pytest.raises(EnvSpecError) as info:
+        _run(tmp_path, env={"id": env_id})
+    assert needle in str(info.value) and "pip install" not in str(info.value)
+    assert not (tmp_path / "run").exists()

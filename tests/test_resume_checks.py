@@ -73,6 +73,9 @@ def test_another_algorithm_is_named_on_resume_and_eval(tmp_path, capsys, wrote, 
     ("dqn", "algo.net.hidden=[16, 16]", "algo.net.hidden", "[128, 128]", "[16, 16]"),
     ("dqn", "algo.buffer_size=500", "algo.buffer_size", "100000", "500"),
     ("ippo", "policies.agent.stack_size=3", "policies.agent", "(unset)", "'stack_size': 3"),
+    # same shapes, other function: the saved weights would silently compute something else
+    ("ippo", "algo.net.activation=relu", "algo.net.activation", "'tanh'", "'relu'"),
+    ("dqn", "algo.net.activation=gelu", "algo.net.activation", "'relu'", "'gelu'"),
 ])
 def test_a_change_that_the_saved_networks_do_not_fit_is_named(tmp_path, capsys, algo, change, key,
                                                                  old, new):
@@ -204,3 +207,21 @@ def test_callbacks_without_state_save_nothing_and_need_nothing():
     cb = Callbacks()
     assert cb.state_dict() == {}
     cb.load_state_dict({})
+
+
+class HoldsALock(Callbacks):
+    def state_dict(self):
+        import threading
+
+        return {"guard": threading.Lock()}
+
+
+def test_callback_state_that_cannot_be_checkpointed_is_named(tmp_path, capsys):
+    from interplay.experiment.checkpoint import CheckpointError
+
+    run = tmp_path / "run"
+    settings = ["env.id=spread", "env.num_envs=2", "train.steps=100", "checkpoint.every=50", *QUIET]
+    with pytest.raises(CheckpointError, match=r"cannot write the checkpoint of step 50 in .*run: "
+                                              r".*\['guard'\]: _thread.lock cannot be checkpointed"):
+        train(load([], settings), run, callbacks=[HoldsALock()])
+    assert (run / "config.yaml").exists() and not list_checkpoints(run)

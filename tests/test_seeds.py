@@ -26,6 +26,17 @@ def test_a_seed_out_of_range_is_a_config_error(seed, tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(("seed", "why"), [
+    ("true", "not true or false"), ("off", "not true or false"),
+    ("1.5", "fractional part"), ("abc", "unable to parse"), ("[1]", "valid integer"),
+])
+def test_a_seed_that_is_not_a_whole_number_is_a_config_error(seed, why, tmp_path, capsys):
+    code = main(["train", "-s", f"train.seed={seed}", "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and "train.seed" in err and why in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_largest_seed_is_accepted():
     assert load([], [f"train.seed={2**31 - 1}"]).train.seed == 2**31 - 1
 

@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from interplay.config.algo import AlgoSettings, settings_class, settings_for
 from interplay.errors import ConfigError
@@ -84,6 +92,13 @@ class TrainConfig(Section):
     2147483647 (2^31 - 1), as the seeds derived for env copies must be."""
     max_steps_per_episode: int | None = Field(None, ge=1)
     """Cut episodes after this many env steps, as truncation (not termination)."""
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed_is_a_number(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # YAML reads true/yes/on as a bool, which would pass as 1
+            raise ValueError("a seed is a whole number, not true or false")
+        return value
     batch_mode: Literal["complete_episodes", "truncate_episodes"] = "complete_episodes"
     """``complete_episodes``: the learner gets a copy's transitions when its episode ends, so an
     episode dropped because its env raised never reaches it; ``truncate_episodes``: each

@@ -179,12 +179,14 @@ def _watch(res: _Resources) -> None:
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    for res in list(_LIVE):
-        res.close()
     previous = _PREVIOUS_SIGTERM[0]
     if callable(previous):
+        # a handler of the program's own: it may stop the run now (the exception unwinds and
+        # closes the envs), or ask it to stop after this step (then the envs are still needed)
         previous(signum, frame)
     elif previous != signal.SIG_IGN:
+        for res in list(_LIVE):
+            res.close()
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 

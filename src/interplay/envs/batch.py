@@ -21,6 +21,7 @@ from interplay.envs.spaces import (
     ObservationError,
     ObsView,
     action_view,
+    fits_as_is,
     obs_view,
     observation_error,
 )
@@ -204,7 +205,7 @@ class StepBuffers:
             if moved:
                 acting[e, col] = True
             try:
-                if view.plain and getattr(o, "shape", None) == view.shape:
+                if view.plain and fits_as_is(o, view.shape, view.dtype):
                     rows[e] = o
                 else:  # checks the shape on the way
                     view.flatten(o, rows[e])

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from interplay.config.schema import Config
+from interplay.config.schema import Config, ConfigError
 from interplay.envs.adapters import CopyStep, EnvContractError, adapt, is_aec
 from interplay.envs.registry import env_factory, native_env_class
 from interplay.envs.spaces import MASK_KEY, SpaceError, action_view, obs_view
@@ -22,6 +22,8 @@ from interplay.envs.spaces import MASK_KEY, SpaceError, action_view, obs_view
 
 def check_env(cfg: Config, cycles: int = 200, say: Callable[[str], None] = print) -> list[str]:
     """Run every check on ``cfg.env``; returns the problems (empty when the env passes)."""
+    if cycles < 1:
+        raise ConfigError(f"--cycles must be at least 1 (env steps to try), got {cycles}")
     if native_env_class(cfg.env.id) is not None:
         say(f"{cfg.env.id}: a built-in batched env; its parity with the original is tested in the suite")
         return []

@@ -47,8 +47,10 @@ def _import_module(path: str, env_id: str) -> Any:
     try:
         return importlib.import_module(path)
     except ImportError as err:
-        hint = ""
-        if path.startswith("mpe2"):
+        hint = _sibling_hint(path, err)
+        if hint:
+            pass
+        elif path.startswith("mpe2"):
             hint = " (install the extra: pip install 'interplay[mpe2]')"
         elif path.startswith("pettingzoo.classic"):
             hint = " (install the extra: pip install 'interplay[classic]')"
@@ -60,6 +62,26 @@ def _import_module(path: str, env_id: str) -> Any:
         raise EnvSpecError(
             f"env.id {env_id!r}: importing module {path!r} raised {type(err).__name__}: {err}"
         ) from err
+
+
+def _sibling_hint(path: str, err: ImportError) -> str:
+    """When the package is there but not the module (a typo): the closest modules it has."""
+    parent, _, name = path.rpartition(".")
+    if not parent or getattr(err, "name", None) != path:
+        return ""
+    try:
+        package = importlib.import_module(parent)
+    except Exception:  # noqa: BLE001 - the package itself is missing: the install hint says more
+        return ""
+    import difflib
+    import pkgutil
+
+    names = [m.name for m in pkgutil.iter_modules(getattr(package, "__path__", []))]
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    if not close:
+        return f" (package {parent!r} is installed but has no module {name!r})"
+    return (f" (package {parent!r} is installed but has no module {name!r}; did you mean "
+            f"{' or '.join(repr(f'{parent}.{c}') for c in close)}?)")
 
 
 def _parameters(fn: Any) -> tuple[list[str], list[str]] | None:
@@ -120,14 +142,32 @@ def _checked(fn: Callable[..., Any], kwargs: dict[str, Any], what: str) -> EnvFa
         if missing:
             raise _kwargs_error(what, missing, accepted, missing=True)
 
+    built = False
+
     def make() -> Any:
+        nonlocal built
         try:
-            return fn(**kwargs)
+            env = fn(**kwargs)
         except TypeError as err:
             m = _UNEXPECTED.match(str(err))
             if m is None or m["key"] not in kwargs:
+                _first_build_failed(built, err)
                 raise
             raise _kwargs_error(what, [m["key"]], _accepted_by(err, m["callee"])) from err
+        except Exception as err:  # noqa: BLE001 - named below when no copy was ever built
+            _first_build_failed(built, err)
+            raise
+        built = True
+        return env
+
+    def _first_build_failed(built: bool, err: Exception) -> None:
+        """A constructor that fails before any copy was built fails for these settings (a
+        value of the wrong type, out of range...): name it, with the settings, now."""
+        if built or isinstance(err, UserError):
+            return
+        given = ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) or "no env.kwargs"
+        raise EnvSpecError(f"env: building {what} with {given} raised "
+                           f"{type(err).__name__}: {err}") from err
 
     return make
 

@@ -24,6 +24,7 @@ _SKIP = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
 OBJ, LIST, DICT, TUPLE, GEN, RSTATE, PYRAND, KEEP = (
     "__obj__", "__list__", "__dict__", "__tuple__", "__generator__", "__randomstate__", "__random__",
     "__keep__")
+OBJARRAY = "__objarray__"  # a NumPy array of Python objects: its shape and its items
 # What the walk did not take (seen before, or not data): restore leaves the fresh value there.
 _KEEP = {KEEP: True}
 
@@ -49,6 +50,8 @@ def capture(root: Any) -> dict[str, Any]:
 
     def walk(obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
+            if obj.dtype.hasobject:  # Python objects (None, strings...): taken one by one
+                return {OBJARRAY: [list(obj.shape), [walk(v) for v in obj.reshape(-1)]]}
             return obj.copy()
         if isinstance(obj, _SCALARS):
             return obj
@@ -95,6 +98,15 @@ def restore(root: Any, snap: dict[str, Any]) -> None:
             if type(current) is type(s) and current == s:
                 return current  # unchanged: leave it (and any frozen owner) alone
             return s
+        if OBJARRAY in s:
+            shape, items = s[OBJARRAY]
+            same = (isinstance(current, np.ndarray) and current.dtype.hasobject
+                    and list(current.shape) == shape)
+            olds = list(current.reshape(-1)) if same else [None] * len(items)
+            arr = np.empty(len(items), dtype=object)
+            for i, (o, v) in enumerate(zip(olds, items, strict=True)):
+                arr[i] = value_of(o, v, f"{where}[{i}]")
+            return arr.reshape(shape)
         if GEN in s:
             gen = current if isinstance(current, np.random.Generator) else np.random.default_rng()
             gen.bit_generator.state = s[GEN]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,8 @@ def observation_error(agent: str, space: spaces.Space, obs: Any, err: Exception 
     """Name the agent, its declared space and what came instead."""
     if isinstance(obs, np.ndarray | np.generic):
         got = f"an array of shape {obs.shape} and dtype {obs.dtype}"
+    elif isinstance(obs, Mapping):
+        got = f"a {type(obs).__name__} with keys {list(obs)}"
     else:
         try:
             arr = np.asarray(obs)
@@ -56,7 +59,7 @@ class ObsView:
     def write(self, obs: Any, rows: np.ndarray, e: int) -> None:
         """Write the flat view of ``obs`` into ``rows[e]``; raise ValueError (or TypeError,
         KeyError) when ``obs`` does not fit the space."""
-        if self.plain and getattr(obs, "shape", None) == self.shape:
+        if self.plain and fits_as_is(obs, self.shape, self.dtype):
             rows[e] = np.reshape(obs, -1)
         else:  # checks the shape on the way
             self.flatten(obs, rows[e])
@@ -70,11 +73,11 @@ class ObsView:
         space = self.space
         if self.has_mask_key:
             inner = {k: v for k, v in obs.items() if k != MASK_KEY}
-            if len(inner) == 1 and "observation" in inner:
-                _flatten_into(space["observation"], inner["observation"], out)
+            policy_space = _policy_space(space, True)
+            if not isinstance(policy_space, spaces.Dict) and set(inner) == {"observation"}:
+                _flatten_into(policy_space, inner["observation"], out)
                 return
-            sub = spaces.Dict({k: space[k] for k in inner})
-            _flatten_into(sub, inner, out)
+            _flatten_into(spaces.Dict({k: space[k] for k in space.spaces if k != MASK_KEY}), inner, out)
             return
         _flatten_into(space, obs, out)
 
@@ -92,14 +95,58 @@ def _policy_space(space: spaces.Space, has_mask_key: bool) -> spaces.Space:
     return spaces.Dict(inner)
 
 
+def fits_as_is(obs: Any, shape: tuple[int, ...], dtype: Any) -> bool:
+    """Whether ``obs`` is an array that can be written into a row as it is: the space's shape,
+    and the row's own dtype (or a float32 row and a number dtype); the rest goes through
+    :meth:`ObsView.flatten`, which checks it."""
+    if not isinstance(obs, np.ndarray) or obs.shape != shape:
+        return False
+    return obs.dtype == dtype or (dtype is np.float32 and obs.dtype.kind in _NUMBERS)
+
+
+_NUMBERS = "biuf"  # dtype kinds an observation may come in: bool, ints, floats
+
+
+def _numbers(space: spaces.Space, obs: Any) -> np.ndarray:
+    """``obs`` as an array of numbers; strings, objects (None...) and complex numbers, which a
+    cast would turn into NaN or silently change, are refused."""
+    arr = np.asarray(obs)
+    if arr.dtype.kind not in _NUMBERS:
+        raise ValueError(f"its dtype {arr.dtype} is not a number type")
+    if space.dtype == np.uint8 and arr.dtype != np.uint8 and arr.size:
+        if arr.min() < 0 or arr.max() > 255 or (arr.dtype.kind == "f" and (arr % 1).any()):
+            raise ValueError(f"values {arr.min()}..{arr.max()} do not fit its dtype uint8 "
+                             "(whole numbers 0 to 255)")
+    return arr
+
+
 def _flatten_into(space: spaces.Space, obs: Any, out: np.ndarray) -> None:
     if isinstance(space, spaces.Box):
-        arr = np.asarray(obs, dtype=np.float32)
+        arr = _numbers(space, obs)
         if arr.shape != space.shape:  # the same size in another shape would pass unseen
             raise ValueError(f"its shape is not {space.shape}")
         out[:] = arr.reshape(-1)
+    elif isinstance(space, spaces.Dict):
+        if not isinstance(obs, Mapping):
+            raise ValueError(f"it is not a dict with keys {list(space.spaces)}")
+        if obs.keys() != space.spaces.keys():
+            missing = [k for k in space.spaces if k not in obs]
+            extra = [k for k in obs if k not in space.spaces]
+            raise ValueError("; ".join(
+                [f"keys missing: {missing}"] * bool(missing) + [f"keys not in the space: {extra}"] * bool(extra)))
+        at = 0
+        for key, sub in space.spaces.items():
+            n = spaces.flatdim(sub)
+            try:
+                _flatten_into(sub, obs[key], out[at:at + n])
+            except (ValueError, TypeError) as err:
+                raise ValueError(f"key {key!r}: {err}") from None
+            at += n
     elif isinstance(space, spaces.Discrete):
-        i = int(obs) - int(space.start)
+        arr = _numbers(space, obs)
+        if arr.shape != () or (arr.dtype.kind == "f" and arr % 1):
+            raise ValueError(f"{obs!r} is not one of its values")
+        i = int(arr) - int(space.start)
         if not 0 <= i < space.n:  # a negative index would land on another value unseen
             raise ValueError(f"{obs} is not one of its values")
         out[:] = 0.0

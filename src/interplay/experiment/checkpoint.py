@@ -52,7 +52,11 @@ def save_checkpoint(run_dir: Path, step: int, state: dict, keep: int | None = No
         raise ValueError(f"checkpoint step must be >= 0, got {step}")
     if keep is not None and keep < 1:
         raise ValueError(f"checkpoint keep must be >= 1 or None, got {keep}")
-    payload = encode(state)
+    try:
+        payload = encode(state)
+    except TypeError as err:  # e.g. a callback's state_dict holding a lock or a file
+        raise CheckpointError(f"cannot write the checkpoint of step {step} in {run_dir}: {err}"
+                              ) from None
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(root)

@@ -30,6 +30,9 @@ FREE = ("train.steps", "train.seed", "train.device", "train.torch_threads", "tra
 FRESH = ("env.num_envs", "env.vectorization", "env.id", "env.kwargs", "env.api",
          "train.max_steps_per_episode")
 
+# Network settings that change what saved weights compute while keeping their shapes.
+SAME_SHAPE_NET_KEYS = ("activation",)
+
 
 class CheckpointMismatchError(ConfigError):
     """The checkpoint was written by another algorithm or for networks of other shapes."""
@@ -103,6 +106,12 @@ def check_fits(state: dict[str, Any], exp: Any, source: str = "the checkpoint") 
         raise CheckpointMismatchError(
             f"{source}: the saved networks do not fit the ones this config builds{cause}. "
             f"Saved vs now: {shown}")
+    rewired = {k: v for k, v in changes.items()
+               if k.startswith("algo.") and k.rsplit(".", 1)[-1] in SAME_SHAPE_NET_KEYS}
+    if rewired:
+        raise CheckpointMismatchError(
+            f"{source}: the saved networks fit, but this config computes them differently"
+            f"{_listed(rewired)}")
     return fresh_reasons(state, exp, changes)
 
 

@@ -40,6 +40,10 @@ class CheckpointError(UserError):
     """A checkpoint is missing, damaged, or holds something that will not be loaded."""
 
 
+class UnsavableStateError(CheckpointError, TypeError):
+    """The state holds a value a checkpoint cannot store (a lock, an open file...)."""
+
+
 def save_checkpoint(run_dir: Path, step: int, state: dict, keep: int | None = None) -> Path:
     """Write ``state`` as the checkpoint for ``step`` and return its folder.
 
@@ -55,8 +59,8 @@ def save_checkpoint(run_dir: Path, step: int, state: dict, keep: int | None = No
     try:
         payload = encode(state)
     except TypeError as err:  # e.g. a callback's state_dict holding a lock or a file
-        raise CheckpointError(f"cannot write the checkpoint of step {step} in {run_dir}: {err}"
-                              ) from None
+        raise UnsavableStateError(f"cannot write the checkpoint of step {step} in {run_dir}: "
+                                  f"{err}") from None
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(root)

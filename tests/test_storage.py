@@ -62,8 +62,8 @@ def test_the_needed_bytes_follow_the_observation_dtype():
 
 
 def test_available_memory_is_known_on_this_machine():
-    free = available_bytes()
-    assert free is None or free > 0
+    free = available_bytes()  # /proc/meminfo here; the check is skipped only where it is None
+    assert isinstance(free, int) and 0 < free < 2**50
 
 
 def test_a_centralised_critic_too_wide_for_memory_is_refused_before_any_step(tmp_path, monkeypatch):

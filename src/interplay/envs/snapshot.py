@@ -37,13 +37,6 @@ def _is_leaf(value: Any) -> bool:
     return isinstance(value, (*_SCALARS, np.ndarray))
 
 
-def _equal_tuples(a: Any, b: Any) -> bool:
-    """Two tuples of scalars with the same values (a frozen object's field, say: nothing to set)."""
-    return (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)
-            and all(isinstance(x, _SCALARS) and isinstance(y, _SCALARS) and x == y
-                    for x, y in zip(a, b, strict=True)))
-
-
 def capture(root: Any) -> dict[str, Any]:
     """The data held by ``root``'s object graph, as nested dicts, lists and arrays."""
     seen: set[int] = set()
@@ -123,7 +116,14 @@ def restore(root: Any, snap: dict[str, Any]) -> None:
         if TUPLE in s:
             items = s[TUPLE]
             olds = list(current) if isinstance(current, tuple) and len(current) == len(items) else [None] * len(items)
-            return tuple(value_of(o, v, f"{where}[{i}]") for i, (o, v) in enumerate(zip(olds, items, strict=True)))
+            values = tuple(value_of(o, v, f"{where}[{i}]") for i, (o, v) in enumerate(zip(olds, items, strict=True)))
+            # The same values give back the tuple already there: a frozen object's field
+            # (a space's shape, say) then has nothing to set.
+            if isinstance(current, tuple) and all(
+                    a is b or (isinstance(a, _SCALARS) and type(a) is type(b) and a == b)
+                    for a, b in zip(values, olds, strict=True)):
+                return current
+            return values
         if LIST in s:
             items = s[LIST]
             if not isinstance(current, list):
@@ -156,7 +156,7 @@ def restore(root: Any, snap: dict[str, Any]) -> None:
         for name, s in attrs.items():
             current = vars(obj).get(name)
             new = value_of(current, s, f"{where}.{name}")
-            if new is not current and not _equal_tuples(new, current):
+            if new is not current:
                 try:
                     setattr(obj, name, new)
                 except AttributeError as err:  # frozen dataclasses, read-only properties

@@ -18,7 +18,7 @@ from interplay.envs.registry import env_factory, native_env_class
 from interplay.errors import UserError
 from interplay.experiment.build import make_vec_env
 from interplay.experiment.loop import Experiment, build_eval_runner, derived_seed, open_run
-from interplay.experiment.resume_check import check_fits, check_spaces
+from interplay.experiment.resume_check import check_loadable, check_spaces
 from interplay.experiment.trust import require_trust
 from interplay.experiment.versus import play_versus, print_versus
 from interplay.loggers.rows import return_totals
@@ -47,7 +47,7 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
     failed: Exception | None = None
     exp = Experiment(cfg, run_dir)
     try:
-        check_fits(state, exp, f"checkpoint {path}")  # the algorithm and networks it was made by
+        check_loadable(state, exp, f"checkpoint {path}")  # the algorithm and networks it was made by
         check_spaces(state["spaces"], exp.specs, what="the run's own env")
         exp.algo.load_state_dict(state["algo"])
         target = env_id or cfg.env.id

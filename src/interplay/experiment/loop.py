@@ -47,7 +47,7 @@ from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.learner_means import LearnerMeans
 from interplay.experiment.resume_check import (
     check_algorithm,
-    check_fits,
+    check_loadable,
     check_spaces,
     load_failure,
     run_record,
@@ -141,7 +141,7 @@ class Experiment:
     def load_state_dict(self, state: dict[str, Any], source: str = "the checkpoint") -> None:
         if state.get("format") != STATE_FORMAT:
             raise CheckpointError(f"checkpoint state format {state.get('format')!r} is not {STATE_FORMAT}")
-        fresh = check_fits(state, self, source)  # refuses what cannot be loaded, before any step
+        fresh = check_loadable(state, self, source)  # refuses what cannot be loaded, before any step
         if fresh:
             warnings.warn(
                 f"resuming {source} with fresh episodes, so not exactly: {'; '.join(fresh)}. The "

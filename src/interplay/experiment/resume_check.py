@@ -9,7 +9,7 @@ Loading compares that record with the experiment built from the config now in fo
   the config keys that changed since the checkpoint with their old and new values;
 * a changed number of env copies, env, or a vector env whose copies a checkpoint cannot hold
   (``env.vectorization: async``) are accepted: the learner, counters and RNGs continue, the
-  env copies start fresh episodes, and :func:`check_fits` returns why, for a warning.
+  env copies start fresh episodes, and :func:`check_loadable` returns why, for a warning.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def run_record(cfg: Config, algo: Any, specs: dict) -> dict[str, Any]:
     }
 
 
-def check_fits(state: dict[str, Any], exp: Any, source: str = "the checkpoint") -> list[str]:
+def check_loadable(state: dict[str, Any], exp: Any, source: str = "the checkpoint") -> list[str]:
     """Refuse a checkpoint that cannot be loaded into ``exp`` (a built Experiment), naming why.
 
     Returns the reasons, if any, why the env copies cannot be restored (fresh episodes then).
@@ -127,7 +127,7 @@ def check_algorithm(state: dict[str, Any], name: str, source: str = "the checkpo
 
 def load_failure(state: dict[str, Any], exp: Any, source: str,
                  err: BaseException) -> CheckpointMismatchError:
-    """The error for a checkpoint that passed :func:`check_fits` but still would not load."""
+    """The error for a checkpoint that passed :func:`check_loadable` but still would not load."""
     record = state.get("run")
     changes = config_changes(record, exp.cfg, exp.algo) if record else {}
     suspects = {k: v for k, v in changes.items() if not k.startswith(FREE)}

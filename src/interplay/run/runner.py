@@ -308,18 +308,18 @@ class Runner:
     def _act(self, g: _Group, n: int, step: VecStep, explore: bool) -> None:
         # The policy is handed no mask when every action is legal; the book keeps it anyway.
         legal = step.all_legal
-        wanted = g.mask is not None and (g.book is not None or not legal)
+        masks = g.mask if g.book is not None or not legal else None
         mask = None
         if n == g.acts.size:  # everyone acts (simultaneous moves): reshape instead of gathering
             e, s = g.every
             obs = g.obs.reshape(n, -1)
-            if wanted and g.mask is not None:
-                mask = g.mask.reshape(n, -1)
+            if masks is not None:
+                mask = masks.reshape(n, -1)
         else:
             e, s = np.nonzero(g.acts)
             obs = g.obs[e, s]
-            if wanted and g.mask is not None:
-                mask = g.mask[e, s]
+            if masks is not None:
+                mask = masks[e, s]
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e)
         agents = g.spec.agents
         if getattr(g.actor, "wants_env_obs", False):

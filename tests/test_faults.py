@@ -57,7 +57,7 @@ class Recorder(Algorithm):
         return _Twos()
 
     def make_storage(self, num_envs: int) -> RolloutStorage:
-        return RolloutStorage(list(self.specs))  # never cleared: the test's run is short
+        return RolloutStorage({p: len(s.agents) for p, s in self.specs.items()}, num_envs)  # never cleared: the test's run is short
 
     def collect(self, pid: str, batch: Transitions) -> None:
         Recorder.seen.append(batch)

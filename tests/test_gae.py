@@ -11,10 +11,26 @@ G, L = 0.9, 0.5
 
 
 def run(rows: list[tuple], gamma: float = G, lam: float = L) -> tuple[np.ndarray, np.ndarray]:
-    """rows: (stream, reward, V(obs), V(next_obs), terminated, truncated), in arrival order."""
+    """rows: (stream, reward, V(obs), V(next_obs), terminated, truncated), in arrival order;
+    laid out as ``[T, streams]`` (each stream's rows in order) the way rollouts are."""
     stream, r, v, nv, term, trunc = (np.array(c) for c in zip(*rows, strict=True))
-    return gae(r.astype(float), v.astype(float), nv.astype(float), term.astype(bool),
-               trunc.astype(bool), stream, gamma, lam)
+    ids = sorted(set(stream.tolist()))
+    col = np.array([ids.index(x) for x in stream.tolist()])
+    t = np.array([np.count_nonzero(col[:i] == c) for i, c in enumerate(col)])
+    shape = (int(t.max()) + 1, len(ids))
+
+    def grid(x, dtype):
+        out = np.zeros(shape, dtype)
+        out[t, col] = x
+        return out
+
+    valid = grid(True, bool)
+    follows = np.zeros(shape, bool)
+    follows[:-1] = valid[1:]
+    follows &= ~grid(term.astype(bool) | trunc.astype(bool), bool)
+    adv, ret = gae(grid(r, float), grid(v, float), grid(nv, float), grid(term, bool), follows,
+                   gamma, lam)
+    return adv[t, col], ret[t, col]
 
 
 def test_one_stream_that_goes_on_bootstraps_on_the_last_next_value():
@@ -69,10 +85,9 @@ def test_turn_based_gaps_count_one_discount_per_turn():
 def test_streams_with_different_lengths_and_an_empty_batch():
     adv, _ = run([(5, 1.0, 0.0, 0.0, 0, 0)] + [(2, 1.0, 0.0, 0.0, 0, 0)] * 3, gamma=1.0, lam=1.0)
     np.testing.assert_allclose(adv, [1.0, 3.0, 2.0, 1.0])
-    empty = np.zeros(0)
-    adv, ret = gae(empty, empty, empty, empty.astype(bool), empty.astype(bool),
-                   empty.astype(int), G, L)
-    assert adv.shape == ret.shape == (0,)
+    empty = np.zeros((0, 3))
+    adv, ret = gae(empty, empty, empty, empty.astype(bool), empty.astype(bool), G, L)
+    assert adv.shape == ret.shape == (0, 3)
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.95, 1.0])
@@ -83,7 +98,7 @@ def test_matches_a_plain_loop_on_random_streams(lam):
     r, v, nv = rng.normal(size=(3, n))
     term = rng.random(n) < 0.1
     trunc = ~term & (rng.random(n) < 0.1)
-    adv, _ = gae(r, v, nv, term, trunc, stream, 0.97, lam)
+    adv, _ = run(list(zip(stream, r, v, nv, term, trunc, strict=True)), 0.97, lam)
     want = np.zeros(n)
     later: dict[int, float] = {}
     for i in range(n - 1, -1, -1):

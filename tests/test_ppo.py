@@ -145,7 +145,7 @@ def test_mappo_critic_sees_every_agent_of_its_copy_at_that_step():
         for pid, batch in runner.step().items():
             algo.collect(pid, batch)
         algo.ready()
-    data = {pid: algo._gather(pid, algo.storage.batch(pid)) for pid in algo.trained}
+    data = {pid: algo._gather(pid, algo.storage.rollout(pid)) for pid in algo.trained}
     algo._add_joint(data)
     speaker, listener = data["speaker"], data["listener"]
     assert len(np.unique(listener["step"])) == 25
@@ -221,7 +221,7 @@ def test_learning_rate_falls_linearly_to_zero_over_lr_decay_steps():
 def test_a_non_finite_loss_stops_the_update_naming_the_policy():
     _, algo, runner = build(TOY_ENVS["spread"], {"name": "ippo", **FAST, "rollout": 64})
     drive(runner, algo, 25)  # one whole episode, no update yet
-    algo.storage.parts["agent"][0].reward[0] = np.nan
+    algo.storage.rollout("agent").reward[0, 0, 0] = np.nan
     with pytest.raises(FloatingPointError, match=r"policy 'agent': the PPO loss is nan"):
         algo.update()
 
@@ -356,16 +356,20 @@ def test_advantages_reusing_next_values_equal_valuing_every_next_observation():
         _, algo, runner = build(TOY_ENVS["spread"], {"name": name, **FAST, "rollout": 64,
                                                      "norm_adv": False})
         drive(runner, algo, 60)  # two whole episodes per copy, inside the first rollout
-        data = {pid: algo._gather(pid, algo.storage.batch(pid)) for pid in algo.trained}
+        data = {pid: algo._gather(pid, algo.storage.rollout(pid)) for pid in algo.trained}
         if algo.settings.centralised_critic:
             algo._add_joint(data)
         d, p = data["agent"], algo.policies["agent"]
         adv, target, _ = algo._advantages("agent", d)
         x, nx = d.get("critic_obs", d["obs"]), d.get("critic_next_obs", d["next_obs"])
-        stream = d["env"] * 3 + d["slot"]
-        want_adv, want_ret = gae(d["reward"], algo._values(p, x, d["slot"]),
-                                 algo._values(p, nx, d["slot"]), d["terminated"],
-                                 d["truncated"], stream, algo.settings.gamma,
-                                 algo.settings.gae_lambda)
+        r, at = d["rollout"], d["at"]
+        value, next_value = np.zeros(r.valid.shape), np.zeros(r.valid.shape)
+        value[at] = algo._values(p, x, d["slot"])
+        next_value[at] = algo._values(p, nx, d["slot"])  # every next observation, valued
+        chained = np.zeros_like(r.valid)
+        chained[:-1] = r.valid[1:] & ~(r.terminated | r.truncated)[:-1]
+        want_adv, want_ret = gae(r.reward, value, next_value, r.terminated, chained,
+                                 algo.settings.gamma, algo.settings.gae_lambda)
+        want_adv, want_ret = want_adv[at], want_ret[at]
         np.testing.assert_allclose(adv, want_adv, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(target, want_ret, rtol=1e-6, atol=1e-6)

@@ -13,7 +13,7 @@ from interplay.run.transitions import Transitions
 
 
 def rows(obs, next_obs, reward, env=0, slot=0, terminated=False, truncated=False, action=0,
-         mask=None, next_mask=None, step=0) -> Transitions:
+         mask=None, next_mask=None, step=0, first=None) -> Transitions:
     """A batch of transitions from columns (scalars repeat)."""
     obs = np.asarray(obs, np.float32).reshape(-1, 1)
     n = len(obs)
@@ -26,7 +26,7 @@ def rows(obs, next_obs, reward, env=0, slot=0, terminated=False, truncated=False
         next_obs=np.asarray(next_obs, np.float32).reshape(-1, 1),
         terminated=col(terminated, bool), truncated=col(truncated, bool), env=col(env, np.int64),
         slot=col(slot, np.int64), mask=mask, next_mask=next_mask, extras={},
-        step=col(step, np.int64),
+        step=col(step, np.int64), first=None if first is None else col(first, bool),
     )
 
 
@@ -115,7 +115,9 @@ def test_returns_stop_at_the_episode_end_of_their_own_stream():
 def test_a_row_that_does_not_continue_the_stream_is_not_linked():
     buf = ReplayBuffer(8, 1)
     buf.add(rows([0], [1], [1.0]))
-    buf.add(rows([7], [8], [1.0]))  # the env was restarted in between: obs 7 is not next_obs 1
+    # The env was restarted in between (the episode was dropped): the runner marks the new
+    # episode's first row, and nothing links to it, whatever its observation.
+    buf.add(rows([1], [8], [1.0], first=True))
     assert buf.gather(np.array([0]), n_step=3).steps.tolist() == [1]
 
 

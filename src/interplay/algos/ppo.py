@@ -24,13 +24,12 @@ from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
 from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
 from interplay.data.returns import gae
-from interplay.data.rollout import RolloutStorage
+from interplay.data.rollout import Rollout, RolloutStorage
 from interplay.nets.distributions import ActionDist
 from interplay.nets.mlp import NetSettings, PerAgent, mlp
 from interplay.nets.normalize import RunningMeanStd
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
-from interplay.run.transitions import Transitions, stream_order
 
 OBS_CLIP = 10.0  # normalised observations are clipped to +-this
 
@@ -204,7 +203,8 @@ class PPO(Algorithm):
                    "lower algo.rollout or env.num_envs" + (
                        ", or use ippo (algo.centralised_critic: false): the joint input of "
                        "every agent grows with the square of the agents" if self.joint_dim else ""))
-        return RolloutStorage(self.trained)
+        return RolloutStorage({p: len(self.specs[p].agents) for p in self.trained}, num_envs,
+                              s.rollout)
 
     def ready(self, storage: RolloutStorage, env_steps: int) -> bool:
         """True when the rollout is full."""
@@ -217,8 +217,11 @@ class PPO(Algorithm):
         lr = s.lr
         if s.lr_decay_steps:
             lr *= max(0.0, 1.0 - self._past_steps / s.lr_decay_steps)
-        gathered = {pid: self._gather(pid, storage.batch(pid)) for pid in self.trained}
-        data = {pid: d for pid, d in gathered.items() if d is not None}
+        data = {}
+        for pid in self.trained:
+            rollout = storage.rollout(pid)
+            if rollout is not None:
+                data[pid] = self._gather(pid, rollout)
         if s.centralised_critic and data:
             self._add_joint(data)
         metrics: dict[str, float] = {"lr": lr}
@@ -235,16 +238,17 @@ class PPO(Algorithm):
         self.updates += 1
         return metrics
 
-    def _gather(self, pid: str, b: Transitions | None) -> dict[str, np.ndarray] | None:
-        """The rollout of one policy as arrays, observations standardised as when acting."""
-        if b is None:
-            return None
+    def _gather(self, pid: str, r: Rollout) -> dict[str, Any]:
+        """One policy's rollout as rows (its transitions in ``(t, e, j)`` order), observations
+        standardised as when acting; ``at`` keeps each row's cell."""
         policy = self.policies[pid]
+        at = np.nonzero(r.valid)
+        obs = r.obs[at]
         return {
-            "raw_obs": b.obs, "obs": policy.observe(b.obs), "next_obs": policy.observe(b.next_obs),
-            "action": b.action, "logp": b.extras["logp"], "mask": b.mask,
-            "reward": b.reward, "terminated": b.terminated, "truncated": b.truncated,
-            "env": b.env, "slot": b.slot, "step": b.step,
+            "rollout": r, "at": at, "raw_obs": obs, "obs": policy.observe(obs),
+            "next_obs": policy.observe(r.next_obs[at]), "action": r.action[at],
+            "logp": r.extras["logp"][at], "mask": None if r.mask is None else r.mask[at],
+            "terminated": r.terminated[at], "env": at[1], "slot": at[2], "step": r.step[at],
         }
 
     def _add_joint(self, data: dict[str, dict[str, np.ndarray]]) -> None:
@@ -269,28 +273,28 @@ class PPO(Algorithm):
                 d["critic_" + key] = np.concatenate([d[key], joint[d["step_index"], d["env"]]],
                                                     axis=1)
 
-    def _advantages(self, pid: str, d: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, float]:
+    def _advantages(self, pid: str, d: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, float]:
         """Advantages, the critic's targets, and how much of the returns' variance it explains."""
         s = self.settings
         p = self.policies[pid]
-        stream = d["env"].astype(np.int64) * len(p.spec.agents) + d["slot"]
+        r: Rollout = d["rollout"]
+        at = d["at"]
         x, next_x = d.get("critic_obs", d["obs"]), d.get("critic_next_obs", d["next_obs"])
-        # A row's next input is mostly the next row's input: value those once.
-        nxt = stream_order(stream)[0]
-        reuse = nxt >= 0
-        rows = np.flatnonzero(reuse)
-        for lo in range(0, len(rows), 1024):  # in chunks: joint inputs can be wide
-            r = rows[lo:lo + 1024]
-            reuse[r] = (next_x[r] == x[nxt[r]]).all(axis=1)
-        rest = ~reuse & ~d["terminated"]  # a terminated row's next value is never used
-        value = self._values(p, x, d["slot"])
+        value = np.zeros(r.valid.shape)
+        value[at] = self._values(p, x, d["slot"])
+        # Where an agent's sequence goes on, its next value is the next cell's value; only
+        # the others (a truncated episode, the rollout's end) are valued on their own.
+        follows = r.follows()
         next_value = np.zeros_like(value)
-        next_value[reuse] = value[nxt[reuse]]
+        next_value[:-1] = np.where(follows[:-1], value[1:], 0.0)
+        rest = ~follows[at] & ~d["terminated"]  # a terminated row's next value is never used
         if rest.any():
-            next_value[rest] = self._values(p, next_x[rest], d["slot"][rest])
-        adv, ret = gae(d["reward"], value, next_value, d["terminated"], d["truncated"], stream,
-                       s.gamma, s.gae_lambda)
-        explained = float(1.0 - np.var(ret - value) / max(np.var(ret), 1e-8))
+            cells = tuple(i[rest] for i in at)
+            next_value[cells] = self._values(p, next_x[rest], d["slot"][rest])
+        adv_all, ret_all = gae(r.reward, value, next_value, r.terminated, follows,
+                               s.gamma, s.gae_lambda)
+        adv, ret = adv_all[at], ret_all[at]
+        explained = float(1.0 - np.var(ret - value[at]) / max(np.var(ret), 1e-8))
         target = ret
         if p.ret_norm is not None:
             p.ret_norm.update(ret)

@@ -3,8 +3,8 @@
 Rows live in preallocated arrays, written a whole step's batch at a time and overwritten
 oldest first. Each row remembers its *stream*: who closed it (a source name, the env copy and
 the agent's slot). A row is linked to the next row of its stream when that one arrives and
-continues it (the episode did not end in between, and its observation is the row's next
-observation), so n-step returns are built at sampling time for any ``n`` and ``gamma``: a
+continues it (the episode did not end in between, and the new row is not the first of an
+episode, as after an episode that was dropped), so n-step returns are built at sampling time for any ``n`` and ``gamma``: a
 return stops early where the episode ended, where the next row is not here yet, or where it
 was overwritten, and bootstraps from wherever it stopped.
 
@@ -111,7 +111,8 @@ class ReplayBuffer:
         ppos = prev % self.capacity
         linked = (prev >= 0) & (self.serial[ppos] == prev)
         linked &= ~(self.terminated[ppos] | self.truncated[ppos])
-        linked &= (self.next_obs[ppos] == t.obs).all(axis=1)
+        if t.first is not None:  # a row that starts an episode follows none (a dropped one)
+            linked &= ~t.first
         self.next[ppos[linked]] = serials[linked]
         last[t.env, t.slot] = serials
 

@@ -20,6 +20,10 @@ class ActBatch:
     mask: np.ndarray | None  # [n, mask_dim] bool legal actions, or None
     slot: np.ndarray | None = None  # [n] int: each row's agent (its index in the policy's agents)
     env: np.ndarray | None = None  # [n] int: each row's env copy
+    first: np.ndarray | None = None  # [n] bool: the agent's first action of its episode
+    # What the actor keeps per env copy and agent between steps (a recurrent policy's hidden
+    # state, say): arrays it makes itself, ``[E, k, ...]``, owned and saved by the runner.
+    memory: dict[str, np.ndarray] | None = None
     # Filled in only for actors that want them (``wants_env_obs``):
     agent_ids: Sequence[str] = ()
     env_obs: Sequence[Any] = ()  # the env's own observations

@@ -49,6 +49,8 @@ class _Group:
     every: tuple[np.ndarray, np.ndarray]  # (copy, slot) of every row, for when all act
     never: np.ndarray  # [E, k] False: the flags of transitions closed by a next turn
     whole: bool  # its agents are all the env's agents, in the env's order
+    fresh: np.ndarray  # [E, k] the agent's next action is its first of its episode
+    memory: dict[str, np.ndarray]  # what the actor keeps per copy and agent (ActBatch.memory)
 
 
 def _columns(cols: np.ndarray) -> slice | np.ndarray:
@@ -153,6 +155,7 @@ class Runner:
                 read_final_mask=_Reader(spec.agents),
                 every=(np.repeat(np.arange(E), k), np.tile(np.arange(k), E)),
                 never=np.zeros((E, k), bool), whole=list(cols) == list(range(len(env.agents))),
+                fresh=np.ones((E, k), bool), memory={},
             ))
         self._actions = {
             a: g.actions[:, j] for g in self.groups for j, a in enumerate(g.spec.agents)
@@ -192,11 +195,13 @@ class Runner:
         t, w = self.tracker, self.window
         groups = {}
         for g in self.groups:
-            entry: dict = {}
+            entry: dict = {"fresh": g.fresh.copy(),
+                           "memory": {k: v.copy() for k, v in g.memory.items()}}
             if g.book is not None:
                 b = g.book
                 entry["book"] = {"open": b.open, "acc": b.acc, "pending": b.pending, "obs": b.obs,
-                                 "action": b.action, "mask": b.mask, "extras": b.extras}
+                                 "action": b.action, "mask": b.mask, "extras": b.extras,
+                                 "first": b.first}
             if g.stack is not None:
                 entry["stack"] = g.stack.buf
             if self.holds is not None and g.spec.id in self.holds:
@@ -235,10 +240,15 @@ class Runner:
             ep.id, ep.custom = ep_id, [tuple(c) for c in custom]
         for g in self.groups:
             entry = state["groups"][g.spec.id]
+            if "fresh" in entry:
+                g.fresh[...] = entry["fresh"]
+                g.memory = {k: np.array(v) for k, v in entry["memory"].items()}
             if g.book is not None:
                 b, saved = g.book, entry["book"]
                 b.open[...], b.acc[...], b.pending[...] = saved["open"], saved["acc"], saved["pending"]
                 b.obs[...], b.action[...] = saved["obs"], saved["action"]
+                if "first" in saved:
+                    b.first[...] = saved["first"]
                 if b.mask is not None:
                     b.mask[...] = saved["mask"]
                 b.extras = {k: np.array(v) for k, v in saved["extras"].items()}
@@ -320,7 +330,10 @@ class Runner:
             obs = g.obs[e, s]
             if masks is not None:
                 mask = masks[e, s]
-        batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e)
+        first = g.fresh[e, s]
+        g.fresh[e, s] = False
+        batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e, first=first,
+                         memory=g.memory)
         agents = g.spec.agents
         if getattr(g.actor, "wants_env_obs", False):
             batch.agent_ids = [agents[j] for j in s]
@@ -342,7 +355,7 @@ class Runner:
         else:
             g.actions[e, s] = env_action
         if g.book is not None:
-            g.book.start(e, s, obs, action, mask, extras)
+            g.book.start(e, s, obs, action, mask, extras, first)
 
     def _close(self, step: VecStep, ended_agents: np.ndarray | None, ends: bool,
                dropped: np.ndarray | None) -> dict[str, list[Transitions]]:
@@ -364,6 +377,10 @@ class Runner:
         any_ended = ended_agents is not None and np.count_nonzero(ended_agents) > 0
         closed: dict[str, list[Transitions]] = {}
         for g in self.groups:
+            if any_ended and ended_agents is not None:
+                g.fresh |= ended_agents[:, g.cols_sel]
+            if ends:
+                g.fresh[step.episode_end] = True
             book, stack = g.book, g.stack
             if book is None and stack is None:
                 continue
@@ -408,6 +425,7 @@ class Runner:
         for hold in (self.holds or {}).values():
             hold.discard(copies)
         for g in self.groups:
+            g.fresh[copies] = True
             if g.book is not None:
                 g.book.discard(copies)
             if g.stack is not None:

@@ -34,6 +34,7 @@ class Transitions:
     next_mask: np.ndarray | None  # [n, mask_dim] legal actions at the next observation
     extras: dict[str, np.ndarray]  # what the actor returned beside the action (log-probs, values)
     step: np.ndarray  # [n] int: the runner's step (since its reset) in which the transition closed
+    first: np.ndarray | None = None  # [n] bool: the agent's first transition of its episode
 
     def __len__(self) -> int:
         return int(self.reward.shape[0])
@@ -49,6 +50,7 @@ class Transitions:
             truncated=self.truncated[keep], env=self.env[keep], slot=self.slot[keep],
             mask=pick(self.mask), next_mask=pick(self.next_mask),
             extras={k: v[keep] for k, v in self.extras.items()}, step=self.step[keep],
+            first=pick(self.first),
         )
 
 
@@ -99,6 +101,7 @@ class TransitionBook:
         self.obs = np.zeros((E, k, obs_dim), obs_dtype)
         self.action = np.zeros((E, k, *action_shape), action_dtype)
         self.mask = np.ones((E, k, mask_dim), bool) if mask_dim else None
+        self.first = np.zeros((E, k), bool)
         self.extras: dict[str, np.ndarray] = {}
 
     def add_rewards(self, reward: np.ndarray) -> None:
@@ -108,8 +111,10 @@ class TransitionBook:
         self.pending += reward - booked
 
     def start(self, e: np.ndarray, s: np.ndarray, obs: np.ndarray, action: np.ndarray,
-              mask: np.ndarray | None, extras: dict[str, np.ndarray]) -> None:
-        """Open transitions for the agents ``(e[i], s[i])`` that act now."""
+              mask: np.ndarray | None, extras: dict[str, np.ndarray],
+              first: np.ndarray | bool = False) -> None:
+        """Open transitions for the agents ``(e[i], s[i])`` that act now; ``first`` marks
+        those acting for the first time in their episode."""
         if self.open[e, s].any():
             raise RuntimeError("an agent acted with a transition still open; close it first")
         self.open[e, s] = True
@@ -117,6 +122,7 @@ class TransitionBook:
         self.pending[e, s] = 0.0
         self.obs[e, s] = obs
         self.action[e, s] = action
+        self.first[e, s] = first
         if self.mask is not None and mask is not None:
             self.mask[e, s] = mask
         for name, value in extras.items():
@@ -140,6 +146,7 @@ class TransitionBook:
             mask=None if self.mask is None else self.mask[e, s],
             next_mask=None if next_mask is None else next_mask[e, s],
             extras={k: v[e, s] for k, v in self.extras.items()}, step=np.full(len(e), step),
+            first=self.first[e, s],
         )
         self.acc[e, s] = 0.0
         return out
@@ -169,7 +176,7 @@ def concat(parts: list[Transitions]) -> Transitions:
         terminated=cat("terminated"), truncated=cat("truncated"), env=cat("env"),
         slot=cat("slot"), mask=cat("mask"), next_mask=cat("next_mask"),
         extras={k: np.concatenate([p.extras[k] for p in parts]) for k in parts[0].extras},
-        step=cat("step"),
+        step=cat("step"), first=cat("first"),
     )
 
 

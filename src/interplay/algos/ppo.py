@@ -14,7 +14,7 @@ then runs epochs × minibatches of clipped policy-gradient, value and entropy st
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -28,6 +28,7 @@ from interplay.data.rollout import Rollout, RolloutStorage
 from interplay.nets.distributions import ActionDist
 from interplay.nets.mlp import NetSettings, PerAgent, mlp
 from interplay.nets.normalize import RunningMeanStd
+from interplay.nets.recurrent import recurrent_net
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
 
@@ -76,6 +77,15 @@ class PPOSettings(AlgoSettings):
     """Per-policy replacements of ``net``, by policy id."""
     log_std_init: float = 0.0
     """Initial log-std of the Gaussian policy for Box actions."""
+    recurrent: Literal["none", "gru", "lstm"] = "none"
+    """A GRU or LSTM cell between the hidden layers and the heads of the actor and of the
+    critic, so that they remember what came before in the episode (reset when it starts)."""
+    recurrent_size: int = Field(64, ge=1)
+    """Units of the recurrent cell."""
+    seq_len: int = Field(32, ge=1)
+    """Length of the sequences a recurrent update trains on: gradients flow back at most this
+    many of an agent's steps, and each sequence starts from the state its first action was
+    taken with."""
 
 
 class MAPPOSettings(PPOSettings):
@@ -92,10 +102,23 @@ class _Policy:
         self.spec = spec
         self.dist = ActionDist(spec.action_view)
         dist = self.dist
-        self.actor = PerAgent(lambda: torch.nn.Sequential(
-            mlp(spec.obs_dim, dist.net_out, net, 0.01), dist.head(s.log_std_init)),
-            k, s.share_params).to(device)
-        self.critic = PerAgent(lambda: mlp(critic_in, 1, net, 1.0), k, s.share_params).to(device)
+        self.recurrent = s.recurrent != "none"
+        if s.recurrent != "none":
+            if not s.share_params and k > 1:
+                raise ConfigError(
+                    f"algo.share_params: false with algo.recurrent: {s.recurrent} (policy "
+                    f"{spec.id!r}): recurrent policies share one network among their agents")
+            self.actor: Any = recurrent_net(spec.obs_dim, dist.net_out, net, s.recurrent,
+                                            s.recurrent_size, 0.01,
+                                            dist.head(s.log_std_init)).to(device)
+            self.critic: Any = recurrent_net(critic_in, 1, net, s.recurrent, s.recurrent_size,
+                                             1.0).to(device)
+        else:
+            self.actor = PerAgent(lambda: torch.nn.Sequential(
+                mlp(spec.obs_dim, dist.net_out, net, 0.01), dist.head(s.log_std_init)),
+                k, s.share_params).to(device)
+            self.critic = PerAgent(lambda: mlp(critic_in, 1, net, 1.0), k,
+                                   s.share_params).to(device)
         self.optimizer = torch.optim.Adam(
             [*self.actor.parameters(), *self.critic.parameters()], lr=s.lr, eps=1e-5)
         self.obs_norm = RunningMeanStd((spec.obs_dim,)) if s.norm_obs else None
@@ -134,20 +157,47 @@ class PPOActor:
         self.policy = policy
         self.rng = rng
         self.device = device
+        self._memory: dict[str, np.ndarray] = {}  # for callers that keep no memory of their own
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         p = self.policy
         n = batch.obs.shape[0]
+        extras: dict[str, np.ndarray] = {}
         with torch.no_grad():
             obs = torch.from_numpy(p.observe(batch.obs)).to(self.device)
-            out = p.actor(obs, _tensor(_slots(batch, p), self.device))
+            if p.recurrent:
+                out, extras["state"] = self._recurrent_step(batch, obs)
+            else:
+                out = p.actor(obs, _tensor(_slots(batch, p), self.device))
             mask = _mask_tensor(batch.mask, self.device)
             action = p.dist.sample(out, mask, self.rng, explore)
             logp, _ = p.dist.log_prob_entropy(out, mask, action)
         view = p.spec.action_view
-        return (action.cpu().numpy().astype(view.dtype).reshape(n, *view.shape),
-                {"logp": logp.cpu().numpy()})
+        extras["logp"] = logp.cpu().numpy()
+        return action.cpu().numpy().astype(view.dtype).reshape(n, *view.shape), extras
 
+    def _recurrent_step(self, batch: ActBatch, obs: torch.Tensor) -> tuple[torch.Tensor, np.ndarray]:
+        """The actor's output from each agent's remembered state, which it then advances; and
+        the state each action was taken from (reset where an agent's episode starts)."""
+        p = self.policy
+        n = obs.shape[0]
+        env = batch.env if batch.env is not None else np.zeros(n, np.int64)
+        slot = _slots(batch, p)
+        memory = batch.memory if batch.memory is not None else self._memory
+        size = p.actor.state_size
+        held = memory.get("state")
+        copies = int(env.max(initial=0)) + 1
+        if held is None or held.shape[0] < copies:
+            grown = np.zeros((copies, len(p.spec.agents), size), np.float32)
+            if held is not None:
+                grown[:held.shape[0]] = held
+            held = memory["state"] = grown
+        state = held[env, slot]
+        if batch.first is not None:
+            state[batch.first] = 0.0
+        out, new = p.actor.step(obs, torch.from_numpy(state).to(self.device))
+        held[env, slot] = new.cpu().numpy()
+        return out, state
 
 class PPO(Algorithm):
     Settings = PPOSettings
@@ -181,6 +231,9 @@ class PPO(Algorithm):
         self.shuffle_rng = rng_for(seed, self.name, "shuffle")
         self._actors = {pid: PPOActor(self.policies[pid], self.act_rngs[pid], device)
                         for pid in self.trained}
+        # The recurrent critics' state after each agent's last transition, [E * k, S] per
+        # policy: the next rollout's sequences go on from there.
+        self.critic_state: dict[str, np.ndarray] = {}
         self._past_steps = 0  # the run's env steps before the current rollout
         self._env_steps = 0  # the run's env steps, as last told
         self.updates = 0
@@ -280,17 +333,22 @@ class PPO(Algorithm):
         r: Rollout = d["rollout"]
         at = d["at"]
         x, next_x = d.get("critic_obs", d["obs"]), d.get("critic_next_obs", d["next_obs"])
-        value = np.zeros(r.valid.shape)
-        value[at] = self._values(p, x, d["slot"])
+        follows = r.follows()
         # Where an agent's sequence goes on, its next value is the next cell's value; only
         # the others (a truncated episode, the rollout's end) are valued on their own.
-        follows = r.follows()
-        next_value = np.zeros_like(value)
-        next_value[:-1] = np.where(follows[:-1], value[1:], 0.0)
         rest = ~follows[at] & ~d["terminated"]  # a terminated row's next value is never used
-        if rest.any():
-            cells = tuple(i[rest] for i in at)
-            next_value[cells] = self._values(p, next_x[rest], d["slot"][rest])
+        cells = tuple(i[rest] for i in at)
+        value = np.zeros(r.valid.shape)
+        next_value = np.zeros_like(value)
+        if p.recurrent:
+            value[...], after = self._critic_pass(pid, p, d, x)
+            if rest.any():
+                next_value[cells] = self._recurrent_values(p, next_x[rest], after[cells])
+        else:
+            value[at] = self._values(p, x, d["slot"])
+            if rest.any():
+                next_value[cells] = self._values(p, next_x[rest], d["slot"][rest])
+        next_value[:-1] = np.where(follows[:-1], value[1:], next_value[:-1])
         adv_all, ret_all = gae(r.reward, value, next_value, r.terminated, follows,
                                s.gamma, s.gae_lambda)
         adv, ret = adv_all[at], ret_all[at]
@@ -307,41 +365,64 @@ class PPO(Algorithm):
         """The critic's values of inputs ``x``, in return units."""
         with torch.no_grad():
             v = p.critic(_tensor(x, self.device), _tensor(slot, self.device))
-        v = v.squeeze(1).cpu().numpy().astype(np.float64)
-        if p.ret_norm is not None:
-            v = v * p.ret_norm.std + p.ret_norm.mean
-        return v
+        return self._return_units(p, v.squeeze(-1))
 
-    def _optimise(self, pid: str, d: dict[str, np.ndarray], adv: np.ndarray, target: np.ndarray,
+    def _return_units(self, p: _Policy, v: torch.Tensor) -> np.ndarray:
+        out = v.cpu().numpy().astype(np.float64)
+        if p.ret_norm is not None:
+            out = out * p.ret_norm.std + p.ret_norm.mean
+        return out
+
+    def _recurrent_values(self, p: _Policy, x: np.ndarray, state: np.ndarray) -> np.ndarray:
+        """The recurrent critic's values of inputs ``x`` from ``state``, in return units."""
+        with torch.no_grad():
+            v, _ = p.critic.step(_tensor(x, self.device), _tensor(state, self.device))
+        return self._return_units(p, v.squeeze(-1))
+
+    def _critic_pass(self, pid: str, p: _Policy, d: dict[str, Any],
+                     x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The recurrent critic run along every agent's sequence, from where the last rollout
+        left it: values ``[T, E, k]`` in return units, and the state after each cell
+        ``[T, E, k, S]``. Keeps the states each cell started from for the update."""
+        r: Rollout = d["rollout"]
+        T, E, k = r.shape
+        grid = np.zeros((T, E, k, x.shape[1]), np.float32)
+        grid[d["at"]] = x
+        size = p.critic.state_size
+        start = self.critic_state.get(pid)
+        if start is None or start.shape != (E * k, size):
+            start = np.zeros((E * k, size), np.float32)
+        dev = self.device
+        with torch.no_grad():
+            v, states = p.critic.sequence(
+                _tensor(grid.reshape(T, E * k, -1), dev), _tensor(start, dev),
+                _tensor(r.first.reshape(T, E * k), dev), _tensor(r.valid.reshape(T, E * k), dev))
+        states_np = states.cpu().numpy()
+        self.critic_state[pid] = states_np[-1]
+        d["critic_states"] = states_np
+        return (self._return_units(p, v.squeeze(-1)).reshape(T, E, k),
+                states_np[1:].reshape(T, E, k, size))
+
+    def _optimise(self, pid: str, d: dict[str, Any], adv: np.ndarray, target: np.ndarray,
                   lr: float) -> dict[str, float]:
-        """Epochs x minibatches of clipped policy-gradient, value and entropy steps."""
+        """Epochs x minibatches of clipped policy-gradient, value and entropy steps: over rows,
+        or, for recurrent networks, over sequences of ``seq_len`` cells."""
         s = self.settings
         p = self.policies[pid]
-        dev = self.device
-        obs, slot = _tensor(d["obs"], dev), _tensor(d["slot"], dev)
-        critic_obs = _tensor(d.get("critic_obs", d["obs"]), dev)
-        action, logp_old = _tensor(d["action"], dev), _tensor(d["logp"], dev)
-        mask = _mask_tensor(d["mask"], dev)
-        adv_t = _tensor(adv.astype(np.float32), dev)
-        target_t = _tensor(target.astype(np.float32), dev)
         for group in p.optimizer.param_groups:
             group["lr"] = lr
-        n = len(adv)
+        n, pick = (self._sequences if p.recurrent else self._rows)(p, d, adv, target)
         size = -(-n // s.minibatches)
         sums = np.zeros(5)
         for _ in range(s.epochs):
-            order = _tensor(self.shuffle_rng.permutation(n), dev)
+            order = _tensor(self.shuffle_rng.permutation(n), self.device)
             for start in range(0, n, size):
-                i = order[start:start + size]
-                out = p.actor(obs[i], slot[i])
-                logp, entropy = p.dist.log_prob_entropy(
-                    out, None if mask is None else mask[i], action[i])
-                log_ratio = logp - logp_old[i]
+                out, value, action, logp_old, a, tgt, mask = pick(order[start:start + size])
+                logp, entropy = p.dist.log_prob_entropy(out, mask, action)
+                log_ratio = logp - logp_old
                 ratio = log_ratio.exp()
-                a = adv_t[i]
                 policy_loss = -torch.min(ratio * a, ratio.clamp(1 - s.clip, 1 + s.clip) * a).mean()
-                value = p.critic(critic_obs[i], slot[i]).squeeze(1)
-                value_loss = 0.5 * (value - target_t[i]).pow(2).mean()
+                value_loss = 0.5 * (value - tgt).pow(2).mean()
                 loss = policy_loss - s.ent_coef * entropy.mean() + s.vf_coef * value_loss
                 if not torch.isfinite(loss):
                     raise FloatingPointError(
@@ -361,6 +442,64 @@ class PPO(Algorithm):
         names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
         return {f"{name}/{pid}": float(v) for name, v in zip(names, sums, strict=True)}
 
+    def _rows(self, p: _Policy, d: dict[str, Any], adv: np.ndarray,
+              target: np.ndarray) -> tuple[int, Any]:
+        """Minibatches of rows: how many rows, and what a minibatch of row indices gives."""
+        dev = self.device
+        obs, slot = _tensor(d["obs"], dev), _tensor(d["slot"], dev)
+        critic_obs = _tensor(d.get("critic_obs", d["obs"]), dev)
+        action, logp_old = _tensor(d["action"], dev), _tensor(d["logp"], dev)
+        mask = _mask_tensor(d["mask"], dev)
+        adv_t = _tensor(adv.astype(np.float32), dev)
+        target_t = _tensor(target.astype(np.float32), dev)
+
+        def pick(i: torch.Tensor) -> tuple:
+            return (p.actor(obs[i], slot[i]), p.critic(critic_obs[i], slot[i]).squeeze(1),
+                    action[i], logp_old[i], adv_t[i], target_t[i],
+                    None if mask is None else mask[i])
+
+        return len(adv), pick
+
+    def _sequences(self, p: _Policy, d: dict[str, Any], adv: np.ndarray,
+                   target: np.ndarray) -> tuple[int, Any]:
+        """Minibatches of sequences: each agent's sequence cut into pieces of at most
+        ``seq_len`` cells that never span two episodes (see :meth:`Rollout.pieces`). A piece
+        starts from the actor's state when it took the piece's first action, and from the
+        critic's state in the pass that valued the rollout."""
+        r: Rollout = d["rollout"]
+        at = d["at"]
+        L = self.settings.seq_len
+        piece, offset, n = r.pieces(L)
+        where = (offset[at], piece[at])  # each row's cell in [L, n]
+        dev = self.device
+
+        def seq(rows: np.ndarray) -> torch.Tensor:
+            grid = np.zeros((L, n, *rows.shape[1:]), rows.dtype)
+            grid[where] = rows
+            return _tensor(grid, dev)
+
+        heads = where[0] == 0  # the rows each piece starts with
+        order = np.argsort(where[1][heads])
+        actor_start = _tensor(np.ascontiguousarray(r.extras["state"][at][heads][order]), dev)
+        k = r.shape[2]
+        states = d["critic_states"][at[0], at[1] * k + at[2]]  # before each row
+        critic_start = _tensor(np.ascontiguousarray(states[heads][order]), dev)
+        valid = seq(np.ones(len(adv), bool))
+        obs, critic_obs = seq(d["obs"]), seq(d.get("critic_obs", d["obs"]))
+        first = seq(r.first[at])
+        action, logp_old = seq(d["action"]), seq(d["logp"])
+        adv_t, target_t = seq(adv.astype(np.float32)), seq(target.astype(np.float32))
+        mask = None if d["mask"] is None or d["mask"].all() else seq(d["mask"])
+
+        def pick(i: torch.Tensor) -> tuple:
+            v = valid[:, i]
+            out, _ = p.actor.sequence(obs[:, i], actor_start[i], first[:, i], v)
+            value, _ = p.critic.sequence(critic_obs[:, i], critic_start[i], first[:, i], v)
+            return (out[v], value.squeeze(-1)[v], action[:, i][v], logp_old[:, i][v],
+                    adv_t[:, i][v], target_t[:, i][v], None if mask is None else mask[:, i][v])
+
+        return n, pick
+
     # -- state -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
@@ -368,7 +507,7 @@ class PPO(Algorithm):
             "act_rngs": {pid: r.bit_generator.state for pid, r in self.act_rngs.items()},
             "shuffle_rng": self.shuffle_rng.bit_generator.state,
             "past_steps": self._past_steps, "env_steps": self._env_steps,
-            "updates": self.updates,
+            "updates": self.updates, "critic_state": self.critic_state,
         })
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -379,6 +518,7 @@ class PPO(Algorithm):
         self.shuffle_rng.bit_generator.state = state["shuffle_rng"]
         self._past_steps, self._env_steps = state["past_steps"], state["env_steps"]
         self.updates = state["updates"]
+        self.critic_state = {pid: np.asarray(v) for pid, v in state.get("critic_state", {}).items()}
 
 
 @register

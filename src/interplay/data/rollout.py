@@ -56,6 +56,26 @@ class Rollout:
         out &= ~(self.terminated | self.truncated)
         return out
 
+    def pieces(self, length: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """Cut every agent's sequence into pieces of at most ``length`` cells, a new piece at
+        each episode start, so that no piece spans two episodes and an episode no longer
+        than ``length`` is one piece. Returns each cell's piece and its offset in it
+        (``[T, E, k]``, meaningful where ``valid``), and the number of pieces; pieces are
+        numbered by agent, then time."""
+        T = self.valid.shape[0]
+        starts = np.zeros(self.valid.shape, bool)
+        offset = np.zeros(self.valid.shape, np.int64)
+        run = np.full(self.valid.shape[1:], length, np.int64)  # cells in the current piece
+        for t in range(T):
+            new = self.first[t] | (run >= length)
+            run = np.where(new, 0, run)
+            offset[t] = run
+            starts[t] = new & self.valid[t]
+            run = run + 1
+        order = np.moveaxis(starts, 0, -1)  # by agent, then time
+        ids = np.cumsum(order.reshape(-1)).reshape(order.shape) - 1
+        return np.moveaxis(ids, -1, 0), offset, int(starts.sum())
+
 
 class RolloutStorage:
     saved = True  # an on-policy update needs the whole rollout: resuming without it is not exact

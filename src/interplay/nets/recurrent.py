@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 import torch
 from torch import nn
+
+from interplay.nets.mlp import ACTIVATIONS, NetSettings, mlp
 
 Kind = Literal["gru", "lstm"]
 
@@ -59,22 +62,39 @@ class RecurrentNet(nn.Module):
     def sequence(self, x: torch.Tensor, state: torch.Tensor, first: torch.Tensor,
                  valid: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Sequences ``x`` ``[L, B, ...]`` from ``state`` ``[B, S]``: the head's output
-        ``[L, B, ...]`` and the states each step started from ``[L, B, S]``.
+        ``[L, B, ...]``, and the states ``[L + 1, B, S]`` before each step (before any reset
+        there) and after the last.
 
         The encoder and head run once over every cell; only the cell steps through time.
         """
         L, B = x.shape[:2]
         features = self.encoder(x.reshape(L * B, *x.shape[2:])).reshape(L, B, -1)
         keep = (~first).unsqueeze(2).to(state.dtype)
-        outs, starts = [], []
+        outs, states = [], [state]
         for t in range(L):
-            state = state * keep[t]
-            starts.append(state)
-            h, new = self._cell(features[t], state)
+            h, new = self._cell(features[t], state * keep[t])
             if valid is not None:
-                v = valid[t].unsqueeze(1)
-                new = torch.where(v, new, state)
+                new = torch.where(valid[t].unsqueeze(1), new, state)
             outs.append(h)
             state = new
+            states.append(state)
         out = self.head(torch.stack(outs).reshape(L * B, -1))
-        return out.reshape(L, B, *out.shape[1:]), torch.stack(starts)
+        return out.reshape(L, B, *out.shape[1:]), torch.stack(states)
+
+def recurrent_net(in_dim: int, out_dim: int, net: NetSettings, kind: Kind, size: int,
+                  out_gain: float, after: nn.Module | None = None) -> RecurrentNet:
+    """``net``'s hidden layers as the encoder, a ``kind`` cell of ``size`` units, and a linear
+    head to ``out_dim`` (weights of ``out_gain``, then ``after`` if given)."""
+    if net.hidden:
+        encoder: nn.Module = nn.Sequential(
+            mlp(in_dim, net.hidden[-1], NetSettings(hidden=net.hidden[:-1],
+                                                    activation=net.activation), np.sqrt(2)),
+            ACTIVATIONS[net.activation]())
+        width = net.hidden[-1]
+    else:
+        encoder, width = nn.Identity(), in_dim
+    head = nn.Linear(size, out_dim)
+    nn.init.orthogonal_(head.weight, out_gain)
+    nn.init.zeros_(head.bias)
+    return RecurrentNet(encoder, width, kind, size,
+                        head if after is None else nn.Sequential(head, after))

@@ -468,9 +468,9 @@ class PPO(Algorithm):
         critic's state in the pass that valued the rollout."""
         r: Rollout = d["rollout"]
         at = d["at"]
-        L = self.settings.seq_len
-        piece, offset, n = r.pieces(L)
+        piece, offset, n = r.pieces(self.settings.seq_len)
         where = (offset[at], piece[at])  # each row's cell in [L, n]
+        L = int(where[0].max()) + 1  # the longest piece (short episodes make short pieces)
         dev = self.device
 
         def seq(rows: np.ndarray) -> torch.Tensor:

@@ -78,7 +78,8 @@ class ImagePrep:
 
     def __call__(self, rows: np.ndarray) -> np.ndarray:
         lead = rows.shape[:-1]
-        x = torch.from_numpy(np.ascontiguousarray(rows)).reshape(-1, *self.shape)
+        # torch wants memory it may write to: the env's read-only views are copied
+        x = torch.from_numpy(np.require(rows, requirements=("C", "W"))).reshape(-1, *self.shape)
         if self.layout == "hwc":
             x = x.permute(0, 3, 1, 2)
         x = x.float()

@@ -18,6 +18,7 @@ features, side by side), not one CNN over every frame at once.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,11 +132,14 @@ def _kind(model: ModelSettings, obs: ObsInput, where: str) -> str:
         _, h, w = obs.frames()
         if min(conv_out(h, w, model)) >= 1:
             return "cnn"
+        why = (f"the conv layers (kernels {model.kernels}, strides {model.strides}) do not fit "
+               f"policy {obs.pid!r}'s {h}x{w} images")
         if model.type == "cnn":
-            raise ConfigError(
-                f"{where}: the conv layers (kernels {model.kernels}, strides {model.strides}) do "
-                f"not fit policy {obs.pid!r}'s {h}x{w} images; give smaller kernels or strides, "
-                "a larger resize, or type: mlp")
+            raise ConfigError(f"{where}: {why}; give smaller kernels or strides, a larger "
+                              "resize, or type: mlp")
+        warnings.warn(f"{where}: {why}, so they go flattened into an MLP; for a CNN give "
+                      "smaller kernels and strides or a larger resize (or type: mlp to say so)",
+                      stacklevel=2)
     return "scaled" if obs.scale else "flat"
 
 

@@ -25,10 +25,10 @@ from pydantic import Field
 from torch import nn
 
 from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
+from interplay.config.model import ModelSettings
 from interplay.data.memory import check_fits
 from interplay.data.replay import PolicyReplay, ReplayBuffer, Sample
 from interplay.errors import NonFiniteError
-from interplay.config.model import ModelSettings
 from interplay.nets.build import encoder, head_settings, model_key, obs_input, policy_model
 from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import ACTIVATIONS, mlp

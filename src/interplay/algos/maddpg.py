@@ -47,12 +47,12 @@ from pydantic import Field, field_validator
 from torch import nn
 
 from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
+from interplay.config.model import ModelSettings
 from interplay.data.memory import check_fits
 from interplay.data.replay import Group, GroupRows, JointReplay, JointReplayBuffer
 from interplay.errors import NonFiniteError
-from interplay.nets.distributions import MASKED
-from interplay.config.model import ModelSettings
 from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
+from interplay.nets.distributions import MASKED
 from interplay.nets.inputs import obs_tensor
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec

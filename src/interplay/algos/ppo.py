@@ -21,10 +21,10 @@ import torch
 from pydantic import Field
 
 from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
+from interplay.config.model import ModelSettings
 from interplay.data.memory import check_fits
 from interplay.data.returns import gae
 from interplay.data.rollout import RolloutStorage
-from interplay.config.model import ModelSettings
 from interplay.envs.images import is_image
 from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import ActionDist

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from interplay.config.algo import AlgoSettings, settings_class, settings_for
-from interplay.config.model import ModelOverride, ModelSettings, check_models, refuse_renamed
+from interplay.config.model import ModelOverride, check_models, refuse_renamed
 from interplay.errors import ConfigError
 
 

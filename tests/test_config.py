@@ -107,13 +107,12 @@ def test_an_alias_bomb_in_an_override_is_refused():
 def test_a_few_aliases_and_merge_keys_still_work(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text("env:\n  kwargs: &k {N: 3, local_ratio: 0.5}\n"
-                    "algo:\n  name: ippo\n  net: &n {hidden: [8, 8], activation: relu}\n"
-                    "  policy_nets: {p: {<<: *n, hidden: [4]}, q: *n}\n")
+                    "algo:\n  name: ippo\n  model: &n {hidden: [8, 8], activation: relu}\n"
+                    "policies:\n  p: {model: {<<: *n, hidden: [4]}}\n  q: {model: *n}\n")
     cfg = load([path])
     assert cfg.env.kwargs == {"N": 3, "local_ratio": 0.5}
-    nets = cfg.algo.policy_nets
-    assert nets["p"].hidden == [4] and nets["p"].activation == "relu"
-    assert nets["q"].hidden == [8, 8]
+    assert cfg.policies["p"].model == {"hidden": [4], "activation": "relu"}
+    assert cfg.policies["q"].model == {"hidden": [8, 8], "activation": "relu"}
 
 
 @pytest.mark.parametrize(("text", "needle"), [

@@ -13,6 +13,7 @@ from torch import nn
 
 from interplay.algos.dqn import DQN, QNet, td_target
 from interplay.cli import main
+from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError, load, validate_section
 from interplay.data.replay import Sample
 from interplay.errors import NonFiniteError
@@ -20,7 +21,6 @@ from interplay.experiment.build import make_specs, make_vec_env
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.experiment.statecodec import decode, encode
-from interplay.nets.mlp import NetSettings
 from interplay.run.actors import ActBatch
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
@@ -77,12 +77,12 @@ def test_target_without_masks_uses_every_action():
 
 
 def test_dueling_head_is_value_plus_centred_advantage():
-    net = QNet(4, 3, NetSettings(hidden=[8], activation="relu"), dueling=True)
+    net = QNet(4, 3, ModelSettings(hidden=[8], activation="relu"), dueling=True)
     x = torch.randn(5, 4)
     h = net.trunk(x)
     a = net.advantage(h)
     assert torch.allclose(net(x), net.value(h) + a - a.mean(1, keepdim=True))
-    assert QNet(4, 3, NetSettings(hidden=[], activation="relu"), dueling=False)(x).shape == (5, 3)
+    assert QNet(4, 3, ModelSettings(hidden=[], activation="relu"), dueling=False)(x).shape == (5, 3)
 
 
 # -- acting -----------------------------------------------------------------------------------
@@ -232,7 +232,7 @@ def claim_dqn_run(tmp_path_factory):
     train(load([], [*CLAIM, "algo.name=dqn", "train.self_play=true", "train.steps=1600",
                     "algo.learning_starts=200", "algo.exploration_steps=800", "algo.train_every=4",
                     "algo.batch_size=32",
-                    "algo.target_every=50", "algo.net.hidden=[32]", *QUIET]), run)
+                    "algo.target_every=50", "algo.model.hidden=[32]", *QUIET]), run)
     return run
 
 

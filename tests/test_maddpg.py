@@ -37,8 +37,8 @@ def build(env: dict, algo: dict, seed: int = 0, **train_kw):
 
 SL = {"id": "speaker_listener", "num_envs": 4, "kwargs": {"continuous_actions": True}}
 SPREAD = {"id": "spread", "num_envs": 3, "kwargs": {"continuous_actions": True}}
-SMALL = {"batch_size": 16, "learning_delay": 0, "actor_net": {"hidden": [16]},
-         "critic_net": {"hidden": [16]}}
+SMALL = {"batch_size": 16, "learning_delay": 0, "model": {"hidden": [16]},
+         "critic_model": {"hidden": [16]}}
 
 
 class Linear(nn.Module):
@@ -304,7 +304,7 @@ def test_resume_continues_exactly(tmp_path):
     common = ["env.id=speaker_listener", "env.kwargs.continuous_actions=true", "env.num_envs=2",
               "algo.name=matd3", "algo.noise=ou", "algo.batch_size=16", "algo.learning_delay=40",
               "algo.learn_step=2",
-              "algo.actor_net.hidden=[16]", "algo.critic_net.hidden=[16]", "log.every=50", *QUIET]
+              "algo.model.hidden=[16]", "algo.critic_model.hidden=[16]", "log.every=50", *QUIET]
     train(load([], [*common, "train.steps=200"]), tmp_path / "straight")
     train(load([], [*common, "train.steps=100"]), tmp_path / "split")
     resume(tmp_path / "split", ["train.steps=200"])
@@ -330,7 +330,7 @@ def test_a_nan_loss_names_the_policy_the_tensor_and_the_env_step():
     ("algo.tau=0", "algo.tau"),
     ("algo.noise=pink", "algo.noise"),
     ("algo.learn_step=0", "algo.learn_step"),
-    ("algo.actor_net.hiden=[8]", "algo.actor_net.hidden"),
+    ("algo.model.hiden=[8]", "algo.model.hidden"),
 ])
 def test_bad_settings_are_named_by_their_dotted_key(override, key, tmp_path):
     cfg = ["env.id=spread", "algo.name=matd3", override, *QUIET]

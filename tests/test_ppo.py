@@ -44,9 +44,9 @@ TOY_ENVS = {
 }
 
 
-def build(env: dict, algo: dict, seed: int = 0, **train_kw):
+def build(env: dict, algo: dict, seed: int = 0, policies: dict | None = None, **train_kw):
     cfg = validate({"env": env, "algo": algo, "train": {"seed": seed, **train_kw},
-                    "log": {"console": False}})
+                    "policies": policies or {}, "log": {"console": False}})
     vec, copies = make_vec_env(cfg)
     specs = make_specs(cfg, vec)
     algorithm = Learner(make_algorithm(cfg, specs, "cpu"), vec.num_envs)
@@ -188,13 +188,16 @@ def test_per_agent_parameters_give_each_agent_its_own_networks():
     assert actions.shape == (3,) and extras["logp"].shape == (3,)
 
 
-def test_policy_nets_override_the_default_net_and_unknown_policies_are_named():
-    _, algo, _ = build(TOY_ENVS["speaker_listener"],
-                       {"name": "mappo", "policy_nets": {"speaker": {"hidden": [8]}}})
+def test_a_policy_model_overrides_algo_model_and_unknown_policies_are_named():
+    _, algo, _ = build(TOY_ENVS["speaker_listener"], {"name": "mappo",
+                       "model": {"activation": "relu"}},
+                       policies={"speaker": {"model": {"hidden": [8]}}})
     assert algo.policies["speaker"].actor.nets[0][0][0].out_features == 8
+    assert isinstance(algo.policies["speaker"].actor.nets[0][0][1], torch.nn.ReLU)
     assert algo.policies["listener"].actor.nets[0][0][0].out_features == 64
-    with pytest.raises(ConfigError, match=r"algo.policy_nets.speeker"):
-        build(TOY_ENVS["speaker_listener"], {"name": "mappo", "policy_nets": {"speeker": {}}})
+    with pytest.raises(ConfigError, match=r"policies.speeker controls no agent"):
+        build(TOY_ENVS["speaker_listener"], {"name": "mappo"},
+              policies={"speeker": {"model": {"hidden": [8]}}})
 
 
 def test_bad_settings_name_the_key():

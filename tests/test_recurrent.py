@@ -12,7 +12,7 @@ from interplay.config.schema import ConfigError, load
 from interplay.data.rollout import RolloutStorage
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import train
-from interplay.nets.mlp import NetSettings
+from interplay.config.model import ModelSettings
 from interplay.nets.recurrent import recurrent_net
 from interplay.run.transitions import Transitions
 
@@ -20,7 +20,8 @@ from interplay.run.transitions import Transitions
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
 def test_a_sequence_equals_stepping_with_resets_and_idle_cells(kind):
     torch.manual_seed(0)
-    net = recurrent_net(3, 2, NetSettings(hidden=[8]), kind, 5, 1.0)
+    net = recurrent_net(ModelSettings(hidden=[8], recurrent=kind, recurrent_size=5), [(3, 1)], 2,
+                        1.0, "algo.model")
     L, B = 6, 4
     x = torch.randn(L, B, 3)
     first = torch.rand(L, B) < 0.3
@@ -58,8 +59,8 @@ def test_pieces_never_span_two_episodes_and_keep_their_length():
 
 def _quick(tmp_path, name, *extra):
     cfg = load([], ["algo.name=ippo", "env.id=interplay.envs.recall", "env.num_envs=4",
-                    "algo.recurrent=gru",
-                    "algo.rollout=24", "algo.seq_len=8", "algo.epochs=1", "train.steps=400",
+                    "algo.model.recurrent=gru",
+                    "algo.rollout=24", "algo.model.seq_len=8", "algo.epochs=1", "train.steps=400",
                     "train.test_frequency=200", "train.test_episodes=4", "log.console=false",
                     "log.tensorboard=false", "log.curve=false", *extra])
     return train(cfg, tmp_path / name), tmp_path / name
@@ -73,7 +74,7 @@ def test_a_recurrent_run_tests_and_evaluates_with_its_state(tmp_path):
     assert 0.0 <= out["episode_return_mean"] <= 2.0
 
 
-@pytest.mark.parametrize("extra", [["algo.name=mappo", "algo.recurrent=lstm"],
+@pytest.mark.parametrize("extra", [["algo.name=mappo", "algo.model.recurrent=lstm"],
                                    ["env.id=pettingzoo.classic.tictactoe_v3", "env.num_envs=2"]])
 def test_mappo_and_turn_based_recurrent_runs_finish(tmp_path, extra):
     result, _ = _quick(tmp_path, "run", *extra)
@@ -95,4 +96,4 @@ def test_the_gru_preset_recalls_the_cue_where_an_mlp_stays_at_chance(tmp_path):
         return tests[-1]["episode_return_mean"] / 2  # per agent: the share of cues recalled
 
     assert score("gru") >= 0.9
-    assert score("mlp", "algo.recurrent=none", "train.steps=60000") < 0.4  # chance: 0.25
+    assert score("mlp", "algo.model.recurrent=none", "train.steps=60000") < 0.4  # chance: 0.25

@@ -29,10 +29,10 @@ def _numbers(rows):
     ("lingering_resume", 2, 40, []),
     ("spread", 2, 250, []),  # N not a multiple of the report interval
     # recurrent policies: the actors' states (runner), the critics' carried states (algorithm)
-    ("spread", 2, 250, ["algo.name=ippo", "algo.recurrent=gru", "algo.rollout=40", "algo.seq_len=8",
+    ("spread", 2, 250, ["algo.name=ippo", "algo.model.recurrent=gru", "algo.rollout=40", "algo.model.seq_len=8",
                         "train.batch_mode=truncate_episodes"]),
-    ("pettingzoo.classic.connect_four_v3", 3, 300, ["algo.name=mappo", "algo.recurrent=lstm",
-                                                    "algo.rollout=30", "algo.seq_len=8"]),
+    ("pettingzoo.classic.connect_four_v3", 3, 300, ["algo.name=mappo", "algo.model.recurrent=lstm",
+                                                    "algo.rollout=30", "algo.model.seq_len=8"]),
 ])
 def test_resume_continues_exactly(tmp_path, env, num_envs, n, extra):
     register_env("crowd_resume", ShiftingCrowd)

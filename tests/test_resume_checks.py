@@ -39,7 +39,7 @@ def test_the_checkpoint_records_algorithm_settings_and_version(tmp_path):
     state, manifest = load_checkpoint(list_checkpoints(run)[-1])
     record = state["run"]
     assert record["algorithm"] == "ippo" and record["settings"]["lr"] == 0.002
-    assert record["settings"]["net"]["hidden"] == [64, 64]  # a default, resolved
+    assert record["settings"]["model"]["hidden"] == [64, 64]  # a default, resolved
     assert record["interplay"] == manifest["versions"]["interplay"]
     assert record["policies"] == {"agent": ["agent_0", "agent_1", "agent_2"]}
     assert record["config"]["env"]["num_envs"] == 2
@@ -65,17 +65,17 @@ def test_another_algorithm_is_named_on_resume_and_eval(tmp_path, capsys, wrote, 
 
 
 @pytest.mark.parametrize(("algo", "change", "key", "old", "new"), [
-    ("ippo", "algo.net.hidden=[32]", "algo.net.hidden", "[64, 64]", "[32]"),
+    ("ippo", "algo.model.hidden=[32]", "algo.model.hidden", "[64, 64]", "[32]"),
     ("ippo", "algo.share_params=false", "algo.share_params", "True", "False"),
     ("ippo", "algo.norm_obs=false", "algo.norm_obs", "True", "False"),
     ("mappo", "algo.centralised_critic=false", "algo.centralised_critic", "True", "False"),
     ("dqn", "algo.dueling=false", "algo.dueling", "True", "False"),
-    ("dqn", "algo.net.hidden=[16, 16]", "algo.net.hidden", "[128, 128]", "[16, 16]"),
+    ("dqn", "algo.model.hidden=[16, 16]", "algo.model.hidden", "[128, 128]", "[16, 16]"),
     ("dqn", "algo.buffer_size=500", "algo.buffer_size", "100000", "500"),
     ("ippo", "policies.agent.stack_size=3", "policies.agent", "(unset)", "'stack_size': 3"),
     # same shapes, other function: the saved weights would silently compute something else
-    ("ippo", "algo.net.activation=relu", "algo.net.activation", "'tanh'", "'relu'"),
-    ("dqn", "algo.net.activation=gelu", "algo.net.activation", "'relu'", "'gelu'"),
+    ("ippo", "algo.model.activation=relu", "algo.model.activation", "'tanh'", "'relu'"),
+    ("dqn", "algo.model.activation=gelu", "algo.model.activation", "'relu'", "'gelu'"),
 ])
 def test_a_change_that_the_saved_networks_do_not_fit_is_named(tmp_path, capsys, algo, change, key,
                                                                  old, new):

@@ -25,11 +25,13 @@ from pydantic import Field
 from torch import nn
 
 from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
+from interplay.config.model import ModelSettings
 from interplay.data.memory import check_fits
 from interplay.data.replay import PolicyReplay, ReplayBuffer, Sample
 from interplay.errors import NonFiniteError
+from interplay.nets.build import encoder, head_settings, model_key, obs_input, policy_model
 from interplay.nets.inputs import obs_tensor
-from interplay.nets.mlp import ACTIVATIONS, NetSettings, mlp
+from interplay.nets.mlp import ACTIVATIONS, mlp
 from interplay.run.actors import ActBatch, masked_uniform
 from interplay.run.mapping import PolicySpec
 
@@ -72,24 +74,31 @@ class DQNSettings(AlgoSettings):
     """Gradient-norm clip."""
     huber_delta: float = Field(1.0, gt=0)
     """Where the Huber loss turns from quadratic to linear."""
-    net: NetSettings = Field(default_factory=lambda: NetSettings(hidden=[128, 128], activation="relu"))
-    """Hidden layers of the Q-networks."""
+    model: ModelSettings = Field(
+        default_factory=lambda: ModelSettings(hidden=[128, 128], activation="relu"))
+    """The Q-networks (``policies.<pid>.model`` overrides any of these for one policy)."""
 
 
 # -- networks ---------------------------------------------------------------------------------
 class QNet(nn.Module):
-    """Observation -> one value per action, with an optional dueling head."""
+    """Observation -> one value per action, with an optional dueling head.
 
-    def __init__(self, obs_dim: int, n_actions: int, net: NetSettings, dueling: bool):
+    ``encoder`` (a CNN, a user's module), when given, comes first and gives ``obs_dim``
+    features."""
+
+    def __init__(self, obs_dim: int, n_actions: int, net: ModelSettings, dueling: bool,
+                 encoder: nn.Module | None = None):
         super().__init__()
         *body, width = net.hidden or [obs_dim]
         if net.hidden:
-            trunk = NetSettings(hidden=body, activation=net.activation)
+            trunk = net.model_copy(update={"hidden": body})
             self.trunk = nn.Sequential(mlp(obs_dim, width, trunk, np.sqrt(2)),
                                        ACTIVATIONS[net.activation]())
         else:
             self.trunk = nn.Identity()
-        head = NetSettings(hidden=[], activation=net.activation)
+        if encoder is not None:
+            self.trunk = nn.Sequential(encoder, self.trunk)
+        head = net.model_copy(update={"hidden": []})
         self.advantage = mlp(width, n_actions, head, 1.0)
         self.value = mlp(width, 1, head, 1.0) if dueling else None
 
@@ -114,7 +123,10 @@ class _Policy:
         view = spec.action_view
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng_for(seed, "dqn", "init", spec.id).integers(2**63)))
-            self.online = QNet(spec.obs_dim, view.mask_dim, s.net, s.dueling).to(device)
+            model, where = policy_model(s, spec), model_key(spec)
+            enc = encoder(model, [(obs_input(spec, model, where), 1)], where)
+            self.online = QNet(spec.obs_dim if enc is None else enc.out_features, view.mask_dim,
+                               head_settings(model), s.dueling, enc).to(device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=s.lr)
         self.act_rng = rng_for(seed, "dqn", "act", spec.id)

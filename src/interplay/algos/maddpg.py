@@ -43,23 +43,24 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 from torch import nn
 
 from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
+from interplay.config.model import ModelSettings
 from interplay.data.memory import check_fits
 from interplay.data.replay import Group, GroupRows, JointReplay, JointReplayBuffer
 from interplay.errors import NonFiniteError
+from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import MASKED
 from interplay.nets.inputs import obs_tensor
-from interplay.nets.mlp import NetSettings, mlp
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
 from interplay.run.transitions import Transitions
 
 
 def _relu(hidden: list[int]) -> Any:
-    return lambda: NetSettings(hidden=hidden, activation="relu")
+    return lambda: ModelSettings(hidden=hidden, activation="relu")
 
 
 class MADDPGSettings(AlgoSettings):
@@ -109,10 +110,21 @@ class MADDPGSettings(AlgoSettings):
     """Temperature of the Gumbel-softmax for discrete actions."""
     max_grad_norm: float = Field(0.5, gt=0)
     """Gradient-norm clip, per actor and per policy's critics."""
-    actor_net: NetSettings = Field(default_factory=_relu([64, 64]))
-    """Hidden layers of the actors."""
-    critic_net: NetSettings = Field(default_factory=_relu([64, 64]))
-    """Hidden layers of the critics."""
+    model: ModelSettings = Field(default_factory=_relu([64, 64]))
+    """The actors, and how observations are prepared (``policies.<pid>.model`` overrides any
+    of these for one policy)."""
+    critic_model: ModelSettings = Field(default_factory=_relu([64, 64]))
+    """The critics (they see observations as the actors do: resize, grayscale and layout are
+    taken from ``model``)."""
+
+    @field_validator("critic_model")
+    @classmethod
+    def _critics_see_what_actors_see(cls, value: ModelSettings) -> ModelSettings:
+        for key in ("resize", "grayscale", "layout"):
+            if getattr(value, key) != ModelSettings.model_fields[key].default:
+                raise ValueError(f"{key}: critics see the observations as the actors do; set "
+                                 f"algo.model.{key} instead")
+        return value
 
 
 class MATD3Settings(MADDPGSettings):
@@ -128,8 +140,8 @@ class MATD3Settings(MADDPGSettings):
 class _Policy:
     """One trained policy: actor, critics, their targets and optimisers, OU state, act RNG."""
 
-    def __init__(self, spec: PolicySpec, s: MADDPGSettings, critic_in: int, seed: int,
-                 name: str, device: str):
+    def __init__(self, spec: PolicySpec, s: MADDPGSettings, own: ObsInput,
+                 critic_in: list[tuple[ObsInput | int, int]], seed: int, name: str, device: str):
         view = spec.action_view
         self.spec = spec
         self.k = len(spec.agents)
@@ -137,10 +149,11 @@ class _Policy:
         self.act_dim = view.mask_dim if self.discrete else int(np.prod(view.shape))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng_for(seed, name, "init", spec.id).integers(2**63)))
-            body = mlp(spec.obs_dim, self.act_dim, s.actor_net, 0.01)
+            body = network(own.model, [(own, 1)], self.act_dim, 0.01, own.where)
             self.actor = (body if self.discrete else nn.Sequential(body, nn.Tanh())).to(device)
             self.critics = nn.ModuleList(
-                [mlp(critic_in, 1, s.critic_net, 1.0) for _ in range(2 if s.twin_critics else 1)]
+                [network(s.critic_model, critic_in, 1, 1.0, "algo.critic_model")
+                 for _ in range(2 if s.twin_critics else 1)]
             ).to(device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_targets = copy.deepcopy(self.critics).requires_grad_(False)
@@ -211,8 +224,7 @@ class MADDPGActor:
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         p = self.policy
         with torch.no_grad():
-            out = p.actor(obs_tensor(batch.obs, "cpu")
-                          .to(self.algo.device)).cpu().numpy()
+            out = p.actor(obs_tensor(batch.obs, self.algo.device)).cpu().numpy()
         if p.discrete:
             legal = batch.mask if batch.mask is not None else np.ones(out.shape, bool)
             if explore:
@@ -240,13 +252,18 @@ class MADDPG(Algorithm):
         self.trained = [pid for pid, spec in specs.items() if spec.trainable]
         self.joint_obs = sum(len(specs[p].agents) * specs[p].obs_dim for p in self.trained)
         self.joint_act = sum(len(specs[p].agents) * _act_dim(specs[p]) for p in self.trained)
+        inputs = {pid: obs_input(specs[pid], policy_model(settings, specs[pid]),
+                                 model_key(specs[pid])) for pid in self.trained}
+        joint = [(inputs[q], len(specs[q].agents)) for q in self.trained]
         self.policies: dict[str, _Policy] = {}
         for pid in self.trained:
             spec = specs[pid]
             k = len(spec.agents)
-            own = spec.obs_dim + _act_dim(spec) + (k if k > 1 else 0)
-            self.policies[pid] = _Policy(spec, settings, own + self.joint_obs + self.joint_act,
-                                         seed, self.name, device)
+            own: list[tuple[ObsInput | int, int]] = [
+                (inputs[pid], 1), (_act_dim(spec), 1), *([(k, 1)] if k > 1 else [])]
+            self.policies[pid] = _Policy(spec, settings, inputs[pid],
+                                         [*own, *joint, (self.joint_act, 1)], seed, self.name,
+                                         device)
         self.sample_rng = rng_for(seed, self.name, "sample")
         self._actors = {pid: MADDPGActor(self, p) for pid, p in self.policies.items()}
         self.schedule = LearnSchedule(settings.learning_delay, settings.learn_step)

@@ -14,19 +14,22 @@ then runs epochs × minibatches of clipped policy-gradient, value and entropy st
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from pydantic import Field
 
 from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
+from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
 from interplay.data.returns import gae
 from interplay.data.rollout import Rollout, RolloutStorage
+from interplay.envs.images import is_image
+from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import ActionDist
-from interplay.nets.mlp import NetSettings, PerAgent, mlp
+from interplay.nets.mlp import PerAgent
 from interplay.nets.normalize import RunningMeanStd
 from interplay.nets.recurrent import recurrent_net
 from interplay.run.actors import ActBatch
@@ -36,6 +39,7 @@ OBS_CLIP = 10.0  # normalised observations are clipped to +-this
 
 
 class PPOSettings(AlgoSettings):
+    supports_recurrent: ClassVar[bool] = True
     rollout: int = Field(100, ge=1)
     """Steps of each copy per rollout (the T of its ``[T, E, k]`` arrays): an update comes
     every ``rollout`` × ``env.num_envs`` env steps."""
@@ -71,21 +75,11 @@ class PPOSettings(AlgoSettings):
     """The critic also sees the joint observation of the agent's env copy (MAPPO)."""
     share_params: bool = True
     """One actor and one critic for all agents of a policy; false gives each agent its own."""
-    net: NetSettings = Field(default_factory=NetSettings)
-    """Hidden layers of the actor and critic networks."""
-    policy_nets: dict[str, NetSettings] = Field(default_factory=dict)
-    """Per-policy replacements of ``net``, by policy id."""
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    """The actor and critic networks (``policies.<pid>.model`` overrides any of these for one
+    policy)."""
     log_std_init: float = 0.0
     """Initial log-std of the Gaussian policy for Box actions."""
-    recurrent: Literal["none", "gru", "lstm"] = "none"
-    """A GRU or LSTM cell between the hidden layers and the heads of the actor and of the
-    critic, so that they remember what came before in the episode (reset when it starts)."""
-    recurrent_size: int = Field(64, ge=1)
-    """Units of the recurrent cell."""
-    seq_len: int = Field(32, ge=1)
-    """Length of the sequences a recurrent update trains on: gradients flow back at most this
-    many of an agent's steps, and each sequence starts from the state its first action was
-    taken with."""
 
 
 class MAPPOSettings(PPOSettings):
@@ -96,36 +90,41 @@ class MAPPOSettings(PPOSettings):
 class _Policy:
     """One trained policy's networks, optimiser and normalisers."""
 
-    def __init__(self, spec: PolicySpec, s: PPOSettings, net: NetSettings, critic_in: int,
-                 device: str):
+    def __init__(self, spec: PolicySpec, s: PPOSettings, own: ObsInput,
+                 critic_in: list[tuple[ObsInput | int, int]], device: str):
         k = len(spec.agents)
         self.spec = spec
         self.dist = ActionDist(spec.action_view)
-        dist = self.dist
-        self.recurrent = s.recurrent != "none"
-        if s.recurrent != "none":
+        dist, model, where = self.dist, own.model, own.where
+        self.model = model
+        self.recurrent = model.recurrent != "none"
+        if self.recurrent:
             if not s.share_params and k > 1:
                 raise ConfigError(
-                    f"algo.share_params: false with algo.recurrent: {s.recurrent} (policy "
-                    f"{spec.id!r}): recurrent policies share one network among their agents")
-            self.actor: Any = recurrent_net(spec.obs_dim, dist.net_out, net, s.recurrent,
-                                            s.recurrent_size, 0.01,
+                    f"algo.share_params: false with {where}.recurrent: {model.recurrent} "
+                    f"(policy {spec.id!r}): recurrent policies share one network among their "
+                    "agents")
+            self.actor: Any = recurrent_net(model, [(own, 1)], dist.net_out, 0.01, where,
                                             dist.head(s.log_std_init)).to(device)
-            self.critic: Any = recurrent_net(critic_in, 1, net, s.recurrent, s.recurrent_size,
-                                             1.0).to(device)
+            self.critic: Any = recurrent_net(model, critic_in, 1, 1.0, where).to(device)
         else:
             self.actor = PerAgent(lambda: torch.nn.Sequential(
-                mlp(spec.obs_dim, dist.net_out, net, 0.01), dist.head(s.log_std_init)),
-                k, s.share_params).to(device)
-            self.critic = PerAgent(lambda: mlp(critic_in, 1, net, 1.0), k,
+                network(model, [(own, 1)], dist.net_out, 0.01, where),
+                dist.head(s.log_std_init)), k, s.share_params).to(device)
+            self.critic = PerAgent(lambda: network(model, critic_in, 1, 1.0, where), k,
                                    s.share_params).to(device)
         self.optimizer = torch.optim.Adam(
             [*self.actor.parameters(), *self.critic.parameters()], lr=s.lr, eps=1e-5)
-        self.obs_norm = RunningMeanStd((spec.obs_dim,)) if s.norm_obs else None
+        # Image frames are scaled to [0, 1] in the networks, not standardised.
+        self.image = is_image(spec.obs_space)
+        self.obs_norm = RunningMeanStd((spec.obs_dim,)) if s.norm_obs and not self.image else None
         self.ret_norm = RunningMeanStd() if s.norm_value else None
 
     def observe(self, obs: np.ndarray) -> np.ndarray:
-        """What the networks see: observations standardised with the frozen statistics."""
+        """What the networks are handed: observations standardised with the frozen statistics,
+        or image frames as they are (bytes stay bytes until the device)."""
+        if self.image:
+            return obs
         if self.obs_norm is None:
             return obs.astype(np.float32)
         return self.obs_norm.normalize(obs, OBS_CLIP)
@@ -164,7 +163,7 @@ class PPOActor:
         n = batch.obs.shape[0]
         extras: dict[str, np.ndarray] = {}
         with torch.no_grad():
-            obs = torch.from_numpy(p.observe(batch.obs)).to(self.device)
+            obs = _tensor(p.observe(batch.obs), self.device)
             if p.recurrent:
                 out, extras["state"] = self._recurrent_step(batch, obs)
             else:
@@ -208,11 +207,8 @@ class PPO(Algorithm):
                  seed: int):
         super().__init__(settings, specs, device, seed)
         self.trained = [pid for pid, spec in specs.items() if spec.trainable]
-        for pid in settings.policy_nets:
-            if pid not in self.trained:
-                raise ConfigError(
-                    f"algo.policy_nets.{pid}: no trained policy is called {pid!r}; "
-                    f"trained policies are {self.trained}")
+        inputs = {pid: obs_input(specs[pid], policy_model(settings, specs[pid]),
+                                 model_key(specs[pid])) for pid in self.trained}
         # The joint observation: every trained agent's observation side by side.
         self.joint_at: dict[str, int] = {}
         width = 0
@@ -224,9 +220,10 @@ class PPO(Algorithm):
         with torch.random.fork_rng(devices=[]):
             for pid in self.trained:
                 torch.manual_seed(int(rng_for(seed, self.name, "init", pid).integers(2**63)))
-                net = settings.policy_nets.get(pid, settings.net)
-                self.policies[pid] = _Policy(specs[pid], settings, net,
-                                             specs[pid].obs_dim + self.joint_dim, device)
+                joint = [(inputs[q], len(specs[q].agents)) for q in self.trained]
+                self.policies[pid] = _Policy(specs[pid], settings, inputs[pid],
+                                             [(inputs[pid], 1), *(joint if self.joint_dim else [])],
+                                             device)
         self.act_rngs = {pid: rng_for(seed, self.name, "act", pid) for pid in self.trained}
         self.shuffle_rng = rng_for(seed, self.name, "shuffle")
         self._actors = {pid: PPOActor(self.policies[pid], self.act_rngs[pid], device)
@@ -468,7 +465,7 @@ class PPO(Algorithm):
         critic's state in the pass that valued the rollout."""
         r: Rollout = d["rollout"]
         at = d["at"]
-        piece, offset, n = r.pieces(self.settings.seq_len)
+        piece, offset, n = r.pieces(p.model.seq_len)
         where = (offset[at], piece[at])  # each row's cell in [L, n]
         L = int(where[0].max()) + 1  # the longest piece (short episodes make short pieces)
         dev = self.device

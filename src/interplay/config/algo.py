@@ -10,11 +10,12 @@ algorithm outside the package; its ``Settings`` class validates the section the 
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from interplay.config.code import load_callable
+from interplay.config.model import refuse_renamed
 from interplay.errors import ConfigError
 
 
@@ -26,6 +27,7 @@ class AlgoSettings(BaseModel):
     name: str = "random"
     """The algorithm: a registered name (``ippo``, ``mappo``, ``dqn``, ``maddpg``, ``matd3``,
     ``random``) or ``module:Class`` for an algorithm of your own."""
+    supports_recurrent: ClassVar[bool] = False  # whether ``model.recurrent`` may be set
 
 
 SETTINGS: dict[str, type[AlgoSettings]] = {}
@@ -61,4 +63,6 @@ def settings_for(data: Any) -> AlgoSettings:
         return data
     if not isinstance(data, dict):
         raise ConfigError(f"algo: expected a mapping of settings, got {data!r}")
-    return settings_class(data.get("name", "random")).model_validate(data)
+    settings = settings_class(data.get("name", "random"))
+    refuse_renamed(data, settings.model_fields)
+    return settings.model_validate(data)

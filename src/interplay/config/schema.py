@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from interplay.config.algo import AlgoSettings, settings_class, settings_for
+from interplay.config.model import ModelOverride, check_models, refuse_renamed
 from interplay.errors import ConfigError
 
 
@@ -73,7 +74,19 @@ class PolicyConfig(Section):
     the observation or in ``info["action_mask"]`` (all True when it gives none; None for
     Box actions)."""
     stack_size: int = Field(1, ge=1)
-    """Frames stacked per agent in what this policy sees."""
+    """Frames stacked per agent in what this policy sees (image frames along their channels)."""
+    model: dict[str, Any] = Field(default_factory=dict)
+    """This policy's network: any ``algo.model`` settings, merged over ``algo.model``."""
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_keys(cls, value: Any) -> Any:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise ValueError("expected a mapping of model settings (those of algo.model)")
+        checked = ModelOverride.model_validate(value)
+        return {key: getattr(checked, key) for key in value}
 
     @model_validator(mode="after")
     def _scripted_needs_fn(self) -> PolicyConfig:
@@ -381,11 +394,19 @@ def algo_name(data: dict[str, Any]) -> Any:
 def validate(data: dict[str, Any]) -> Config:
     algo = data.get("algo")
     if isinstance(algo, dict):  # its model depends on its name: checked first, on its own
-        validate_section(settings_class(algo.get("name", "random")), algo, "algo")
+        settings = settings_class(algo.get("name", "random"))
+        refuse_renamed(algo, settings.model_fields)
+        validate_section(settings, algo, "algo")
+    policies = data.get("policies")
+    for pid, policy in (policies.items() if isinstance(policies, dict) else ()):
+        if isinstance(policy, dict) and isinstance(policy.get("model"), dict):
+            validate_section(ModelOverride, policy["model"], f"policies.{pid}.model")
     try:
-        return Config.model_validate(data)
+        cfg = Config.model_validate(data)
     except ValidationError as err:
         raise ConfigError(explain(err)) from None
+    check_models(cfg)
+    return cfg
 
 
 def _nearest(key: str, options: list[str]) -> str | None:
@@ -429,7 +450,8 @@ def explain(err: ValidationError, root: type[BaseModel] = Config, prefix: str = 
         else:
             value = e.get("input")
             shown = "" if isinstance(value, dict) else f" (got {value!r})"
-            lines.append(f"{dotted}: {e['msg']}{shown}")
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"{dotted}: {msg}{shown}")
     return "invalid config:\n  " + "\n  ".join(lines)
 
 
@@ -448,23 +470,45 @@ def describe(cfg: Config) -> str:
         if not isinstance(values, dict) or not values:
             lines.append("  {}" if not values else f"  {values!r}")
             continue
-        for key, value in values.items():
-            lines.append(f"  {_flow(key, value)}" + _comment(model, key))
+        _describe_fields(lines, model, values, "  ")
     return "\n".join(lines)
+
+
+def _describe_fields(lines: list[str], model: type[BaseModel] | None, values: dict[str, Any],
+                     indent: str, defaults: dict[str, Any] | None = None) -> None:
+    """One line per setting; a nested settings model (``algo.model``) gets one per field,
+    with the defaults its parent gives it."""
+    for key, value in values.items():
+        field = model.model_fields.get(key) if model is not None else None
+        sub = field.annotation if field is not None else None
+        if isinstance(sub, type) and issubclass(sub, BaseModel) and isinstance(value, dict):
+            doc = " ".join((field.description or "").split())
+            lines.append(f"{indent}{key}:" + (f"  # {doc}" if doc else ""))
+            default = field.get_default(call_default_factory=True)
+            _describe_fields(lines, sub, value, indent + "  ",
+                             default.model_dump(mode="json") if isinstance(default, BaseModel)
+                             else None)
+        else:
+            lines.append(f"{indent}{_flow(key, value)}"
+                         + _comment(model, key, (defaults or {}).get(key, _UNSET)))
 
 
 def _flow(key: str, value: Any) -> str:
     return yaml.safe_dump({key: value}, default_flow_style=True, width=10_000).strip()[1:-1]
 
 
-def _comment(model: type[BaseModel] | None, key: str) -> str:
+_UNSET = object()
+
+
+def _comment(model: type[BaseModel] | None, key: str, default: Any = _UNSET) -> str:
     field = model.model_fields.get(key) if model is not None else None
     if field is None:
         return ""
     doc = " ".join((field.description or "").split())
     if field.is_required():
         return f"  # {doc}" if doc else ""
-    default = field.get_default(call_default_factory=True)
+    if default is _UNSET:
+        default = field.get_default(call_default_factory=True)
     if isinstance(default, BaseModel):
         default = default.model_dump(mode="json")
     shown = yaml.safe_dump(default, default_flow_style=True, width=10_000).strip()

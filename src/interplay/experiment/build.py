@@ -14,6 +14,7 @@ import torch
 
 from interplay.algos import algorithm_class
 from interplay.algos.base import Algorithm, rng_for
+from interplay.config.model import check_models
 from interplay.config.schema import Config, ConfigError, validate_section
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
@@ -21,7 +22,7 @@ from interplay.envs.registry import EnvSpecError, env_factory, native_env_class
 from interplay.envs.vector import SyncVecEnv
 from interplay.run.actors import Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import CallbackList, Callbacks
-from interplay.run.mapping import PolicySpec, build_specs, load_callable
+from interplay.run.mapping import PolicySpec, build_specs, load_callable, with_preprocessing
 
 
 def seed_everything(seed: int) -> None:
@@ -78,10 +79,11 @@ class CopyEnvs(Sequence):
 
 
 def make_specs(cfg: Config, env: VecEnv) -> dict[str, PolicySpec]:
-    return build_specs(
+    specs = build_specs(
         env.agents, env.observation_spaces, env.action_spaces, env.obs_views, env.action_views,
         cfg.policies, cfg.train.policy_mapping_fn, cfg.train.self_play,
     )
+    return with_preprocessing(specs, cfg.algo)
 
 
 def make_algorithm(cfg: Config, specs: dict[str, PolicySpec], device: str,
@@ -89,6 +91,7 @@ def make_algorithm(cfg: Config, specs: dict[str, PolicySpec], device: str,
     """The configured algorithm, once it is known to handle these policies and this env."""
     cls = algorithm_class(cfg.algo.name)
     check_capabilities(cls, cfg, specs, turn_based)
+    check_models(cfg)
     settings = cfg.algo
     if type(settings) is not cls.Settings:
         settings = validate_section(cls.Settings, settings.model_dump(), "algo")

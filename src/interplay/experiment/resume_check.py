@@ -31,7 +31,7 @@ FRESH = ("env.num_envs", "env.vectorization", "env.id", "env.kwargs", "env.api",
          "train.max_steps_per_episode")
 
 # Network settings that change what saved weights compute while keeping their shapes.
-SAME_SHAPE_NET_KEYS = ("activation",)
+SAME_SHAPE_NET_KEYS = ("activation", "type", "kwargs", "layout")
 
 
 class CheckpointMismatchError(ConfigError):

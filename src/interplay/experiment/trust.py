@@ -1,7 +1,8 @@
 """Which code a run folder's config would import and run, and the ``--trust`` it needs.
 
 A config names code in ``env.id``, ``env.eval_id``, ``policies.*.fn``,
-``train.policy_mapping_fn``, ``train.callbacks`` and ``algo.name`` (as ``module:Class``).
+``train.policy_mapping_fn``, ``train.callbacks``, ``algo.name`` and the networks' ``type``
+(``algo.model``, ``algo.critic_model``, ``policies.*.model``), as ``module:Class``.
 ``resume`` and ``eval`` of someone else's run folder would import those modules, so a folder is
 as trusted as code. Modules of the env packages installed in this environment (and interplay's
 own) pass; anything else, a local file or a module not installed, is listed and needs ``trust``.
@@ -51,8 +52,19 @@ def named_code(data: dict[str, Any]) -> dict[str, list[str]]:
     add("train.policy_mapping_fn", train.get("policy_mapping_fn"))
     for i, path in enumerate(train.get("callbacks") or []):
         add(f"train.callbacks[{i}]", path)
-    add("algo.name", (data.get("algo") or {}).get("name"))
+    algo = data.get("algo") or {}
+    add("algo.name", algo.get("name"))
+    for field in ("model", "critic_model"):
+        add(f"algo.{field}.type", _network(algo.get(field)))
+    for pid, policy in (data.get("policies") or {}).items():
+        add(f"policies.{pid}.model.type", _network((policy or {}).get("model")))
     return found
+
+
+def _network(model: Any) -> Any:
+    """A ``model`` section's ``type`` when it names a module (``module:Class``)."""
+    kind = model.get("type") if isinstance(model, dict) else None
+    return kind if isinstance(kind, str) and ":" in kind else None
 
 
 def _installed_env_package(module: str) -> bool:

@@ -1,1 +1,6 @@
-"""Networks and the pieces around them: layers, distributions, normalisation."""
+"""Networks and the pieces around them: layers, distributions, normalisation, and the networks
+built from the ``model`` settings (:mod:`interplay.nets.build`)."""
+
+from interplay.config.model import ModelSettings
+
+__all__ = ["ModelSettings"]

@@ -1,40 +1,34 @@
-"""The networks PPO-style algorithms build: MLPs with orthogonal init, one per agent or shared."""
+"""MLPs with orthogonal init, and one network per agent or one shared by all of a policy's agents."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
+
+from interplay.config.model import ModelSettings
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU,
 }
 
 
-class NetSettings(BaseModel):
-    """The shape of one group's networks."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-    hidden: list[int] = Field(default_factory=lambda: [64, 64])
-    """Widths of the hidden layers."""
-    activation: Literal["tanh", "relu", "elu", "gelu", "silu"] = "tanh"
-    """Nonlinearity after each hidden layer."""
-
-
-def mlp(in_dim: int, out_dim: int, net: NetSettings, out_gain: float) -> nn.Sequential:
+def mlp(in_dim: int, out_dim: int, net: ModelSettings, out_gain: float) -> nn.Sequential:
     """Linear layers with ``net``'s activation between them; orthogonal weights, zero biases.
 
-    Hidden layers get gain sqrt(2); the last gets ``out_gain`` (small for policy heads, so that
-    a fresh policy is near uniform).
+    Hidden layers get gain sqrt(2) (and a layer norm before the activation with
+    ``net.layer_norm``); the last gets ``out_gain`` (small for policy heads, so that a fresh
+    policy is near uniform).
     """
     layers: list[nn.Module] = []
     width = in_dim
     for h in net.hidden:
-        layers += [_init(nn.Linear(width, h), np.sqrt(2)), ACTIVATIONS[net.activation]()]
+        layers.append(_init(nn.Linear(width, h), np.sqrt(2)))
+        if net.layer_norm:
+            layers.append(nn.LayerNorm(h))
+        layers.append(ACTIVATIONS[net.activation]())
         width = h
     layers.append(_init(nn.Linear(width, out_dim), out_gain))
     return nn.Sequential(*layers)
@@ -58,7 +52,7 @@ class PerAgent(nn.Module):
             return self.nets[0](x)
         parts = [(slot == j).nonzero().squeeze(1) for j in range(len(self.nets))]
         outs = [net(x[rows]) for net, rows in zip(self.nets, parts, strict=True)]
-        out = x.new_empty((x.shape[0], *outs[0].shape[1:]))
+        out = outs[0].new_empty((x.shape[0], *outs[0].shape[1:]))
         for rows, y in zip(parts, outs, strict=True):
             out[rows] = y
         return out

@@ -14,7 +14,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from interplay.nets.mlp import ACTIVATIONS, NetSettings, mlp
+from interplay.config.model import ModelSettings
+from interplay.nets.build import Part, encoder, is_user, network, width
+from interplay.nets.mlp import ACTIVATIONS
 
 Kind = Literal["gru", "lstm"]
 
@@ -81,20 +83,24 @@ class RecurrentNet(nn.Module):
         out = self.head(torch.stack(outs).reshape(L * B, -1))
         return out.reshape(L, B, *out.shape[1:]), torch.stack(states)
 
-def recurrent_net(in_dim: int, out_dim: int, net: NetSettings, kind: Kind, size: int,
-                  out_gain: float, after: nn.Module | None = None) -> RecurrentNet:
-    """``net``'s hidden layers as the encoder, a ``kind`` cell of ``size`` units, and a linear
-    head to ``out_dim`` (weights of ``out_gain``, then ``after`` if given)."""
-    if net.hidden:
-        encoder: nn.Module = nn.Sequential(
-            mlp(in_dim, net.hidden[-1], NetSettings(hidden=net.hidden[:-1],
-                                                    activation=net.activation), np.sqrt(2)),
-            ACTIVATIONS[net.activation]())
-        width = net.hidden[-1]
+def recurrent_net(model: ModelSettings, parts: list[Part], out_dim: int, out_gain: float,
+                  where: str, after: nn.Module | None = None) -> RecurrentNet:
+    """``model``'s network with its ``recurrent`` cell between the hidden layers and a linear
+    head to ``out_dim`` (weights of ``out_gain``, then ``after`` if given). The encoder is
+    what ``model`` builds for ``parts`` (an image's CNN, a user module) and its hidden
+    layers, the last of them feeding the cell."""
+    assert model.recurrent != "none", "recurrent_net needs model.recurrent: gru or lstm"
+    hidden = [] if is_user(model) else list(model.hidden)
+    if hidden:
+        body = network(model.model_copy(update={"hidden": hidden[:-1]}), parts, hidden[-1],
+                       float(np.sqrt(2)), where)
+        enc: nn.Module = nn.Sequential(body, ACTIVATIONS[model.activation]())
+        features = hidden[-1]
     else:
-        encoder, width = nn.Identity(), in_dim
-    head = nn.Linear(size, out_dim)
+        found = encoder(model, parts, where)
+        enc, features = (nn.Identity(), width(parts)) if found is None else (found, found.out_features)
+    head = nn.Linear(model.recurrent_size, out_dim)
     nn.init.orthogonal_(head.weight, out_gain)
     nn.init.zeros_(head.bias)
-    return RecurrentNet(encoder, width, kind, size,
+    return RecurrentNet(enc, features, model.recurrent, model.recurrent_size,
                         head if after is None else nn.Sequential(head, after))

@@ -9,6 +9,7 @@ With ``train.self_play`` every agent is on one policy.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import inspect
 import warnings
@@ -19,8 +20,10 @@ from typing import Any
 from gymnasium import spaces
 
 from interplay.config.code import load_callable
+from interplay.config.model import model_for
 from interplay.config.schema import ConfigError, PolicyConfig
-from interplay.envs.spaces import ActionView, ObsView, same_space
+from interplay.envs.images import ImagePrep, image_prep
+from interplay.envs.spaces import ActionView, ObsView, obs_view, same_space
 
 
 @dataclass(frozen=True)
@@ -32,8 +35,9 @@ class PolicySpec:
     config: PolicyConfig
     obs_space: spaces.Space
     action_space: spaces.Space
-    obs_view: ObsView
+    obs_view: ObsView  # what the policy sees of one observation (after ``prep``)
     action_view: ActionView
+    prep: ImagePrep | None = None  # grayscale/resize between the env's view and the policy's
 
     @property
     def trainable(self) -> bool:
@@ -193,3 +197,19 @@ def build_specs(agents: list[str], obs_spaces: dict[str, spaces.Space],
             obs_view=obs_views[first], action_view=action_views[first],
         )
     return specs
+
+
+def with_preprocessing(specs: dict[str, PolicySpec], algo: Any) -> dict[str, PolicySpec]:
+    """``specs`` with each trained policy's image preprocessing (``model.resize``,
+    ``model.grayscale``) in place: its ``obs_view`` is then what the preprocessing makes."""
+    out: dict[str, PolicySpec] = {}
+    for pid, spec in specs.items():
+        model = model_for(algo, spec.config.model, pid) if spec.trainable else None
+        own = spec.config.model.keys() & {"resize", "grayscale", "layout"}
+        prep = image_prep(spec.obs_space, model,
+                          f"policies.{pid}.model" if own else "algo.model")
+        if prep is not None:
+            spec = dataclasses.replace(spec, obs_view=obs_view(prep.space, spec.agents[0]),
+                                       prep=prep)
+        out[pid] = spec
+    return out

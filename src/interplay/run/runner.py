@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +40,8 @@ class _Group:
     mask: np.ndarray | None  # [E, k, mask_dim]
     acts: np.ndarray  # [E, k] which of its agents act now
     cols_sel: slice | np.ndarray  # its columns in [E, A] arrays, a slice when contiguous
-    read_obs: _Reader
-    read_final: _Reader
+    read_obs: Callable[[dict[str, np.ndarray]], np.ndarray]  # [E, k, obs_dim], preprocessed
+    read_final: Callable[[dict[str, np.ndarray]], np.ndarray]
     read_mask: _Reader
     read_final_mask: _Reader
     actions: np.ndarray  # [E, k, *action_shape]; the env reads per-agent views of it
@@ -125,6 +125,12 @@ class _Reader:
         return self.view
 
 
+def _prepared(spec: PolicySpec) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    """A reader of the policy's observations, through its image preprocessing if it has one."""
+    read, prep = _Reader(spec.agents), spec.prep
+    return read if prep is None else lambda per_agent: prep(read(per_agent))
+
+
 class Runner:
     def __init__(self, env: VecEnv, specs: dict[str, PolicySpec], actors: dict[str, Actor],
                  collect: Collection[str] = frozenset(), callbacks: CallbackList | None = None,
@@ -150,8 +156,8 @@ class Runner:
                 obs=np.zeros((E, k, spec.obs_dim), spec.obs_view.dtype), mask=None,
                 acts=np.zeros((E, k), bool), actions=actions,
                 flat_actions=actions.reshape(E * k, *view.shape),
-                cols_sel=_columns(cols), read_obs=_Reader(spec.agents),
-                read_final=_Reader(spec.agents), read_mask=_Reader(spec.agents),
+                cols_sel=_columns(cols), read_obs=_prepared(spec),
+                read_final=_prepared(spec), read_mask=_Reader(spec.agents),
                 read_final_mask=_Reader(spec.agents),
                 every=(np.repeat(np.arange(E), k), np.tile(np.arange(k), E)),
                 never=np.zeros((E, k), bool), whole=list(cols) == list(range(len(env.agents))),

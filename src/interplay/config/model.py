@@ -1,0 +1,170 @@
+"""The ``model`` settings: which network a policy gets, and how its observations are prepared.
+
+``algo.model`` holds them for every policy an algorithm trains (MADDPG and MATD3 also have
+``algo.critic_model``); ``policies.<pid>.model`` holds a partial override, merged over
+``algo.model`` for that policy. The networks themselves are built by :mod:`interplay.nets`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
+
+from interplay.errors import ConfigError
+
+
+class ModelSettings(BaseModel):
+    """The shape of one policy's networks."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True,
+                              use_attribute_docstrings=True)
+    type: str = "auto"
+    """``auto`` (a CNN when the observation is an image the conv layers fit, else an MLP),
+    ``mlp``, ``cnn``, or ``module:Class``: your ``torch.nn.Module``, built as
+    ``Class(observation_space, action_space, **kwargs)``, mapping a float batch
+    ``[N, *observation_space.shape]`` (image bytes already scaled to [0, 1]) to features
+    ``[N, F]``; interplay adds a linear head per output (``hidden`` is not used)."""
+    hidden: list[int] = Field(default_factory=lambda: [64, 64])
+    """Widths of the hidden layers (after the conv layers for a CNN)."""
+    activation: Literal["tanh", "relu", "elu", "gelu", "silu"] = "tanh"
+    """Nonlinearity after each hidden layer (conv layers always use ReLU)."""
+    layer_norm: bool = False
+    """Layer normalisation before each hidden layer's nonlinearity."""
+    channels: list[int] = Field(default_factory=lambda: [32, 64, 64])
+    """CNN: output channels of each conv layer."""
+    kernels: list[int] = Field(default_factory=lambda: [8, 4, 3])
+    """CNN: kernel size of each conv layer (one per entry of ``channels``)."""
+    strides: list[int] = Field(default_factory=lambda: [4, 2, 1])
+    """CNN: stride of each conv layer (one per entry of ``channels``)."""
+    layout: Literal["auto", "hwc", "chw"] = "auto"
+    """Where an image observation keeps its channels: last (``hwc``) or first (``chw``);
+    ``auto`` takes the smaller of the first and last axes, and asks when they are equal."""
+    resize: list[int] | None = None
+    """``[height, width]`` image observations are resized to (area averaging) before frame
+    stacking; none keeps their size."""
+    grayscale: bool = False
+    """Turn RGB image observations into one luminance channel before frame stacking."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for a ``module:Class`` network's constructor."""
+    recurrent: Literal["none", "gru", "lstm"] = "none"
+    """A GRU or LSTM cell between the hidden layers and the head (IPPO and MAPPO), in the actor
+    and in the critic, so that they remember what came before in the episode; each agent's
+    state is reset when its episode starts."""
+    recurrent_size: int = Field(64, ge=1)
+    """Units of the recurrent cell."""
+    seq_len: int = Field(32, ge=1)
+    """Longest sequence a recurrent update trains on: gradients flow back at most this many
+    of an agent's steps. Sequences never span two episodes, and each starts from the state
+    its first action was taken with; set it past the longest gap between seeing something
+    and acting on it."""
+
+    @field_validator("type")
+    @classmethod
+    def _a_network(cls, value: str) -> str:
+        check_type(value)
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSettings:
+        if any(w < 1 for w in self.hidden):
+            raise ValueError(f"hidden widths must be positive, got {self.hidden}")
+        n = len(self.channels)
+        if not n or len(self.kernels) != n or len(self.strides) != n:
+            raise ValueError(
+                f"channels, kernels and strides give one entry per conv layer and must have "
+                f"the same, non-zero length; got {len(self.channels)}, {len(self.kernels)} "
+                f"and {len(self.strides)}")
+        if min(self.channels + self.kernels + self.strides) < 1:
+            raise ValueError("channels, kernels and strides must be positive")
+        if self.resize is not None and (len(self.resize) != 2 or min(self.resize) < 1):
+            raise ValueError(f"resize is [height, width] in pixels, got {self.resize}")
+        return self
+
+
+def check_type(value: str) -> None:
+    if value in ("auto", "mlp", "cnn"):
+        return
+    module, sep, name = value.partition(":")
+    if not sep or not module or not name:
+        near = difflib.get_close_matches(value, ["auto", "mlp", "cnn"], n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise ValueError(f"{value!r} is not a network; {hint}use auto, mlp, cnn or "
+                         "module:Class")
+
+
+def _optional(name: str) -> Any:
+    field = ModelSettings.model_fields[name]
+    return (field.annotation | None, Field(None, description=field.description))
+
+
+ModelOverride = create_model(
+    "ModelOverride", __config__=ConfigDict(extra="forbid"),
+    **{name: _optional(name) for name in ModelSettings.model_fields})
+"""The keys a ``policies.<pid>.model`` override may give: those of :class:`ModelSettings`."""
+
+RENAMED = {
+    "net": "algo.model", "actor_net": "algo.model", "critic_net": "algo.critic_model",
+    "policy_nets": "policies.<pid>.model (a partial override of algo.model)",
+}
+"""Network settings of the ``algo`` section that moved, and where to."""
+
+
+def refuse_renamed(data: dict[str, Any], fields: dict[str, Any]) -> None:
+    """Name the new key for an old network setting that ``fields`` does not have."""
+    for old, new in RENAMED.items():
+        if old in data and old not in fields:
+            raise ConfigError(f"algo.{old}: this setting is now {new}; rename the key "
+                              f"(its values are the same)")
+
+
+def model_for(algo: Any, override: dict[str, Any], pid: str,
+              field: str = "model") -> ModelSettings | None:
+    """``algo.<field>`` with policy ``pid``'s override merged over it; None when the algorithm
+    has no such setting."""
+    base = getattr(algo, field, None)
+    if not isinstance(base, ModelSettings):
+        return None
+    if not override:
+        return base
+    try:
+        return type(base).model_validate({**base.model_dump(), **override})
+    except ValidationError as err:
+        why = "; ".join(".".join(map(str, (f"policies.{pid}.model", *e["loc"]))) + ": "
+                        + e["msg"].removeprefix("Value error, ") for e in err.errors())
+        raise ConfigError(f"{why} (merged over algo.{field})") from None
+
+
+def check_models(cfg: Any) -> None:
+    """Refuse, naming the key, what no network of this config can be: an override for an
+    algorithm without networks, one that does not merge, a recurrent model where the
+    algorithm cannot learn one."""
+    algo = cfg.algo
+    supports = getattr(type(algo), "supports_recurrent", False)
+    for field in ("model", "critic_model"):
+        model = getattr(algo, field, None)
+        if isinstance(model, ModelSettings) and model.recurrent != "none" and not supports:
+            raise ConfigError(f"algo.{field}.recurrent: {algo.name} does not support "
+                              "recurrent networks yet; set recurrent: none or use ippo or mappo")
+    for pid, policy in cfg.policies.items():
+        if not policy.model:
+            continue
+        if not isinstance(getattr(algo, "model", None), ModelSettings):
+            raise ConfigError(f"policies.{pid}.model: algorithm {algo.name} has no model "
+                              "setting to override (it builds no networks from the config)")
+        if policy.type != "trainable":
+            raise ConfigError(f"policies.{pid}.model: policy {pid!r} is {policy.type}, not "
+                              "trainable; only trained policies have networks")
+        merged = model_for(algo, policy.model, pid)
+        if merged is not None and merged.recurrent != "none" and not supports:
+            raise ConfigError(f"policies.{pid}.model.recurrent: {algo.name} does not support "
+                              "recurrent networks yet; set recurrent: none or use ippo or mappo")

@@ -1,0 +1,110 @@
+"""Image observations: which axis holds the channels, and the grayscale and resize steps that
+run between env and policy, before frame stacking (what SuperSuit's ``color_reduction`` and
+``resize`` wrappers do to envs such as pistonball)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from interplay.errors import ConfigError
+
+LUMA = (0.299, 0.587, 0.114)
+"""ITU-R BT.601 weights of R, G and B in luminance (what OpenCV and PIL use)."""
+
+
+def is_image(space: spaces.Space) -> bool:
+    """An observation kept as an image: a 3-D Box (HWC or CHW)."""
+    return isinstance(space, spaces.Box) and len(space.shape) == 3
+
+
+def image_layout(shape: tuple[int, ...], layout: str, where: str) -> str:
+    """``hwc`` or ``chw`` for an image of ``shape``: as ``layout`` says, or for ``auto`` the
+    smaller of the first and last axes holds the channels."""
+    if layout != "auto":
+        return layout
+    if shape[-1] < shape[0]:
+        return "hwc"
+    if shape[0] < shape[-1]:
+        return "chw"
+    raise ConfigError(f"{where}: the image observations of shape {shape} could keep their "
+                      "channels first or last; set model.layout to hwc or chw")
+
+
+def frame_shape(shape: tuple[int, ...], layout: str) -> tuple[int, int, int]:
+    """``(channels, height, width)`` of an image of ``shape``."""
+    if layout == "hwc":
+        return shape[2], shape[0], shape[1]
+    return shape[0], shape[1], shape[2]
+
+
+def in_layout(chw: tuple[int, int, int], layout: str) -> tuple[int, int, int]:
+    c, h, w = chw
+    return (h, w, c) if layout == "hwc" else (c, h, w)
+
+
+class ImagePrep:
+    """Grayscale, then resize, batches of flat image rows ``[..., dim]``; rows stay flat.
+
+    Runs in torch on the CPU, once per step on every copy and agent of a policy: luminance is
+    a weighted sum of the channels, and shrinking averages each output pixel's area of the
+    input (``interpolate(mode="area")``; bilinear where an axis grows). Bytes come back as
+    bytes, rounded.
+    """
+
+    def __init__(self, space: spaces.Box, layout: str, resize: list[int] | None,
+                 grayscale: bool, where: str):
+        self.layout = layout
+        self.shape = tuple(space.shape)
+        c, h, w = frame_shape(self.shape, layout)
+        if grayscale and c != 3:
+            raise ConfigError(f"{where}.grayscale: the observations of shape {self.shape} have "
+                              f"{c} channels ({layout}); grayscale takes RGB (3 channels)")
+        self.grayscale = grayscale
+        self.size = (h, w) if resize is None else (int(resize[0]), int(resize[1]))
+        self.resize = self.size != (h, w)
+        self.mode = "area" if self.size[0] <= h and self.size[1] <= w else "bilinear"
+        out_c = 1 if grayscale else c
+        self.out_shape = in_layout((out_c, *self.size), layout)
+        self.dtype = np.uint8 if space.dtype == np.uint8 else np.float32
+        low = float(np.min(space.low)) if np.isfinite(space.low).all() else -np.inf
+        high = float(np.max(space.high)) if np.isfinite(space.high).all() else np.inf
+        self.space = spaces.Box(low, high, self.out_shape,
+                                np.uint8 if self.dtype == np.uint8 else np.float32)
+        self._luma = torch.tensor(LUMA).reshape(1, 3, 1, 1)
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        lead = rows.shape[:-1]
+        # torch wants memory it may write to: the env's read-only views are copied
+        x = torch.from_numpy(np.require(rows, requirements=("C", "W"))).reshape(-1, *self.shape)
+        if self.layout == "hwc":
+            x = x.permute(0, 3, 1, 2)
+        x = x.float()
+        if self.grayscale:
+            x = (x * self._luma).sum(dim=1, keepdim=True)
+        if self.resize:
+            x = torch.nn.functional.interpolate(x, size=self.size, mode=self.mode)
+        if self.dtype == np.uint8:
+            x = x.round_().clamp_(0, 255).to(torch.uint8)
+        if self.layout == "hwc":
+            x = x.permute(0, 2, 3, 1)
+        return x.contiguous().numpy().reshape(*lead, -1)
+
+    def __repr__(self) -> str:
+        return (f"ImagePrep({self.shape} -> {self.out_shape}, grayscale={self.grayscale})")
+
+
+def image_prep(space: Any, model: Any, where: str) -> ImagePrep | None:
+    """The preprocessing ``model`` (a :class:`~interplay.config.model.ModelSettings`) asks
+    for on observations of ``space``; None when it asks for none."""
+    if model is None or (model.resize is None and not model.grayscale):
+        return None
+    if not is_image(space):
+        key = "resize" if model.resize is not None else "grayscale"
+        raise ConfigError(f"{where}.{key}: the observations ({space}) are not images (a 3-D "
+                          "Box, HWC or CHW); leave resize and grayscale unset for this policy")
+    return ImagePrep(space, image_layout(tuple(space.shape), model.layout, where),
+                     model.resize, model.grayscale, where)

@@ -8,11 +8,11 @@ import pytest
 import torch
 from helpers import read_metrics
 
+from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError, load
 from interplay.data.rollout import RolloutStorage
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import train
-from interplay.config.model import ModelSettings
 from interplay.nets.recurrent import recurrent_net
 from interplay.run.transitions import Transitions
 

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 from pydantic import (
     BaseModel,
@@ -104,7 +104,7 @@ def check_type(value: str) -> None:
 
 def _optional(name: str) -> Any:
     field = ModelSettings.model_fields[name]
-    return (field.annotation | None, Field(None, description=field.description))
+    return (Optional[field.annotation], Field(None, description=field.description))  # noqa: UP045
 
 
 ModelOverride = create_model(

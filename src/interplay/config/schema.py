@@ -481,7 +481,8 @@ def _describe_fields(lines: list[str], model: type[BaseModel] | None, values: di
     for key, value in values.items():
         field = model.model_fields.get(key) if model is not None else None
         sub = field.annotation if field is not None else None
-        if isinstance(sub, type) and issubclass(sub, BaseModel) and isinstance(value, dict):
+        if (field is not None and isinstance(sub, type) and issubclass(sub, BaseModel)
+                and isinstance(value, dict)):
             doc = " ".join((field.description or "").split())
             lines.append(f"{indent}{key}:" + (f"  # {doc}" if doc else ""))
             default = field.get_default(call_default_factory=True)

@@ -153,7 +153,7 @@ def test_mappo_critic_sees_every_agent_of_its_copy_at_that_step():
         s_rows = np.flatnonzero(speaker["step"] == t)
         l_rows = np.flatnonzero(listener["step"] == t)
         for key in ("obs", "next_obs"):
-            crit = listener["critic_" + key][l_rows]
+            crit = listener["critic_" + key].take(l_rows)
             by_env = np.argsort(speaker["env"][s_rows])
             np.testing.assert_array_equal(crit[:, :11], listener[key][l_rows])
             np.testing.assert_array_equal(crit[:, 11:14],

@@ -36,6 +36,36 @@ from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
 
 OBS_CLIP = 10.0  # normalised observations are clipped to +-this
+VALUE_CHUNK = 65_536  # rows of joined critic inputs valued at once
+
+
+class Joined:
+    """Critic inputs of rows: each row's own input, then a row of a shared ``joint`` table
+    (the joint observation of its copy at its step, one per (step, copy) however many agents
+    share it)."""
+
+    def __init__(self, own: np.ndarray, joint: np.ndarray, index: np.ndarray):
+        self.own, self.joint, self.index = own, joint, index
+
+    def __len__(self) -> int:
+        return len(self.own)
+
+    def take(self, rows: Any = slice(None)) -> np.ndarray:
+        """The rows' whole inputs, side by side."""
+        own = self.own[rows]
+        return np.concatenate([own, self.joint[self.index[rows]].astype(own.dtype, copy=False)],
+                              axis=1)
+
+    def select(self, rows: np.ndarray) -> Joined:
+        return Joined(self.own[rows], self.joint, self.index[rows])
+
+
+def _take(x: np.ndarray | Joined, rows: Any = slice(None)) -> np.ndarray:
+    return x.take(rows) if isinstance(x, Joined) else x[rows]
+
+
+def _select(x: np.ndarray | Joined, rows: np.ndarray) -> np.ndarray | Joined:
+    return x.select(rows) if isinstance(x, Joined) else x[rows]
 
 
 class PPOSettings(AlgoSettings):
@@ -231,6 +261,7 @@ class PPO(Algorithm):
         # The recurrent critics' state after each agent's last transition, [E * k, S] per
         # policy: the next rollout's sequences go on from there.
         self.critic_state: dict[str, np.ndarray] = {}
+        self.recurrent = any(p.recurrent for p in self.policies.values())
         self._past_steps = 0  # the run's env steps before the current rollout
         self._env_steps = 0  # the run's env steps, as last told
         self.updates = 0
@@ -239,20 +270,24 @@ class PPO(Algorithm):
         return self._actors[pid]
 
     def make_storage(self, num_envs: int) -> RolloutStorage:
-        """The rollout, refused up front when the arrays an update builds from it (the joint
-        critic inputs above all, which grow with the square of the agents) cannot fit."""
+        """The rollout, refused up front when the arrays an update builds from it cannot fit."""
         s = self.settings
         rows = s.rollout * num_envs * sum(len(self.specs[p].agents) for p in self.trained)
         own = max(self.specs[p].obs_dim for p in self.trained) if self.trained else 0
-        # Observations, next observations and the critic's inputs for both, as arrays and
-        # as tensors: up to eight float32 copies of each row's critic input at once.
-        check_fits(rows * (own + self.joint_dim) * 4 * 8,
+        wide = own + self.joint_dim
+        # Observations and next observations as arrays and tensors, a few float32 copies of
+        # each; the joint table (one row per step and copy, for both); the critic inputs
+        # joined for a chunk of values and for a minibatch (for a recurrent critic, for every
+        # row at once).
+        joined = rows if self.recurrent and self.joint_dim else (
+            min(rows, VALUE_CHUNK) + -(-rows // s.minibatches))
+        need = 4 * (rows * own * 8 + s.rollout * num_envs * self.joint_dim * 4 + joined * wide * 3)
+        check_fits(need,
                    "algo.centralised_critic" if self.joint_dim else "algo.rollout",
                    f"a rollout of {s.rollout} steps of {num_envs} copies ({rows:,} rows, each "
-                   f"with {own + self.joint_dim:,} critic inputs)",
+                   f"with {wide:,} critic inputs)",
                    "lower algo.rollout or env.num_envs" + (
-                       ", or use ippo (algo.centralised_critic: false): the joint input of "
-                       "every agent grows with the square of the agents" if self.joint_dim else ""))
+                       ", or use ippo (algo.centralised_critic: false)" if self.joint_dim else ""))
         return RolloutStorage({p: len(self.specs[p].agents) for p in self.trained}, num_envs,
                               s.rollout)
 
@@ -301,8 +336,10 @@ class PPO(Algorithm):
             "terminated": r.terminated[at], "env": at[1], "slot": at[2], "step": r.step[at],
         }
 
-    def _add_joint(self, data: dict[str, dict[str, np.ndarray]]) -> None:
-        """Append to each row's critic input the joint observation of its copy at that step.
+    def _add_joint(self, data: dict[str, dict[str, Any]]) -> None:
+        """Give each row's critic the joint observation of its copy at that step, kept once
+        per (step, copy) in a table and joined to the rows only where they are used (see
+        :class:`Joined`), so memory grows with the agents, not with their square.
 
         Agents that closed no transition in that step (turn-based envs, agents that left)
         leave zeros in their place.
@@ -310,18 +347,18 @@ class PPO(Algorithm):
         steps, at = np.unique(np.concatenate([d["step"] for d in data.values()]),
                               return_inverse=True)
         bounds = np.cumsum([0] + [len(d["step"]) for d in data.values()])
-        for d, lo, hi in zip(data.values(), bounds[:-1], bounds[1:], strict=True):
-            d["step_index"] = at[lo:hi]
         copies = max(int(d["env"].max()) for d in data.values()) + 1
+        for d, lo, hi in zip(data.values(), bounds[:-1], bounds[1:], strict=True):
+            d["joint_index"] = at[lo:hi] * copies + d["env"]
         for key in ("obs", "next_obs"):
-            joint = np.zeros((len(steps), copies, self.joint_dim), np.float32)
+            dtype = np.result_type(*(d[key].dtype for d in data.values()))
+            joint = np.zeros((len(steps) * copies, self.joint_dim), dtype)
             for pid, d in data.items():
                 dim = self.specs[pid].obs_dim
                 cols = self.joint_at[pid] + d["slot"][:, None] * dim + np.arange(dim)
-                joint[d["step_index"][:, None], d["env"][:, None], cols] = d[key]
+                joint[d["joint_index"][:, None], cols] = d[key]
             for d in data.values():
-                d["critic_" + key] = np.concatenate([d[key], joint[d["step_index"], d["env"]]],
-                                                    axis=1)
+                d["critic_" + key] = Joined(d[key], joint, d["joint_index"])
 
     def _advantages(self, pid: str, d: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, float]:
         """Advantages, the critic's targets, and how much of the returns' variance it explains."""
@@ -340,11 +377,11 @@ class PPO(Algorithm):
         if p.recurrent:
             value[...], after = self._critic_pass(pid, p, d, x)
             if rest.any():
-                next_value[cells] = self._recurrent_values(p, next_x[rest], after[cells])
+                next_value[cells] = self._recurrent_values(p, _take(next_x, rest), after[cells])
         else:
             value[at] = self._values(p, x, d["slot"])
             if rest.any():
-                next_value[cells] = self._values(p, next_x[rest], d["slot"][rest])
+                next_value[cells] = self._values(p, _select(next_x, rest), d["slot"][rest])
         next_value[:-1] = np.where(follows[:-1], value[1:], next_value[:-1])
         adv_all, ret_all = gae(r.reward, value, next_value, r.terminated, follows,
                                s.gamma, s.gae_lambda)
@@ -358,8 +395,13 @@ class PPO(Algorithm):
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         return adv, target, explained
 
-    def _values(self, p: _Policy, x: np.ndarray, slot: np.ndarray) -> np.ndarray:
-        """The critic's values of inputs ``x``, in return units."""
+    def _values(self, p: _Policy, x: np.ndarray | Joined, slot: np.ndarray) -> np.ndarray:
+        """The critic's values of inputs ``x``, in return units (joined inputs a chunk at a
+        time)."""
+        if isinstance(x, Joined):
+            step = VALUE_CHUNK
+            return np.concatenate([self._values(p, x.take(slice(i, i + step)), slot[i:i + step])
+                                   for i in range(0, len(x), step)] or [np.zeros(0)])
         with torch.no_grad():
             v = p.critic(_tensor(x, self.device), _tensor(slot, self.device))
         return self._return_units(p, v.squeeze(-1))
@@ -383,8 +425,9 @@ class PPO(Algorithm):
         ``[T, E, k, S]``. Keeps the states each cell started from for the update."""
         r: Rollout = d["rollout"]
         T, E, k = r.shape
-        grid = np.zeros((T, E, k, x.shape[1]), np.float32)
-        grid[d["at"]] = x
+        rows = _take(x)
+        grid = np.zeros((T, E, k, rows.shape[1]), rows.dtype)
+        grid[d["at"]] = rows
         size = p.critic.state_size
         start = self.critic_state.get(pid)
         if start is None or start.shape != (E * k, size):
@@ -444,14 +487,25 @@ class PPO(Algorithm):
         """Minibatches of rows: how many rows, and what a minibatch of row indices gives."""
         dev = self.device
         obs, slot = _tensor(d["obs"], dev), _tensor(d["slot"], dev)
-        critic_obs = _tensor(d.get("critic_obs", d["obs"]), dev)
+        critic = d.get("critic_obs")
+        if critic is None:
+            own, joint, index = _tensor(d["obs"], dev), None, None
+        else:
+            own, joint, index = (_tensor(critic.own, dev), _tensor(critic.joint, dev),
+                                 _tensor(critic.index, dev))
+
+        def critic_in(i: torch.Tensor) -> torch.Tensor:
+            if joint is None or index is None:
+                return own[i]
+            return torch.cat([own[i], joint[index[i]].to(own.dtype)], dim=1)
+
         action, logp_old = _tensor(d["action"], dev), _tensor(d["logp"], dev)
         mask = _mask_tensor(d["mask"], dev)
         adv_t = _tensor(adv.astype(np.float32), dev)
         target_t = _tensor(target.astype(np.float32), dev)
 
         def pick(i: torch.Tensor) -> tuple:
-            return (p.actor(obs[i], slot[i]), p.critic(critic_obs[i], slot[i]).squeeze(1),
+            return (p.actor(obs[i], slot[i]), p.critic(critic_in(i), slot[i]).squeeze(1),
                     action[i], logp_old[i], adv_t[i], target_t[i],
                     None if mask is None else mask[i])
 
@@ -482,7 +536,7 @@ class PPO(Algorithm):
         states = d["critic_states"][at[0], at[1] * k + at[2]]  # before each row
         critic_start = _tensor(np.ascontiguousarray(states[heads][order]), dev)
         valid = seq(np.ones(len(adv), bool))
-        obs, critic_obs = seq(d["obs"]), seq(d.get("critic_obs", d["obs"]))
+        obs, critic_obs = seq(d["obs"]), seq(_take(d.get("critic_obs", d["obs"])))
         first = seq(r.first[at])
         action, logp_old = seq(d["action"]), seq(d["logp"])
         adv_t, target_t = seq(adv.astype(np.float32)), seq(target.astype(np.float32))

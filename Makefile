@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench slow clean
+.PHONY: setup run test lint bench slow docs clean
 
 setup: $(STAMP)
 
@@ -26,6 +26,10 @@ slow: setup
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
+
+# docs/reference.md, docs/metrics.md and docs/cli.md, generated from the code (a test diffs them).
+docs: setup
+	$(BIN)/python -m interplay.docs
 
 bench: setup
 	$(BIN)/python benchmarks/runner_overhead.py

@@ -24,7 +24,7 @@ slow: setup
 	$(BIN)/python -m pytest -m slow -q $(PYTEST_ARGS)
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 
 # docs/reference.md, docs/metrics.md and docs/cli.md, generated from the code (a test diffs them).

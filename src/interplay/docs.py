@@ -276,7 +276,8 @@ def metrics_md() -> str:
             "(`episode_return_mean`, `agent_return_mean/<agent>`, "
             "`policy_return_mean/<policy>`...).", ""]
     out += _metric_table(EVAL_DOCS)
-    out += ["With `--vs random|module:function` (two-player games) it writes instead:", ""]
+    out += ["With `--vs random|module:function` (two-player games) it writes `phase`, `env` and "
+            "`checkpoint` as above and, instead of the episode figures:", ""]
     out += _metric_table(VERSUS_DOCS)
     return "\n".join(out).rstrip() + "\n"
 
@@ -300,7 +301,7 @@ def cli_md() -> str:
             out += ["| argument | default | meaning |", "| --- | --- | --- |"]
             for action in _documented_actions(sub):
                 out.append(f"| {_cell(_flags(action))} | {_cell(_action_default(action))} | "
-                           f"{_cell(_markdown(action.help or ''))} |")
+                           f"{_cell(_markdown(_help(action, sub.prog)))} |")
             out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -342,6 +343,12 @@ def _flags(action: argparse.Action) -> str:
         return ", ".join(f"`{o}`" for o in action.option_strings)
     metavar = action.metavar or action.dest.upper()
     return ", ".join(f"`{o} {metavar}`" for o in action.option_strings)
+
+
+def _help(action: argparse.Action, prog: str) -> str:
+    """The help text as ``--help`` shows it, ``%(default)s`` and the like filled in."""
+    text = action.help or ""
+    return text % {**vars(action), "prog": prog} if "%" in text else text
 
 
 def _action_default(action: argparse.Action) -> str:

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench slow clean
+.PHONY: setup run test lint bench slow docs clean
 
 setup: $(STAMP)
 
@@ -24,8 +24,12 @@ slow: setup
 	$(BIN)/python -m pytest -m slow -q $(PYTEST_ARGS)
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
+
+# docs/reference.md, docs/metrics.md and docs/cli.md, generated from the code (a test diffs them).
+docs: setup
+	$(BIN)/python -m interplay.docs
 
 bench: setup
 	$(BIN)/python benchmarks/runner_overhead.py

@@ -11,10 +11,16 @@ from interplay.config.schema import ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="interplay", description="Multi-agent reinforcement learning.")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = argparse.ArgumentParser(
+        prog="interplay", description="Multi-agent reinforcement learning on PettingZoo envs.",
+        epilog="Run 'interplay COMMAND --help' for a command's options; every setting a config "
+               "takes is in docs/reference.md.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    t = sub.add_parser("train", help="train as the config says and write a run folder")
+    def command(name: str, about: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=about, description=about[0].upper() + about[1:] + ".")
+
+    t = command("train", "train as the config says and write a run folder")
     t.add_argument("configs", nargs="*", help="YAML files, merged in order")
     t.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. -s train.steps=20000 (repeatable)")
@@ -22,8 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--overwrite", action="store_true",
                    help="if the run folder already holds a run, delete it and start again")
 
-    r = sub.add_parser("resume", help="continue a run from its newest valid checkpoint")
-    r.add_argument("run_dir")
+    r = command("resume", "continue a run from its newest valid checkpoint")
+    r.add_argument("run_dir", help="the run folder to continue")
     r.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
                    help="change a setting, e.g. -s train.steps=2000000")
     r.add_argument("--checkpoint", help="a checkpoints/step_* folder to resume from instead")
@@ -31,10 +37,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="import and run the modules the run's config names (env, policies, "
                         "callbacks...) even when they are not installed env packages")
 
-    e = sub.add_parser("eval", help="score a run's policies without exploration")
-    e.add_argument("run_dir")
+    e = command("eval", "score a run's policies without exploration")
+    e.add_argument("run_dir", help="the run folder whose policies to score")
     e.add_argument("--checkpoint", help="a checkpoints/step_* folder (default: the newest valid)")
-    e.add_argument("--episodes", type=int, default=20)
+    e.add_argument("--episodes", type=int, default=20,
+                   help="episodes to play, or games with --vs (default: %(default)s)")
     e.add_argument("--env", help="another env id with the same spaces, e.g. mpe2.simple_spread_v3")
     e.add_argument("--render", metavar="OUT.gif", help="also write a GIF of one episode")
     e.add_argument("--seed", type=int, help="seed of the eval episodes (default: from the run's)")
@@ -42,20 +49,25 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--vs", metavar="random|module:function",
                    help="two-player games: play the trained policy on each seat (half the "
                         "games each) against this opponent and report win/draw/loss rates")
-    e.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE")
+    e.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="change a setting of the run's config for this eval, e.g. "
+                        "-s env.kwargs.max_cycles=50 (repeatable)")
     e.add_argument("--trust", action="store_true",
                    help="import and run the modules the run's config names (env, policies, "
                         "callbacks...) even when they are not installed env packages")
 
-    c = sub.add_parser("check", help="check an env against PettingZoo's API and interplay's rules")
+    c = command("check", "check an env against PettingZoo's API and interplay's rules")
     c.add_argument("env_id", help="module path, registered name, or module:function")
     c.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
                    help="env settings, e.g. -s env.kwargs.max_cycles=10")
-    c.add_argument("--cycles", type=int, default=200, help="env steps to try")
+    c.add_argument("--cycles", type=int, default=200,
+                   help="env steps to try (default: %(default)s)")
 
-    s = sub.add_parser("config", help="print the resolved config with each setting's doc")
-    s.add_argument("configs", nargs="*")
-    s.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE")
+    s = command("config", "print the resolved config with each setting's doc")
+    s.add_argument("configs", nargs="*", help="YAML files, merged in order")
+    s.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a setting, e.g. -s algo.name=dqn to see DQN's settings "
+                        "(repeatable)")
     s.add_argument("--show", action="store_true", help="print the resolved config (the default)")
     return p
 

@@ -31,6 +31,9 @@ class Algorithm:
     # rather than one update's outcome: a report shows their value at its last update, not a
     # mean over its updates. A name matches by itself or by its part before "/".
     gauges: ClassVar[frozenset[str]] = frozenset()
+    # What each metric update() returns means, for the glossary (docs/metrics.md): a name, with
+    # ``<policy>`` standing for the policy id after "/", mapped to one sentence.
+    metric_docs: ClassVar[dict[str, str]] = {}
 
     def __init__(self, settings: AlgoSettings, specs: dict[str, PolicySpec], device: str,
                  seed: int):

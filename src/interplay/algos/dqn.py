@@ -170,6 +170,13 @@ class DQN(Algorithm):
     action_kinds = frozenset({"discrete"})
     turn_based = True
     gauges = frozenset({"epsilon", "buffer_size"})
+    metric_docs = {
+        "epsilon": "the chance of a random (legal) action while training, at the last update",
+        "loss/<policy>": "the Huber loss of the online Q-values against their n-step targets",
+        "q_mean/<policy>": "the mean Q-value of the actions taken in the sampled batch",
+        "target_mean/<policy>": "the mean n-step target those Q-values were moved towards",
+        "buffer_size/<policy>": "transitions held in the policy's replay buffer",
+    }
 
     def __init__(self, settings: DQNSettings, specs: dict[str, PolicySpec], device: str,
                  seed: int):

@@ -245,6 +245,15 @@ class MADDPG(Algorithm):
     action_kinds = frozenset({"discrete", "box"})
     turn_based = False
     gauges = frozenset({"buffer_size"})
+    metric_docs = {
+        "noise_scale": "the scale of the exploration noise (see `algo.noise_decay_steps`)",
+        "buffer_size": "joint transitions held in the shared replay buffer",
+        "critic_loss/<policy>": "the mean squared error of the policy's critics against their "
+                                "targets, mean over its critics",
+        "q_mean/<policy>": "the first critic's mean Q-value of the sampled joint actions",
+        "actor_loss/<policy>": "minus the first critic's value of the actor's actions; only "
+                               "in updates that trained the actor (see `algo.policy_delay`)",
+    }
 
     def __init__(self, settings: MADDPGSettings, specs: dict[str, PolicySpec], device: str,
                  seed: int):

@@ -232,6 +232,21 @@ class PPO(Algorithm):
     Settings = PPOSettings
     settings: PPOSettings
     gauges = frozenset({"lr"})
+    metric_docs = {
+        "lr": "the learning rate of the last update (it falls linearly to 0 over "
+              "`algo.lr_decay_steps` when that is set)",
+        "policy_loss/<policy>": "the clipped surrogate policy loss, mean over epochs and minibatches",
+        "value_loss/<policy>": "half the squared error of the critic's value against its return "
+                               "target (in normalised units with `algo.norm_value`)",
+        "entropy/<policy>": "the mean entropy of the policy's action distribution",
+        "approx_kl/<policy>": "the approximate KL divergence of the updated policy from the one "
+                              "that collected the rollout, mean of (ratio - 1) - log(ratio)",
+        "clip_frac/<policy>": "the fraction of samples whose probability ratio left "
+                              "[1 - clip, 1 + clip]",
+        "explained_variance/<policy>": "1 - Var(return - value) / Var(return) of the critic "
+                                       "before the update: 1 is a perfect critic, 0 or less "
+                                       "is no better than a constant",
+    }
 
     def __init__(self, settings: PPOSettings, specs: dict[str, PolicySpec], device: str,
                  seed: int):

@@ -188,12 +188,20 @@ class CheckpointConfig(Section):
 
 class Config(Section):
     env: EnvConfig = Field(default_factory=EnvConfig)
+    """The environment and how its copies are stepped."""
     algo: SerializeAsAny[AlgoSettings] = Field(default_factory=AlgoSettings)
     """The algorithm and its settings, checked by the model its ``name`` selects."""
     policies: dict[str, PolicyConfig] = Field(default_factory=dict)
+    """Policy id -> the agents it controls and how it acts. Agents no policy lists go to
+    ``train.policy_mapping_fn``; when no policy lists any agent and there is no function, the
+    agents sharing the prefix before the last ``_`` share one policy (``agent_0``, ``agent_1``
+    -> ``agent``)."""
     train: TrainConfig = Field(default_factory=TrainConfig)
+    """How long and how to train: steps, seed, episodes, test phases, callbacks."""
     log: LogConfig = Field(default_factory=LogConfig)
+    """What a run reports and where: ``metrics.jsonl``, console, TensorBoard, W&B."""
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    """When checkpoints are written into ``checkpoints/`` and how many are kept."""
 
 
     @model_validator(mode="before")

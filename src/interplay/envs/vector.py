@@ -24,6 +24,16 @@ from interplay.envs.batch import (
 )
 from interplay.envs.copies import EnvCopies
 
+# What ``stats()`` reports, in every train row (counts since the run began), for the glossary.
+STATS_DOCS = {
+    "env_failures": "times an env copy raised in `step` or `reset` and was rebuilt",
+    "episodes_dropped": "episodes under way that were abandoned (their copy raised, or its "
+                        "worker died or hung); none of their transitions reached a learner "
+                        "with `train.batch_mode: complete_episodes`",
+    "worker_restarts": "`env.vectorization: async` workers that died or hung and were replaced "
+                       "(always 0 for in-process copies)",
+}
+
 
 class SyncVecEnv:
     """``num_envs`` PettingZoo copies stepped one after another in this process.

@@ -78,6 +78,19 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
     return report
 
 
+# What eval.json holds besides the episodes' figures (Window.metric_docs), for the glossary.
+EVAL_DOCS = {
+    "phase": "`eval`",
+    "env": "the env the episodes ran on (`--env`, or the run's `env.id`)",
+    "checkpoint": "the checkpoint folder the policies were loaded from",
+    "env_steps": "env steps the eval took",
+    "agent_steps": "agent transitions the eval took",
+    "episodes": "episodes (games) played",
+    "render": "with `--render`: the GIF written",
+    "render_error": "with `--render`: why the env could not be drawn (the scores stand)",
+}
+
+
 class RenderError(UserError, RuntimeError):
     """The env could not be drawn; the scores were written all the same."""
 

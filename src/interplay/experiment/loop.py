@@ -331,6 +331,23 @@ def _reached(row: dict[str, Any], train: Any) -> bool:
     return value is not None and value >= train.target
 
 
+# What train_row and test_phase report besides the episodes' figures (Window.metric_docs), the
+# learner's (Algorithm.metric_docs) and the env's (STATS_DOCS), for the glossary.
+ROW_DOCS = {
+    "phase": "`train`, or `test` for a test phase (greedy policies on the eval env)",
+    "env_steps": "env steps so far in the run (one call of a copy's `step`, all copies together)",
+    "agent_steps": "agent transitions so far (one per acting agent per env step)",
+    "episodes": "training episodes finished so far",
+    "episodes_in_report": "episodes the row's figures are over (finished since the previous "
+                          "row of its phase)",
+    "wall_s": "seconds since the run began, test phases and checkpoints included (a resumed "
+              "run continues the count)",
+    "env_steps_per_s": "train rows: env steps per second since the previous train row; test "
+                       "rows: the eval env's rate during the test phase",
+    "run_env_steps_per_s": "train rows: env steps over `wall_s`, the whole run's rate",
+}
+
+
 def train_row(runner: Runner, wall_s: float, rate: float, overall: float,
               learner: dict[str, float | None]) -> dict[str, Any]:
     row: dict[str, Any] = {

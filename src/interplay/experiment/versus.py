@@ -27,6 +27,20 @@ from interplay.run.mapping import PolicySpec, load_callable
 from interplay.run.runner import Runner
 
 OUTCOMES = ("win", "draw", "loss")
+# What ``play_versus`` adds to eval.json with ``--vs``, for the glossary (docs/metrics.md).
+VERSUS_DOCS = {
+    "vs": "the opponent: `random` or `module:function`",
+    "policy/<seat>": "the trained policy that played that seat",
+    "episodes/<seat>": "games the trained side played on that seat",
+    "win_rate": "share of all games the trained side won (its return above 0)",
+    "draw_rate": "share of games with a return of 0",
+    "loss_rate": "share of games with a return below 0",
+    "return_mean": "the trained side's mean return",
+    "win_rate/<seat>": "share of that seat's games won",
+    "draw_rate/<seat>": "share of that seat's games drawn",
+    "loss_rate/<seat>": "share of that seat's games lost",
+    "return_mean/<seat>": "the trained side's mean return on that seat",
+}
 
 
 def play_versus(cfg: Config, agents: list[str], specs: dict[str, PolicySpec],

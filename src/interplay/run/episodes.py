@@ -140,6 +140,23 @@ class EpisodeTracker:
 class Window:
     """Finished episodes and custom values since the last report."""
 
+    # What :meth:`summary` reports, for the glossary (docs/metrics.md). Every figure is over the
+    # episodes that finished in the report's window, null when none did.
+    metric_docs = {
+        "episode_return_mean": "mean over episodes of the episode's return summed over its agents",
+        "episode_return_min": "the lowest such episode return",
+        "episode_return_max": "the highest such episode return",
+        "episode_len_mean": "mean episode length in env steps (for AEC envs, moves)",
+        "agent_return_mean/<agent>": "mean return of one agent (seat) over the episodes it took "
+                                     "part in",
+        "agent_return_min/<agent>": "that agent's lowest episode return",
+        "agent_return_max/<agent>": "that agent's highest episode return",
+        "policy_return_mean/<policy>": "mean return per agent of the agents a policy controls "
+                                       "(each agent's episode return counted once)",
+        "policy_return_min/<policy>": "the lowest episode return of any of them",
+        "policy_return_max/<policy>": "the highest episode return of any of them",
+    }
+
     def __init__(self, owner: dict[str, str], limit: int | None = None):
         self.owner = owner  # agent -> policy
         self.limit = limit  # take at most this many episodes (a test phase's count)

@@ -28,11 +28,11 @@ def main() -> None:
     budget = ["train.target=0.95", "train.target_metric=policy_return_mean/agent"]
     if args.smoke:
         budget += ["train.steps=2048", "train.test_frequency=1024", "train.test_episodes=20",
-                   "log.every=1024", "algo.rollout=32", "algo.seq_len=8", "algo.epochs=2"]
+                   "log.every=1024", "algo.rollout=32", "algo.model.seq_len=8", "algo.epochs=2"]
     scores = {}
     for memory in ("gru", "none"):
         cfg = interplay.load_config([ROOT / "configs" / "ippo_recall_gru.yaml"],
-                                    overrides=[f"algo.recurrent={memory}", "log.console=false",
+                                    overrides=[f"algo.model.recurrent={memory}", "log.console=false",
                                                *budget])
         result = interplay.train(cfg, Path(args.runs) / memory, overwrite=True)
         scores[memory] = result.last_test["policy_return_mean/agent"]

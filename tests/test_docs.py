@@ -83,7 +83,7 @@ def test_reference_shows_type_bounds_default_and_doc():
             "once per step for all of them. |") in text
     assert "| `env.api` | one of `auto`, `aec`, `parallel` | `auto` |" in text
     assert "| `train.max_steps_per_episode` | int or null (≥ 1) | `null` |" in text
-    assert "| `algo.recurrent` | one of `none`, `gru`, `lstm` | `none` |" in text
+    assert "| `algo.model.recurrent` | one of `none`, `gru`, `lstm` | `none` |" in text
 
 
 # -- command line -----------------------------------------------------------------------------

@@ -41,6 +41,9 @@ class Algorithm:
         self.specs = specs
         self.device = device
         self.seed = seed
+        # Trained policies that act with their current weights but are not updated
+        # (``train.policies_to_train`` leaves them out); their transitions are still stored.
+        self.frozen: set[str] = set()
 
     def actor(self, pid: str) -> Actor:
         """The actor for trainable policy ``pid``."""

@@ -224,7 +224,7 @@ class DQN(Algorithm):
         self._rounds = 0
         for pid, p in self.policies.items():
             buffer = storage.buffers[pid]
-            if len(buffer) < s.batch_size:
+            if len(buffer) < s.batch_size or pid in self.frozen:
                 continue
             sums = np.zeros(3)
             for _ in range(steps):

@@ -346,7 +346,8 @@ class MADDPG(Algorithm):
     # -- learning ---------------------------------------------------------------------------
     def update(self, storage: JointReplay) -> dict[str, float]:
         s = self.settings
-        sums = {pid: np.zeros(3) for pid in self.policies}
+        active = [pid for pid in self.policies if pid not in self.frozen]
+        sums = {pid: np.zeros(3) for pid in active}
         actor_steps = 0
         steps = s.gradient_steps * max(1, self._rounds)
         self._rounds = 0
@@ -356,13 +357,13 @@ class MADDPG(Algorithm):
             delayed = self.updates % s.policy_delay == 0
             batch = self._tensors(rows)
             next_act = self._target_actions(batch)
-            for pid in self.policies:
+            for pid in active:
                 sums[pid][:2] += self._learn_critic(pid, batch, next_act)
             if delayed:
                 actor_steps += 1
-                for pid in self.policies:
+                for pid in active:
                     sums[pid][2] += self._learn_actor(pid, batch)
-                for p in self.policies.values():
+                for p in (self.policies[pid] for pid in active):
                     soft_update(p.actor_target, p.actor, s.tau)
                     soft_update(p.critic_targets, p.critics, s.tau)
         metrics: dict[str, float] = {"noise_scale": self.noise_scale(),

@@ -325,11 +325,12 @@ class PPO(Algorithm):
         if s.centralised_critic and data:
             self._add_joint(data)
         metrics: dict[str, float] = {"lr": lr}
-        for pid, d in data.items():
+        learning = {pid: d for pid, d in data.items() if pid not in self.frozen}
+        for pid, d in learning.items():
             adv, target, explained = self._advantages(pid, d)
             metrics.update(self._optimise(pid, d, adv, target, lr))
             metrics[f"explained_variance/{pid}"] = explained
-        for pid, d in data.items():
+        for pid, d in learning.items():
             norm = self.policies[pid].obs_norm
             if norm is not None:
                 norm.update(d["raw_obs"])

@@ -119,11 +119,11 @@ RENAMED = {
 """Network settings of the ``algo`` section that moved, and where to."""
 
 
-def refuse_renamed(data: dict[str, Any], fields: dict[str, Any]) -> None:
+def refuse_renamed(data: dict[str, Any], fields: dict[str, Any], where: str = "algo") -> None:
     """Name the new key for an old network setting that ``fields`` does not have."""
     for old, new in RENAMED.items():
         if old in data and old not in fields:
-            raise ConfigError(f"algo.{old}: this setting is now {new}; rename the key "
+            raise ConfigError(f"{where}.{old}: this setting is now {new}; rename the key "
                               f"(its values are the same)")
 
 

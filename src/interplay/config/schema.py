@@ -77,6 +77,11 @@ class PolicyConfig(Section):
     """Frames stacked per agent in what this policy sees (image frames along their channels)."""
     model: dict[str, Any] = Field(default_factory=dict)
     """This policy's network: any ``algo.model`` settings, merged over ``algo.model``."""
+    algo: dict[str, Any] = Field(default_factory=dict)
+    """This policy's own algorithm settings: any setting of the run's algorithm, merged over
+    ``algo`` (its own ``lr``, ``ent_coef``, ...), or ``name`` and that algorithm's settings
+    for another algorithm altogether (its defaults then apply, not the run's). Policies whose
+    resolved settings are the same learn together, in one learner."""
 
     @field_validator("model", mode="before")
     @classmethod
@@ -112,6 +117,11 @@ class TrainConfig(Section):
         if isinstance(value, bool):  # YAML reads true/yes/on as a bool, which would pass as 1
             raise ValueError("a seed is a whole number, not true or false")
         return value
+    policies_to_train: list[str] | None = None
+    """Trained policies that learn, by id or glob pattern (``predator_*``); none means every
+    trainable policy. The others act with their current weights and are saved and restored,
+    but not updated. May change on resume; a callback may change it during a run with
+    ``runner.experiment.set_policies_to_train([...])``."""
     batch_mode: Literal["complete_episodes", "truncate_episodes"] = "complete_episodes"
     """``complete_episodes``: the learner gets a copy's transitions when its episode ends, so an
     episode dropped because its env raised never reaches it; ``truncate_episodes``: each
@@ -414,7 +424,39 @@ def validate(data: dict[str, Any]) -> Config:
     except ValidationError as err:
         raise ConfigError(explain(err)) from None
     check_models(cfg)
+    for pid, policy in cfg.policies.items():
+        if policy.algo:
+            if policy.type != "trainable":
+                raise ConfigError(f"policies.{pid}.algo: policy {pid!r} is {policy.type}; only "
+                                  "trainable policies have algorithm settings")
+            policy_settings(cfg, pid)
     return cfg
+
+
+def policy_settings(cfg: Config, pid: str) -> AlgoSettings:
+    """Policy ``pid``'s algorithm settings: ``policies.<pid>.algo`` over ``algo`` (or, when it
+    names another algorithm, over that algorithm's defaults), validated as its own."""
+    policy = cfg.policies.get(pid)
+    override = policy.algo if policy is not None else {}
+    if not override:
+        return cfg.algo
+    where = f"policies.{pid}.algo"
+    name = override.get("name", cfg.algo.name)
+    base = cfg.algo.model_dump() if name == cfg.algo.name else {}
+    try:
+        cls = settings_class(name)
+    except ConfigError as err:
+        raise ConfigError(str(err).replace("algo.name", f"{where}.name", 1)) from None
+    refuse_renamed(override, cls.model_fields, where)
+    return validate_section(cls, _merged(base, override), where)
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = (_merged(out[key], value) if isinstance(value, dict)
+                    and isinstance(out.get(key), dict) else value)
+    return out
 
 
 def _nearest(key: str, options: list[str]) -> str | None:
@@ -478,8 +520,26 @@ def describe(cfg: Config) -> str:
         if not isinstance(values, dict) or not values:
             lines.append("  {}" if not values else f"  {values!r}")
             continue
+        if section == "policies":
+            _describe_policies(lines, cfg, values)
+            continue
         _describe_fields(lines, model, values, "  ")
     return "\n".join(lines)
+
+
+def _describe_policies(lines: list[str], cfg: Config, values: dict[str, Any]) -> None:
+    """Each policy on one line; one with algorithm settings of its own shows them resolved
+    (every setting its learner uses), one per line."""
+    for pid, policy in values.items():
+        if not policy.get("algo"):
+            lines.append(f"  {_flow(pid, policy)}")
+            continue
+        settings = policy_settings(cfg, pid)
+        rest = {k: v for k, v in policy.items() if k != "algo"}
+        lines.append(f"  {pid}:")
+        lines.extend(f"    {_flow(k, v)}" for k, v in rest.items())
+        lines.append("    algo:  # resolved: this policy's learner's settings")
+        _describe_fields(lines, type(settings), settings.model_dump(mode="json"), "      ")
 
 
 def _describe_fields(lines: list[str], model: type[BaseModel] | None, values: dict[str, Any],

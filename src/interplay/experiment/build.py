@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import fnmatch
 import random
 from collections.abc import Sequence
 from datetime import datetime
@@ -14,8 +16,9 @@ import torch
 
 from interplay.algos import algorithm_class
 from interplay.algos.base import Algorithm, rng_for
+from interplay.algos.learners import Learners
 from interplay.config.model import check_models
-from interplay.config.schema import Config, ConfigError, validate_section
+from interplay.config.schema import Config, ConfigError, policy_settings, validate_section
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
 from interplay.envs.registry import EnvSpecError, env_factory, native_env_class
@@ -96,6 +99,68 @@ def make_algorithm(cfg: Config, specs: dict[str, PolicySpec], device: str,
     if type(settings) is not cls.Settings:
         settings = validate_section(cls.Settings, settings.model_dump(), "algo")
     return cls(settings, specs, device, cfg.train.seed)
+
+
+CENTRALISED_ACTIONS = ("maddpg", "matd3")  # critics that take every learner agent's action
+
+
+def make_learners(cfg: Config, specs: dict[str, PolicySpec], device: str,
+                  turn_based: bool = False) -> Learners:
+    """Every trained policy's learner: one algorithm for the policies whose resolved settings
+    (``algo`` and ``policies.<pid>.algo``) match, as one run without per-policy settings has,
+    and ``train.policies_to_train`` set. What cannot share the run is refused here."""
+    trained = [pid for pid, spec in specs.items() if spec.trainable]
+    training = policies_to_train(cfg, trained)
+    if not any(specs[pid].config.algo for pid in trained):
+        return Learners([(make_algorithm(cfg, specs, device, turn_based), trained)], training)
+    groups: dict[str, tuple[Any, list[str]]] = {}
+    for pid in trained:
+        settings = policy_settings(cfg, pid)
+        groups.setdefault(settings.model_dump_json(), (settings, []))[1].append(pid)
+    central = [(s, pids) for s, pids in groups.values() if s.name in CENTRALISED_ACTIONS]
+    if len(groups) > 1 and len(central) > 1:
+        (a, pa), (b, pb) = central[:2]
+        raise ConfigError(
+            f"policies.{pb[0]}.algo: policies {pa[0]!r} ({a.name}) and {pb[0]!r} ({b.name}) "
+            "would each have a centralised critic of their own, and each critic needs the "
+            "other's actions; give them the same algo settings (one learner) or another "
+            "algorithm (ippo, say) on one side")
+    parts = []
+    for settings, pids in groups.values():
+        cls = algorithm_class(settings.name)
+        where = (f"policies.{pids[0]}.algo.name" if specs[pids[0]].config.algo.get("name")
+                 else "algo.name")
+        own = {pid: spec if pid in pids else _untrained(spec) for pid, spec in specs.items()}
+        try:
+            check_capabilities(cls, cfg, own, turn_based)
+        except ConfigError as err:
+            raise ConfigError(f"{where}: policies {pids}: " + str(err).removeprefix("algo.name: ")) from None
+        if type(settings) is not cls.Settings:
+            settings = validate_section(cls.Settings, settings.model_dump(), where[:-5])
+        parts.append((cls(settings, own, device, cfg.train.seed), pids))
+    return Learners(parts, training)
+
+
+def _untrained(spec: PolicySpec) -> PolicySpec:
+    """``spec`` as another learner's algorithm sees it: a policy it does not train."""
+    return dataclasses.replace(spec, config=spec.config.model_copy(update={"type": "random"}))
+
+
+def policies_to_train(cfg: Config, trained: list[str]) -> list[str]:
+    """The trained policies ``train.policies_to_train`` names (ids or globs); all by default."""
+    patterns = cfg.train.policies_to_train
+    if patterns is None:
+        return list(trained)
+    chosen: list[str] = []
+    for pattern in patterns:
+        hits = [pid for pid in trained if fnmatch.fnmatchcase(pid, pattern)]
+        if not hits:
+            near = difflib.get_close_matches(pattern, trained, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise ConfigError(f"train.policies_to_train: {pattern!r} names no trained policy"
+                              f"{hint} (trained policies: {', '.join(trained)})")
+        chosen += [pid for pid in hits if pid not in chosen]
+    return chosen
 
 
 def check_capabilities(cls: type[Algorithm], cfg: Config, specs: dict[str, PolicySpec],

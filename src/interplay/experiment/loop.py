@@ -29,10 +29,11 @@ from interplay.errors import UserError, WriteError
 from interplay.experiment.build import (
     check_target_metric,
     make_actors,
-    make_algorithm,
     make_callbacks,
+    make_learners,
     make_specs,
     make_vec_env,
+    policies_to_train,
     resolve_device,
     seed_everything,
 )
@@ -96,7 +97,7 @@ class Experiment:
         self.env, copies = make_vec_env(cfg)
         try:
             self.specs = make_specs(cfg, self.env)
-            self.algo = make_algorithm(cfg, self.specs, self.device, self.env.turn_based)
+            self.algo = make_learners(cfg, self.specs, self.device, self.env.turn_based)
             self.actors = make_actors(cfg, self.specs, self.algo)
             self.callbacks = make_callbacks(cfg, list(callbacks))
             self.storage = self.algo.make_storage(self.env.num_envs)  # the loop's
@@ -105,6 +106,7 @@ class Experiment:
             check_target_metric(cfg, self.specs, self.env.agents, self.callbacks)
             self.runner = Runner(self.env, self.specs, self.actors, collect, self.callbacks, copies,
                                  complete_episodes=cfg.train.batch_mode == "complete_episodes")
+            self.runner.experiment = self  # what callbacks reach through ``runner``
         except BaseException:
             self.env.close()
             raise
@@ -119,6 +121,14 @@ class Experiment:
         }
         self.learner = LearnerMeans(self.algo.gauges)
         self.started = False
+
+    def set_policies_to_train(self, pids: Sequence[str]) -> None:
+        """Train only ``pids`` (ids or glob patterns) from now on; the other trained policies
+        act with their current weights and are not updated. For callbacks (alternating
+        training, say): ``runner.experiment.set_policies_to_train(["prey"])``."""
+        trained = [p for p, s in self.specs.items() if s.trainable]
+        self.cfg.train.policies_to_train = list(pids)
+        self.algo.set_training(policies_to_train(self.cfg, trained))
 
     # -- state -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

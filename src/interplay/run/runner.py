@@ -137,6 +137,7 @@ class Runner:
                  copies: Sequence[Any] | None = None, complete_episodes: bool = True):
         self.env = env
         self.specs = specs
+        self.experiment: Any = None  # the experiment this runner trains for, if any (callbacks)
         self.callbacks = callbacks or CallbackList([])
         E = env.num_envs
         col = {a: i for i, a in enumerate(env.agents)}

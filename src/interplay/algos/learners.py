@@ -73,7 +73,7 @@ class Learners(Algorithm):
             return getattr(parts[0][0], name)
         raise AttributeError(name)
 
-    @property  # type: ignore[misc]
+    @property
     def name(self) -> str:  # type: ignore[override]
         """The algorithm's name; with several learners, theirs joined by ``+``."""
         return "+".join(dict.fromkeys(type(a).name for a, _ in self.parts))

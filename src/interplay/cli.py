@@ -63,6 +63,14 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--cycles", type=int, default=200,
                    help="env steps to try (default: %(default)s)")
 
+    h = command("hpo", "evolutionary hyper-parameter search over a population of learners")
+    h.add_argument("configs", nargs="*", help="YAML files, merged in order (hpo: section)")
+    h.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a setting, e.g. -s hpo.population=6 (repeatable)")
+    h.add_argument("--run-dir", help="where to write the search (default: log.dir/<name>)")
+    h.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue the search in this folder where it stopped")
+
     s = command("config", "print the resolved config with each setting's doc")
     s.add_argument("configs", nargs="*", help="YAML files, merged in order")
     s.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
@@ -128,6 +136,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         cfg = config_mod.load([], [f"env.id={args.env_id}", *args.set])
         problems = check_env(cfg, cycles=args.cycles)
         return 1 if problems else 0
+    if args.command == "hpo":
+        from interplay.population.hpo import run_search
+
+        best = run_search(args.configs, args.set, args.run_dir, args.resume)
+        print(f"best member: {best}")
+        return 0
     if args.command == "config":
         cfg = config_mod.load(args.configs, args.set)
         print(config_mod.describe(cfg))

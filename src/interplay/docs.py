@@ -279,6 +279,13 @@ def metrics_md() -> str:
     out += ["With `--vs random|module:function` (two-player games) it writes `phase`, `env` and "
             "`checkpoint` as above and, instead of the episode figures:", ""]
     out += _metric_table(VERSUS_DOCS)
+    from interplay.population.hpo import HPO_DOCS
+
+    out += ["## hpo.jsonl", "",
+            "`interplay hpo` writes one line per member per generation into the search's "
+            "folder; each member's own `metrics.jsonl` is in `members/<member>/` while it is "
+            "in the population.", ""]
+    out += _metric_table(HPO_DOCS)
     return "\n".join(out).rstrip() + "\n"
 
 

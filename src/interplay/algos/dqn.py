@@ -17,7 +17,7 @@ rounds as ``train_every`` intervals it spans.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -37,6 +37,9 @@ from interplay.run.mapping import PolicySpec
 
 
 class DQNSettings(AlgoSettings):
+    mutable: ClassVar[dict[str, tuple[float, float]]] = {
+        "lr": (1e-5, 1e-2), "batch_size": (16, 512), "gamma": (0.9, 0.999),
+        "train_every": (1, 16), "epsilon_end": (0.0, 0.2), "target_every": (50, 5000)}
     lr: float = Field(5e-4, gt=0)
     """Adam's learning rate."""
     gamma: float = Field(0.99, ge=0, le=1)

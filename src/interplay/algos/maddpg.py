@@ -39,7 +39,7 @@ rounds as ``learn_step`` intervals it spans.
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -64,6 +64,9 @@ def _relu(hidden: list[int]) -> Any:
 
 
 class MADDPGSettings(AlgoSettings):
+    mutable: ClassVar[dict[str, tuple[float, float]]] = {
+        "lr_actor": (1e-5, 1e-2), "lr_critic": (1e-5, 1e-2), "batch_size": (64, 4096),
+        "gamma": (0.9, 0.999), "tau": (0.001, 0.1), "noise_scale": (0.0, 0.5)}
     lr_actor: float = Field(1e-3, gt=0)
     """Adam's learning rate for the actors."""
     lr_critic: float = Field(1e-3, gt=0)

@@ -69,6 +69,9 @@ def _select(x: np.ndarray | Joined, rows: np.ndarray) -> np.ndarray | Joined:
 
 
 class PPOSettings(AlgoSettings):
+    mutable: ClassVar[dict[str, tuple[float, float]]] = {
+        "lr": (1e-5, 1e-2), "ent_coef": (0.0, 0.1), "clip": (0.05, 0.5), "gamma": (0.9, 0.999),
+        "gae_lambda": (0.8, 1.0), "epochs": (1, 20), "minibatches": (1, 32)}
     supports_recurrent: ClassVar[bool] = True
     rollout: int = Field(100, ge=1)
     """Steps of each copy per rollout (the T of its ``[T, E, k]`` arrays): an update comes

@@ -24,6 +24,9 @@ class AlgoSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True,
                               use_attribute_docstrings=True)
+    # Hyper-parameters an evolutionary search may mutate, each with the range it stays in
+    # (``hpo.ranges`` narrows or moves them, within the field's own bounds).
+    mutable: ClassVar[dict[str, tuple[float, float]]] = {}
     name: str = "random"
     """The algorithm: a registered name (``ippo``, ``mappo``, ``dqn``, ``maddpg``, ``matd3``,
     ``random``) or ``module:Class`` for an algorithm of your own."""

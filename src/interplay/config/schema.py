@@ -196,6 +196,67 @@ class CheckpointConfig(Section):
     """Write a checkpoint when training ends."""
 
 
+class MutationConfig(Section):
+    none: float = Field(0.2, ge=0)
+    """Weight of leaving a child as its parent was."""
+    hp: float = Field(0.4, ge=0)
+    """Weight of changing one RL hyper-parameter (grown or shrunk within its range)."""
+    arch: float = Field(0.2, ge=0)
+    """Weight of changing the network: a hidden layer added or removed, or units added or
+    removed (CNN channels too), keeping the learned weights where shapes allow."""
+    noise: float = Field(0.1, ge=0)
+    """Weight of adding Gaussian noise to the policy's weights."""
+    activation: float = Field(0.1, ge=0)
+    """Weight of changing the hidden layers' nonlinearity."""
+
+
+class HPOConfig(Section):
+    population: int = Field(4, ge=2)
+    """Members of the population, each a full learner with its own settings and RNG streams."""
+    generations: int = Field(10, ge=1)
+    """Generations to run (fewer when ``train.target_metric`` reaches ``train.target``)."""
+    evo_steps: int = Field(10_000, ge=1)
+    """Env steps each member trains per generation."""
+    eval_loop: int = Field(1, ge=1)
+    """Fitness (``return``) is the mean over this many of a member's last test phases."""
+    metric: str = "episode_return_mean"
+    """The test-phase metric that is the fitness with ``fitness: return``."""
+    fitness: Literal["return", "rating"] = "return"
+    """``return``: a test phase's ``metric``; ``rating``: an Elo rating from games every
+    member plays against every other (and against ``opponents``), for two-player games."""
+    games: int = Field(10, ge=2)
+    """With ``rating``: games per pairing (each seat half of them), so every member plays the
+    same number of games per generation."""
+    opponents: list[str] = Field(default_factory=list)
+    """With ``rating``: fixed baselines every member also plays: ``random`` or
+    ``module:function`` (a scripted player)."""
+    tournament_size: int = Field(2, ge=2)
+    """Members drawn at random for each tournament; the fittest becomes a parent."""
+    elitism: bool = True
+    """The fittest member goes on unchanged into the next generation."""
+    mutation: MutationConfig = Field(default_factory=MutationConfig)
+    """How likely each kind of mutation is (relative weights)."""
+    ranges: dict[str, list[float]] = Field(default_factory=dict)
+    """``setting: [low, high]`` to mutate hyper-parameters within instead of the ranges the
+    algorithm declares (checked against the setting's own bounds)."""
+    init: dict[str, list[float]] = Field(default_factory=dict)
+    """``setting: [low, high]``: each member's starting value drawn from this range
+    (log-uniform for positive ranges spanning more than a factor of ten)."""
+    factor: float = Field(1.2, gt=1)
+    """A mutated hyper-parameter is multiplied or divided by this."""
+    noise_std: float = Field(0.1, gt=0)
+    """Parameter noise: its std relative to each weight tensor's own std."""
+    shared_buffer: bool = False
+    """Off-policy members share one replay buffer, so exploration is pooled."""
+
+    @model_validator(mode="after")
+    def _tournament_fits(self) -> HPOConfig:
+        if self.tournament_size > self.population:
+            raise ValueError(f"tournament_size {self.tournament_size} is larger than the "
+                             f"population {self.population}")
+        return self
+
+
 class Config(Section):
     env: EnvConfig = Field(default_factory=EnvConfig)
     """The environment and how its copies are stepped."""
@@ -212,6 +273,9 @@ class Config(Section):
     """What a run reports and where: ``metrics.jsonl``, console, TensorBoard, W&B."""
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     """When checkpoints are written into ``checkpoints/`` and how many are kept."""
+    hpo: HPOConfig = Field(default_factory=HPOConfig)
+    """Evolutionary hyper-parameter search (``interplay hpo``): population, generations,
+    fitness, selection and mutations."""
 
 
     @model_validator(mode="before")
@@ -224,7 +288,7 @@ class Config(Section):
 
 SECTIONS: dict[str, type[BaseModel]] = {
     "env": EnvConfig, "train": TrainConfig, "log": LogConfig,
-    "checkpoint": CheckpointConfig,
+    "checkpoint": CheckpointConfig, "hpo": HPOConfig,
 }
 
 

@@ -99,9 +99,34 @@ def _opponent_config(opponent: str, seat: str) -> PolicyConfig:
     return PolicyConfig(type="scripted", fn=opponent, agents=[seat])
 
 
+def play_pair(a: Any, b: Any, games: int, seed: int) -> list[float]:
+    """``games`` greedy games of experiment ``a``'s trained policy against ``b``: another
+    experiment's trained policy, or ``random`` / ``module:function``; ``a`` plays each seat in
+    half of them. Each game's score for ``a``: 1 won, 0.5 drawn, 0 lost."""
+    agents = list(a.env.agents)
+    if len(agents) != 2:
+        raise ConfigError(f"hpo.fitness: rating is for two-player games; this env has agents "
+                          f"{agents}")
+    scores: list[float] = []
+    for i, seat in enumerate(agents):
+        pid = _trained_on(seat, a.specs)
+        other = agents[1 - i]
+        opponent = b if isinstance(b, str) else "random"
+        mapping = {pid: a.specs[pid].config.model_copy(update={"agents": [seat]}),
+                   "opponent": _opponent_config(opponent, other)}
+        opp_actor = None
+        if not isinstance(b, str):
+            opp_actor = b.actors[_trained_on(other, b.specs)]
+        n = games // 2 + (i < games % 2)
+        returns = _play(a.cfg, mapping, pid, "opponent", a.specs[pid], a.actors[pid], opponent,
+                        seat, n, seed, None, opp_actor)
+        scores += [1.0 if r > 0 else 0.5 if r == 0 else 0.0 for r in returns.tolist()]
+    return scores
+
+
 def _play(cfg: Config, mapping: dict[str, PolicyConfig], pid: str, opp_id: str,
           trained: PolicySpec, actor: Actor, opponent: str, seat: str, n: int, seed: int,
-          env_id: Any) -> np.ndarray:
+          env_id: Any, opp_actor: Actor | None = None) -> np.ndarray:
     """The trained side's final returns on ``seat`` over ``n`` games."""
     train = cfg.train.model_copy(update={"self_play": False, "policy_mapping_fn": None})
     seat_cfg = cfg.model_copy(update={"policies": mapping, "train": train})
@@ -116,8 +141,11 @@ def _play(cfg: Config, mapping: dict[str, PolicyConfig], pid: str, opp_id: str,
                     f"{seat!r} has {getattr(specs[pid], kind)}"
                 )
         opp_spec = specs[opp_id]
-        if opponent == "random":
-            opp: Actor = RandomActor(opp_spec, rng_for(seed, "vs", "random", seat))
+        opp: Actor
+        if opp_actor is not None:
+            opp = opp_actor
+        elif opponent == "random":
+            opp = RandomActor(opp_spec, rng_for(seed, "vs", "random", seat))
         else:
             opp = ScriptedActor(opp_spec, load_callable(opponent, "--vs"))
         quota = [n // num_envs + (e < n % num_envs) for e in range(num_envs)]

@@ -1,0 +1,543 @@
+"""Evolutionary hyper-parameter search: a population of learners, selected and mutated.
+
+Each member is a whole :class:`~interplay.experiment.loop.Experiment` (its algorithm,
+networks, settings, env copies and RNG streams) in a folder of its own under
+``RUN_DIR/members/``. A generation trains every member for ``hpo.evo_steps`` env steps
+(:func:`train_members`, one function over a list of members, so a backend can spread it over
+workers), scores it (its test return, or an Elo rating from games between members and fixed
+baselines), then builds the next generation: the fittest member unchanged (``elitism``), the
+rest children of tournament winners, each mutated one way (a hyper-parameter within the range
+its algorithm declares, the network's shape keeping learned weights where shapes allow,
+parameter noise, the activation, or nothing). A child starts from its parent's whole state:
+weights, optimiser, normalisation statistics, replay buffer, counters.
+
+``hpo.jsonl`` gets one line per member per generation; ``hpo_state.json`` and each member's
+checkpoints make the search resumable exactly (``interplay hpo --resume RUN_DIR``), also
+when it was stopped in the middle of a generation. ``RUN_DIR/best`` is the fittest member's
+run folder, for ``interplay eval``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from pydantic import ValidationError
+
+from interplay.algos.base import rng_for
+from interplay.config.schema import Config, ConfigError, load, to_yaml, validate
+from interplay.data.rollout import RolloutStorage
+from interplay.errors import UserError
+from interplay.experiment.checkpoint import latest_valid, load_checkpoint
+from interplay.experiment.interrupt import Interrupted, StopRequest
+from interplay.experiment.loop import Experiment
+
+ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
+# What each line of hpo.jsonl holds, for the glossary (docs/metrics.md).
+HPO_DOCS = {
+    "generation": "the generation, from 0",
+    "member": "the member's id (`m0`, `m1`, ...; a child gets a new one)",
+    "parent": "the id of the member it was made from (null in generation 0)",
+    "mutation": "how it differs from its parent: `init`, `none (elite)`, `none`, "
+                "`<setting>: old -> new`, an architecture change, `activation=<name>`, or "
+                "parameter noise",
+    "fitness": "`hpo.fitness: return`: the mean of its last `hpo.eval_loop` test phases' "
+               "`hpo.metric`; `rating`: its Elo rating from this generation's games",
+    "env_steps": "env steps the member has trained, its ancestors' included",
+    "hyperparameters": "the algorithm's mutable settings, and the network's `hidden`, "
+                       "`activation` and `channels`",
+}
+ELO_K = 16.0
+STATE_FILE = "hpo_state.json"
+
+
+@dataclass
+class Member:
+    id: str
+    parent: str | None
+    mutation: str
+    exp: Experiment
+    scores: list[float] = field(default_factory=list)
+    rating: float = 1000.0
+
+    @property
+    def cfg(self) -> Config:
+        return self.exp.cfg
+
+
+class Search:
+    def __init__(self, cfg: Config, run_dir: Path, progress: Callable[[str], None] | None = None):
+        self.cfg = cfg
+        self.hpo = cfg.hpo
+        self.run_dir = Path(run_dir)
+        self.rng = rng_for(cfg.train.seed, "hpo")
+        self.generation = 0
+        self.next_member = 0  # members of this generation already trained
+        self.counter = 0  # member ids handed out
+        self.members: list[Member] = []
+        self.progress = progress or (lambda _: None)
+        self.done = False
+        check_search(cfg)
+
+    # -- members --------------------------------------------------------------------------
+    def _member_cfg(self, base: Config, seed: int) -> Config:
+        data = json.loads(base.model_dump_json())
+        data["train"].update({"seed": seed, "test_frequency": -1, "steps": 1})
+        data["checkpoint"].update({"every": 0, "at_end": True})
+        data["log"].update({"console": False, "curve": False, "tensorboard": False})
+        return validate(data)
+
+    def _new_id(self) -> str:
+        self.counter += 1
+        return f"m{self.counter - 1}"
+
+    def populate(self) -> None:
+        for i in range(self.hpo.population):
+            mid = self._new_id()
+            cfg = self._member_cfg(self.cfg, int(rng_for(self.cfg.train.seed, "hpo", "member",
+                                                         str(i)).integers(2**31 - 1)))
+            cfg = self._initial_values(cfg)
+            self.members.append(Member(mid, None, "init", self._experiment(cfg, mid)))
+        self._share_buffer()
+
+    def _share_buffer(self) -> None:
+        """With ``hpo.shared_buffer``, every member stores into and samples from the first's."""
+        if not self.hpo.shared_buffer or not self.members:
+            return
+        shared = self.members[0].exp.storage
+        if shared is None or isinstance(shared, RolloutStorage):
+            raise ConfigError(f"hpo.shared_buffer: {self.cfg.algo.name} learns on-policy from "
+                              "its own rollouts; only replay buffers (dqn, maddpg, matd3) can "
+                              "be shared")
+        for m in self.members[1:]:
+            m.exp.storage = m.exp.algo.storage = shared
+
+    def _experiment(self, cfg: Config, mid: str) -> Experiment:
+        folder = self._dir(mid)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.yaml").write_text(to_yaml(cfg))
+        return Experiment(cfg, folder)
+
+    def _dir(self, mid: str) -> Path:
+        return self.run_dir / "members" / mid
+
+    def _initial_values(self, cfg: Config) -> Config:
+        updates = {}
+        for key, (low, high) in self.hpo.init.items():
+            if low > 0 and high / low > 10:
+                value = float(math.exp(self.rng.uniform(math.log(low), math.log(high))))
+            else:
+                value = float(self.rng.uniform(low, high))
+            if isinstance(getattr(cfg.algo, key), int):
+                value = int(round(value))
+            updates[key] = value
+        return _with_algo(cfg, updates) if updates else cfg
+
+    # -- the generation loop --------------------------------------------------------------
+    def run(self, stop: StopRequest | None = None) -> Path:
+        stop = stop or StopRequest()
+        if not self.members:
+            self.populate()
+        while self.generation < self.hpo.generations and not self.done:
+            self.progress(f"generation {self.generation + 1}/{self.hpo.generations}")
+            try:
+                train_members(self.members[self.next_member:],
+                              (self.generation + 1) * self.hpo.evo_steps, stop,
+                              on_done=self._trained)
+            except Interrupted:
+                self.save()
+                raise
+            self._score()
+            self._log()
+            best = self.best()
+            target = self.cfg.train.target
+            if target is not None and best.scores and best.scores[-1] >= target:
+                self.done = True
+            self.generation += 1
+            self.next_member = 0
+            if self.generation < self.hpo.generations and not self.done:
+                self._next_generation()
+            self.save()
+        return self.finish()
+
+    def _trained(self, member: Member) -> None:
+        self.next_member += 1
+        if self.hpo.fitness == "return":
+            row = member.exp.test_phase(member.exp.counters["wall_s"])
+            value = row.get(self.hpo.metric)
+            if value is None:
+                raise ConfigError(f"hpo.metric: test phases report no {self.hpo.metric!r}; "
+                                  f"they report {sorted(k for k in row if '/' not in k)}")
+            member.scores.append(float(value))
+        member.exp.save()
+        self.save()
+
+    def fitness(self, member: Member) -> float:
+        if self.hpo.fitness == "rating":
+            return member.rating
+        recent = member.scores[-self.hpo.eval_loop:]
+        return float(np.mean(recent)) if recent else -math.inf
+
+    def best(self) -> Member:
+        return max(self.members, key=self.fitness)
+
+    def _score(self) -> None:
+        if self.hpo.fitness != "rating":
+            return
+        for member in self.members:
+            member.rating = 1000.0
+        play_round(self.members, self.hpo, self.rng, self.cfg.train.seed + self.generation)
+        for member in self.members:
+            member.scores.append(member.rating)
+
+    def _log(self) -> None:
+        with open(self.run_dir / "hpo.jsonl", "a") as f:
+            for m in self.members:
+                f.write(json.dumps({
+                    "generation": self.generation, "member": m.id, "parent": m.parent,
+                    "mutation": m.mutation, "fitness": self.fitness(m),
+                    "env_steps": m.exp.runner.env_steps,
+                    "hyperparameters": hyperparameters(m.cfg),
+                }) + "\n")
+
+    # -- selection and mutation -----------------------------------------------------------
+    def _next_generation(self) -> None:
+        ranked = sorted(self.members, key=self.fitness, reverse=True)
+        children: list[Member] = []
+        if self.hpo.elitism:
+            elite = ranked[0]
+            children.append(self._offspring(elite, "elite", keep=True))
+        while len(children) < self.hpo.population:
+            picks = self.rng.choice(len(self.members), self.hpo.tournament_size, replace=False)
+            parent = max((self.members[int(i)] for i in picks), key=self.fitness)
+            children.append(self._offspring(parent, self._mutation()))
+        for m in self.members:  # what they were is in hpo.jsonl; their children carry their state
+            m.exp.close()
+            shutil.rmtree(m.exp.run_dir, ignore_errors=True)
+        self.members = children
+
+    def _mutation(self) -> str:
+        weights = self.hpo.mutation.model_dump()
+        names = [n for n, w in weights.items() if w > 0]
+        p = np.array([weights[n] for n in names], float)
+        return str(self.rng.choice(names, p=p / p.sum()))
+
+    def _offspring(self, parent: Member, mutation: str, keep: bool = False) -> Member:
+        mid = self._new_id()
+        cfg, what = parent.cfg, mutation
+        if mutation == "hp":
+            cfg, what = mutate_hp(cfg, self.hpo, self.rng)
+        elif mutation == "arch":
+            cfg, what = mutate_arch(cfg, self.rng)
+        elif mutation == "activation":
+            current = cfg.algo.model.activation  # type: ignore[attr-defined]
+            choice = str(self.rng.choice([a for a in ACTIVATIONS if a != current]))
+            cfg, what = _with_algo(cfg, {"model": {"activation": choice}}), f"activation={choice}"
+        child = self._experiment(cfg, mid)
+        state = adapt_state(parent.exp.state_dict(), child)
+        if mutation == "noise":
+            add_noise(state["algo"], self.hpo.noise_std, self.rng)
+            what = f"noise std {self.hpo.noise_std}"
+        child.load_state_dict(state, source=f"member {parent.id}")
+        if self.hpo.shared_buffer and parent.exp.storage is not None:
+            child.storage = child.algo.storage = parent.exp.storage
+        child.save()  # where a resumed search starts this child from
+        return Member(mid, parent.id, "none (elite)" if keep else what, child,
+                      list(parent.scores), parent.rating)
+
+    # -- saving -----------------------------------------------------------------------------
+    def save(self) -> None:
+        state = {
+            "generation": self.generation, "next_member": self.next_member,
+            "counter": self.counter, "done": self.done,
+            "rng": self.rng.bit_generator.state,
+            "members": [{"id": m.id, "parent": m.parent, "mutation": m.mutation,
+                         "scores": m.scores, "rating": m.rating} for m in self.members],
+        }
+        tmp = self.run_dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(self.run_dir / STATE_FILE)
+
+    def restore(self) -> None:
+        path = self.run_dir / STATE_FILE
+        if not path.is_file():
+            raise HPOError(f"{self.run_dir}: no {STATE_FILE}; is this the folder of a search?")
+        state = json.loads(path.read_text())
+        self.generation, self.next_member = state["generation"], state["next_member"]
+        self.counter, self.done = state["counter"], state["done"]
+        self.rng.bit_generator.state = state["rng"]
+        for m in state["members"]:
+            folder = self._dir(m["id"])
+            cfg = load([folder / "config.yaml"], [])
+            exp = Experiment(cfg, folder)
+            checkpoint = latest_valid(folder) if (folder / "checkpoints").is_dir() else None
+            if checkpoint is not None:  # else it had not trained yet: it starts as it did
+                saved, _ = load_checkpoint(checkpoint)
+                exp.load_state_dict(saved, source=f"member {m['id']}")
+            self.members.append(Member(m["id"], m["parent"], m["mutation"], exp,
+                                       list(m["scores"]), m["rating"]))
+        self._share_buffer()
+
+    def finish(self) -> Path:
+        best = self.best()
+        dest = self.run_dir / "best"
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(best.exp.run_dir, dest)
+        (dest / "member.json").write_text(json.dumps({"member": best.id,
+                                                      "fitness": self.fitness(best)}))
+        for m in self.members:
+            m.exp.close()
+        return dest
+
+
+class HPOError(UserError):
+    """A search that cannot start or go on."""
+
+
+def train_members(members: Sequence[Member], until: int, stop: StopRequest | None = None,
+                  on_done: Callable[[Member], None] | None = None) -> None:
+    """Train each member until it has taken ``until`` env steps, in order (one call per
+    worker when a backend spreads members over several)."""
+    for m in members:
+        m.exp.cfg.train.steps = until
+        m.exp.run(stop)
+        if on_done is not None:
+            on_done(m)
+
+
+# -- checks ------------------------------------------------------------------------------------
+def check_search(cfg: Config) -> None:
+    """What a search cannot do, named before any work."""
+    hpo = cfg.hpo
+    settings = type(cfg.algo)
+    for kind, table in (("ranges", hpo.ranges), ("init", hpo.init)):
+        for key, bounds in table.items():
+            where = f"hpo.{kind}.{key}"
+            if key not in settings.model_fields:
+                raise ConfigError(f"{where}: {cfg.algo.name} has no setting {key!r}")
+            if len(bounds) != 2 or bounds[0] > bounds[1]:
+                raise ConfigError(f"{where}: expected [low, high], got {bounds}")
+            for value in bounds:
+                try:
+                    settings.model_validate({**cfg.algo.model_dump(), key: _typed(cfg, key, value)})
+                except ValidationError as err:
+                    raise ConfigError(f"{where}: {value} is not a valid {key} for "
+                                      f"{cfg.algo.name} ({err.errors()[0]['msg']})") from None
+    if hpo.fitness == "rating" and hpo.population + len(hpo.opponents) < 2:
+        raise ConfigError("hpo.fitness: rating needs at least two players")
+    if hpo.mutation.model_dump() and sum(hpo.mutation.model_dump().values()) <= 0:
+        raise ConfigError("hpo.mutation: every weight is 0; give at least one kind a weight")
+    if any(p.algo for p in cfg.policies.values()):
+        raise ConfigError("hpo: a search mutates the run's algo settings; it does not take "
+                          "policies.<pid>.algo")
+    for opponent in hpo.opponents:
+        if opponent != "random" and ":" not in opponent:
+            raise ConfigError(f"hpo.opponents: {opponent!r} is neither random nor module:function")
+
+
+def _typed(cfg: Config, key: str, value: float) -> Any:
+    return int(round(value)) if isinstance(getattr(cfg.algo, key), int) and not isinstance(
+        getattr(cfg.algo, key), bool) else value
+
+
+# -- mutations -----------------------------------------------------------------------------------
+def _with_algo(cfg: Config, updates: dict[str, Any]) -> Config:
+    data = json.loads(cfg.model_dump_json())
+    for key, value in updates.items():
+        if isinstance(value, dict) and isinstance(data["algo"].get(key), dict):
+            data["algo"][key].update(value)
+        else:
+            data["algo"][key] = value
+    return validate(data)
+
+
+def hyperparameters(cfg: Config) -> dict[str, Any]:
+    algo = cfg.algo
+    out = {key: getattr(algo, key) for key in type(algo).mutable if hasattr(algo, key)}
+    model = getattr(algo, "model", None)
+    if model is not None:
+        out["hidden"] = list(model.hidden)
+        out["activation"] = model.activation
+        out["channels"] = list(model.channels)
+    return out
+
+
+def mutate_hp(cfg: Config, hpo: Any, rng: np.random.Generator) -> tuple[Config, str]:
+    ranges = {**type(cfg.algo).mutable, **{k: tuple(v) for k, v in hpo.ranges.items()}}
+    keys = [k for k in ranges if hasattr(cfg.algo, k)]
+    if not keys:
+        return cfg, "none (no mutable setting)"
+    key = str(rng.choice(keys))
+    low, high = ranges[key]
+    value = getattr(cfg.algo, key)
+    grow = bool(rng.random() < 0.5)
+    if isinstance(value, int) and not isinstance(value, bool):
+        new: Any = max(value + 1, int(round(value * hpo.factor))) if grow else min(
+            value - 1, int(round(value / hpo.factor)))
+        new = int(min(max(new, low), high))
+    else:
+        new = value * hpo.factor if grow else value / hpo.factor
+        if value == 0:
+            new = (high - low) * 0.05 if grow else 0.0
+        new = float(min(max(new, low), high))
+    return _with_algo(cfg, {key: new}), f"{key}: {value} -> {new}"
+
+
+def mutate_arch(cfg: Config, rng: np.random.Generator) -> tuple[Config, str]:
+    model = getattr(cfg.algo, "model", None)
+    if model is None:
+        return cfg, "none (no network settings)"
+    hidden = list(model.hidden)
+    kind = str(rng.choice(["add_layer", "remove_layer", "add_units", "remove_units"]))
+    if kind == "remove_layer" and len(hidden) <= 1:
+        kind = "add_layer"
+    if not hidden:
+        hidden, kind = [64], "add_layer"
+    if kind == "add_layer":
+        hidden.append(hidden[-1])
+    elif kind == "remove_layer":
+        hidden.pop()
+    else:
+        i = int(rng.integers(len(hidden)))
+        step = max(8, hidden[i] // 4)
+        hidden[i] = hidden[i] + step if kind == "add_units" else max(8, hidden[i] - step)
+    return _with_algo(cfg, {"model": {"hidden": hidden}}), f"{kind}: hidden {model.hidden} -> {hidden}"
+
+
+def adapt_state(parent: dict[str, Any], child: Experiment) -> dict[str, Any]:
+    """The parent's whole state, fitted to the child's networks: a tensor whose shape changed
+    keeps the overlapping block of the parent's values and the child's fresh values around it;
+    when any did, the optimisers start afresh (their moments belong to the old shapes); the
+    run record is the child's."""
+    fresh = child.state_dict()
+    reshaped = _reshaped(parent["algo"], fresh["algo"])
+    out = dict(parent)
+    out["algo"] = _fit(parent["algo"], fresh["algo"], reshaped)
+    out["run"] = fresh["run"]
+    out["spaces"] = fresh["spaces"]
+    return out
+
+
+def _reshaped(old: Any, new: Any) -> bool:
+    if isinstance(new, torch.Tensor):
+        return not isinstance(old, torch.Tensor) or old.shape != new.shape
+    if isinstance(new, dict) and isinstance(old, dict):
+        if "param_groups" in new and "state" in new:
+            return False
+        return set(old) != set(new) or any(_reshaped(old[k], v) for k, v in new.items())
+    if isinstance(new, list) and isinstance(old, list):
+        return len(old) != len(new) or any(_reshaped(a, b) for a, b in zip(old, new, strict=True))
+    return False
+
+
+def _fit(old: Any, new: Any, reshaped: bool) -> Any:
+    if isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor):
+        if old.shape == new.shape:
+            return old
+        if old.dim() != new.dim():
+            return new
+        out = new.clone()
+        block = tuple(slice(0, min(a, b)) for a, b in zip(old.shape, new.shape, strict=True))
+        out[block] = old[block]
+        return out
+    if isinstance(new, dict) and isinstance(old, dict):
+        if "param_groups" in new and "state" in new:  # an optimiser: the parent's moments,
+            if reshaped:  # the child's settings (a mutated learning rate)
+                return new
+            groups = [{**o, **{k: v for k, v in n.items() if k != "params"}}
+                      for o, n in zip(old["param_groups"], new["param_groups"], strict=True)]
+            return {**old, "param_groups": groups}
+        return {k: _fit(old[k], v, reshaped) if k in old else v for k, v in new.items()}
+    if isinstance(new, list) and isinstance(old, list) and len(old) == len(new):
+        return [_fit(a, b, reshaped) for a, b in zip(old, new, strict=True)]
+    return old if type(old) is type(new) else new
+
+
+def add_noise(state: Any, std: float, rng: np.random.Generator, path: str = "") -> None:
+    """Gaussian noise on the acting networks' weights (not targets, critics or optimisers)."""
+    if isinstance(state, dict):
+        for key, value in state.items():
+            where = f"{path}.{key}"
+            if isinstance(value, torch.Tensor):
+                if (("actor" in where or "online" in where) and "target" not in where
+                        and "optimizer" not in where and value.is_floating_point()
+                        and value.numel() > 1):
+                    scale = float(value.std()) * std
+                    noise = rng.normal(0.0, scale, tuple(value.shape))
+                    state[key] = value + torch.as_tensor(noise, dtype=value.dtype)
+            else:
+                add_noise(value, std, rng, where)
+
+
+# -- rating fitness --------------------------------------------------------------------------
+def play_round(members: list[Member], hpo: Any, rng: np.random.Generator, seed: int) -> None:
+    """Every member plays every other and each baseline ``hpo.games`` games (each seat half of
+    them), greedy; Elo ratings from the results, updated game by game in a shuffled order."""
+    from interplay.experiment.versus import play_pair
+
+    players: list[Any] = [*members, *hpo.opponents]
+    ratings = {id(p): 1000.0 for p in players}
+    results: list[tuple[Any, Any, float]] = []
+    for i, a in enumerate(players):
+        for b in players[i + 1:]:
+            if not isinstance(a, Member):
+                continue
+            outcomes = play_pair(a.exp, b.exp if isinstance(b, Member) else b, hpo.games,
+                                 seed + len(results))
+            results += [(a, b, o) for o in outcomes]
+    for k in rng.permutation(len(results)):
+        a, b, score = results[int(k)]
+        expected = 1.0 / (1.0 + 10 ** ((ratings[id(b)] - ratings[id(a)]) / 400))
+        ratings[id(a)] += ELO_K * (score - expected)
+        ratings[id(b)] -= ELO_K * (score - expected)
+    for m in members:
+        m.rating = ratings[id(m)]
+
+
+def run_search(configs: Sequence[str], overrides: Sequence[str], run_dir: str | None,
+               resume_dir: str | None) -> Path:
+    """``interplay hpo``: a new search from config files, or ``--resume`` one, with a progress
+    line per generation; SIGINT or SIGTERM ends it saved (exit 130 / 143)."""
+    from rich.console import Console
+
+    from interplay.experiment.build import new_run_dir
+    from interplay.experiment.run_folder import hold, start_afresh
+
+    console = Console(stderr=True)
+    if resume_dir:
+        folder = Path(resume_dir)
+        if not (folder / "config.yaml").is_file():
+            raise HPOError(f"--resume {folder}: no config.yaml there; is it a search's folder?")
+        cfg = load([folder / "config.yaml"], list(overrides))
+    else:
+        cfg = load(list(configs), list(overrides))
+        folder = Path(run_dir) if run_dir else new_run_dir(cfg)
+    with hold(folder), StopRequest() as stop:
+        if not resume_dir:
+            start_afresh(folder, False)
+        with stop.deferring():
+            return search(cfg, folder, bool(resume_dir), console.print, stop)
+
+
+def search(cfg: Config, run_dir: Path, resume: bool = False,
+           progress: Callable[[str], None] | None = None,
+           stop: StopRequest | None = None) -> Path:
+    """Run (or with ``resume``, continue) the search in ``run_dir``; the best member's folder."""
+    run_dir = Path(run_dir)
+    s = Search(cfg, run_dir, progress)
+    if resume:
+        s.restore()
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    return s.run(stop)
+
+

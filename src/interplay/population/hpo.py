@@ -89,7 +89,7 @@ class Search:
     # -- members --------------------------------------------------------------------------
     def _member_cfg(self, base: Config, seed: int) -> Config:
         data = json.loads(base.model_dump_json())
-        data["train"].update({"seed": seed, "test_frequency": -1, "steps": 1})
+        data["train"].update({"seed": seed, "test_frequency": -1, "steps": 1, "target": None})
         data["checkpoint"].update({"every": 0, "at_end": True})
         data["log"].update({"console": False, "curve": False, "tensorboard": False})
         return validate(data)
@@ -158,7 +158,7 @@ class Search:
             self._log()
             best = self.best()
             target = self.cfg.train.target
-            if target is not None and best.scores and best.scores[-1] >= target:
+            if target is not None and self.fitness(best) >= target:
                 self.done = True
             self.generation += 1
             self.next_member = 0

@@ -165,3 +165,17 @@ def test_a_small_search_on_spread_beats_random(tmp_path):
     best = max(r["fitness"] for r in last)
     print(f"best episode return after 4 generations: {best:.1f} (random: about -79)")
     assert best > -65  # the sum over three agents; random policies score about -79
+
+
+def test_cnn_channels_mutate_and_children_keep_fitting_weights(tmp_path):
+    cfg = load([], ["algo.name=ippo", "env.id=interplay.envs.pixels", "env.num_envs=2",
+                    "algo.rollout=20", "hpo.population=2", "hpo.generations=3",
+                    "hpo.evo_steps=40", "train.test_episodes=2", "log.console=false",
+                    "hpo.mutation={none: 0, hp: 0, arch: 1, noise: 0, activation: 0}"])
+    search(cfg, tmp_path / "s")
+    changes = [r["mutation"] for r in rows(tmp_path / "s") if r["generation"] > 0
+               and r["mutation"] != "none (elite)"]
+    assert changes and all(c.split(":")[0] in {"add_layer", "remove_layer", "add_units",
+                                                "remove_units", "add_channels",
+                                                "remove_channels"} for c in changes)
+    assert any("channels" in c for c in changes)

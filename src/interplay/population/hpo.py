@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from interplay.algos.base import rng_for
 from interplay.config.schema import Config, ConfigError, load, to_yaml, validate
 from interplay.data.rollout import RolloutStorage
+from interplay.envs.images import is_image
 from interplay.errors import UserError
 from interplay.experiment.checkpoint import latest_valid, load_checkpoint
 from interplay.experiment.interrupt import Interrupted, StopRequest
@@ -235,7 +236,9 @@ class Search:
         if mutation == "hp":
             cfg, what = mutate_hp(cfg, self.hpo, self.rng)
         elif mutation == "arch":
-            cfg, what = mutate_arch(cfg, self.rng)
+            image = any(is_image(spec.obs_space) for spec in parent.exp.specs.values()
+                        if spec.trainable)
+            cfg, what = mutate_arch(cfg, self.rng, image)
         elif mutation == "activation":
             current = cfg.algo.model.activation  # type: ignore[attr-defined]
             choice = str(self.rng.choice([a for a in ACTIVATIONS if a != current]))
@@ -391,10 +394,21 @@ def mutate_hp(cfg: Config, hpo: Any, rng: np.random.Generator) -> tuple[Config, 
     return _with_algo(cfg, {key: new}), f"{key}: {value} -> {new}"
 
 
-def mutate_arch(cfg: Config, rng: np.random.Generator) -> tuple[Config, str]:
+def mutate_arch(cfg: Config, rng: np.random.Generator,
+                image: bool = False) -> tuple[Config, str]:
+    """One change to the network: a hidden layer added or removed, or units added to or
+    removed from one (for image observations, half the time a conv layer's channels)."""
     model = getattr(cfg.algo, "model", None)
     if model is None:
         return cfg, "none (no network settings)"
+    if image and rng.random() < 0.5:
+        channels = list(model.channels)
+        i = int(rng.integers(len(channels)))
+        grow = bool(rng.random() < 0.5) or channels[i] <= 8
+        channels[i] = channels[i] + max(4, channels[i] // 4) if grow else max(
+            8, channels[i] - max(4, channels[i] // 4))
+        return (_with_algo(cfg, {"model": {"channels": channels}}),
+                f"{'add' if grow else 'remove'}_channels: {model.channels} -> {channels}")
     hidden = list(model.hidden)
     kind = str(rng.choice(["add_layer", "remove_layer", "add_units", "remove_units"]))
     if kind == "remove_layer" and len(hidden) <= 1:

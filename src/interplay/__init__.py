@@ -6,11 +6,12 @@ from interplay.config.schema import Config, ConfigError
 from interplay.config.schema import load as load_config
 from interplay.envs.registry import register_env
 from interplay.experiment.loop import Result, resume, train
+from interplay.experiment.policies import load_policy
 from interplay.run.callbacks import Callbacks
 from interplay.run.episodes import Episode
 
 __all__ = [
     "AlgoSettings", "Algorithm", "Callbacks", "Config", "ConfigError", "Episode", "Result",
-    "load_config", "register", "register_env", "resume", "train",
+    "load_config", "load_policy", "register", "register_env", "resume", "train",
 ]
 __version__ = "0.1.0"

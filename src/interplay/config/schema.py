@@ -64,9 +64,15 @@ class PolicyConfig(Section):
     agents: list[str] | None = None
     """Agent ids or glob patterns (``agent_*``) this policy controls; none means the
     default group of the same name (ids sharing the prefix before the last ``_``)."""
-    type: Literal["trainable", "random", "scripted"] = "trainable"
-    """``trainable`` (learned by the algorithm), ``random`` (legal actions, uniformly) or
-    ``scripted`` (``fn`` acts)."""
+    model_config = ConfigDict(extra="forbid", validate_assignment=True,
+                              use_attribute_docstrings=True, populate_by_name=True)
+    type: Literal["trainable", "random", "scripted", "frozen"] = "trainable"
+    """``trainable`` (learned by the algorithm), ``random`` (legal actions, uniformly),
+    ``scripted`` (``fn`` acts) or ``frozen`` (a policy trained in another run, ``from``,
+    acting greedily and never updated)."""
+    source: str | None = Field(None, alias="from")
+    """For frozen policies: ``RUN_DIR`` or ``RUN_DIR:policy_id`` (the policy to load, when
+    that run trained several), or a checkpoint folder inside a run."""
     fn: str | None = None
     """For scripted policies: ``module:function``, called as ``fn(observation, agent_id)``
     with the env's own observation. A function that also takes an ``action_mask`` keyword
@@ -97,6 +103,10 @@ class PolicyConfig(Section):
     def _scripted_needs_fn(self) -> PolicyConfig:
         if self.type == "scripted" and not self.fn:
             raise ValueError("a scripted policy needs fn: module:function")
+        if self.type == "frozen" and not self.source:
+            raise ValueError("a frozen policy needs from: RUN_DIR or RUN_DIR:policy_id")
+        if self.source and self.type != "frozen":
+            raise ValueError(f"from is only used by frozen policies, not type {self.type!r}")
         if self.fn and self.type != "scripted":
             raise ValueError(f"fn is only used by scripted policies, not type {self.type!r}")
         return self
@@ -570,14 +580,14 @@ def explain(err: ValidationError, root: type[BaseModel] = Config, prefix: str = 
 
 
 def to_yaml(cfg: Config) -> str:
-    data = cfg.model_dump(mode="json")
+    data = cfg.model_dump(mode="json", by_alias=True)
     return yaml.safe_dump(data, sort_keys=False)
 
 
 def describe(cfg: Config) -> str:
     """The resolved config as YAML, each setting followed by its default and its doc."""
     lines: list[str] = []
-    data = cfg.model_dump(mode="json")
+    data = cfg.model_dump(mode="json", by_alias=True)
     for section, values in data.items():
         lines.append(f"{section}:")
         model = type(cfg.algo) if section == "algo" else SECTIONS.get(section)

@@ -191,6 +191,10 @@ def make_actors(cfg: Config, specs: dict[str, PolicySpec], algo: Algorithm) -> d
             actors[pid] = algo.actor(pid)
         elif kind == "random":
             actors[pid] = RandomActor(spec, rng_for(cfg.train.seed, "fixed-random", pid))
+        elif kind == "frozen":
+            from interplay.experiment.policies import frozen_actor
+
+            actors[pid] = frozen_actor(spec, spec.config.source or "", f"policies.{pid}.from")
         else:
             fn = load_callable(spec.config.fn or "", f"policies.{pid}.fn")
             actors[pid] = ScriptedActor(spec, fn)

@@ -1,0 +1,218 @@
+"""Trained policies out of their run: ``interplay.load_policy`` and ``type: frozen`` policies.
+
+A run folder's ``config.yaml`` and a checkpoint rebuild the algorithm that trained the
+policy (its networks, normalisation statistics, recurrent handling) without env copies,
+storage or loggers: the env is built once to read its spaces and closed. What comes back acts
+like the policy did in test phases: greedy, on the env's own observations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from interplay.config.schema import Config
+from interplay.errors import UserError
+from interplay.run.actors import ActBatch, Actor
+from interplay.run.mapping import PolicySpec
+
+
+class PolicyLoadError(UserError):
+    """A run folder or checkpoint that does not give the policy asked for."""
+
+
+def split_source(text: str, where: str) -> tuple[Path, str | None]:
+    """``RUN_DIR[:policy_id]`` (or a checkpoint folder inside a run) as a path and a policy."""
+    path, pid = Path(text), None
+    if not path.exists() and ":" in text:
+        head, _, tail = text.rpartition(":")
+        path, pid = Path(head), tail or None
+    if not path.exists():
+        raise PolicyLoadError(f"{where}: {text!r}: no such run folder")
+    return path, pid
+
+
+@dataclass
+class Loaded:
+    cfg: Config
+    specs: dict[str, PolicySpec]
+    learners: Any
+    checkpoint: Path
+    trained: list[str] = field(default_factory=list)
+
+
+def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_policy") -> Loaded:
+    """The algorithm of the run in ``source`` (a run folder, or a checkpoint folder in one),
+    loaded from ``checkpoint`` or the newest valid one."""
+    from interplay.experiment.build import make_learners, make_specs, make_vec_env
+    from interplay.experiment.checkpoint import CheckpointError, resolve_checkpoint
+    from interplay.experiment.loop import open_run
+
+    source = Path(source)
+    run_dir = source
+    if not (source / "config.yaml").is_file() and (source / "state.pt").is_file():
+        run_dir, checkpoint = source.parent.parent, source
+    if not (run_dir / "config.yaml").is_file():
+        raise PolicyLoadError(f"{where}: {source} is not a run folder (it has no config.yaml)")
+    try:
+        cfg, state, path = open_run(run_dir, ["log.console=false"],
+                                    resolve_checkpoint(checkpoint) if checkpoint else None)
+    except UserError as err:
+        raise PolicyLoadError(f"{where}: {run_dir}: {err}") from None
+    env, _ = make_vec_env(cfg, num_envs=1)
+    try:
+        specs = make_specs(cfg, env)
+        learners = make_learners(cfg, specs, "cpu", env.turn_based)
+    finally:
+        env.close()
+    try:
+        learners.load_state_dict(state["algo"])
+    except (KeyError, ValueError, RuntimeError, TypeError) as err:
+        raise PolicyLoadError(
+            f"{where}: checkpoint {path} does not fit the algorithm its config builds "
+            f"({type(err).__name__}: {err}); it was written by another version or algorithm"
+        ) from None
+    except CheckpointError as err:
+        raise PolicyLoadError(f"{where}: {err}") from None
+    return Loaded(cfg, specs, learners, path, [p for p, s in specs.items() if s.trainable])
+
+
+def pick_policy(loaded: Loaded, pid: str | None, where: str) -> str:
+    if pid is None:
+        if len(loaded.trained) != 1:
+            raise PolicyLoadError(f"{where}: the run trained {loaded.trained}; say which, as "
+                                  "RUN_DIR:policy_id")
+        return loaded.trained[0]
+    if pid not in loaded.specs:
+        raise PolicyLoadError(f"{where}: the run has no policy {pid!r}; its policies are "
+                              f"{list(loaded.specs)}")
+    if pid not in loaded.trained:
+        raise PolicyLoadError(f"{where}: policy {pid!r} was {loaded.specs[pid].config.type}, "
+                              f"not trained; trained policies: {loaded.trained}")
+    return pid
+
+
+class FrozenActor:
+    """Acts with a policy loaded from another run; never learns. Greedy unless asked."""
+
+    def __init__(self, actor: Actor, explore: bool = False):
+        self.actor = actor
+        self.explore = explore
+        self.squashed = actor.squashed
+        self.wants_env_obs = getattr(actor, "wants_env_obs", False)
+
+    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        action, _ = self.actor.act(batch, self.explore and explore)
+        return action, {}
+
+
+def frozen_actor(spec: PolicySpec, source: str, where: str) -> FrozenActor:
+    """The actor of ``policies.<pid>.from``: checked against the agents it is to control."""
+    from interplay.envs.spaces import same_space
+
+    path, pid = split_source(source, where)
+    loaded = load_run(path, where=where)
+    pid = pick_policy(loaded, pid, where)
+    theirs = loaded.specs[pid]
+    for kind in ("obs_space", "action_space"):
+        if not same_space(getattr(theirs, kind), getattr(spec, kind)):
+            raise PolicyLoadError(
+                f"{where}: policy {pid!r} of {path} was trained on {getattr(theirs, kind)} but "
+                f"policy {spec.id!r} here has {getattr(spec, kind)}")
+    if theirs.config.stack_size != spec.config.stack_size:
+        raise PolicyLoadError(f"{where}: policy {pid!r} of {path} saw {theirs.config.stack_size} "
+                              f"stacked frames; set policies.{spec.id}.stack_size to that")
+    return FrozenActor(loaded.learners.actor(pid))
+
+
+class Policy:
+    """A trained policy, loaded with :func:`load_policy`, usable without any training object."""
+
+    def __init__(self, loaded: Loaded, pid: str):
+        from interplay.envs.spaces import obs_view
+
+        self.id = pid
+        self.spec = loaded.specs[pid]
+        self.actor = loaded.learners.actor(pid)
+        self.checkpoint = loaded.checkpoint
+        agent = self.spec.agents[0]
+        self.view = obs_view(self.spec.obs_space, agent)
+        self.observation_space = self.spec.obs_space
+        self.action_space = self.spec.action_space
+
+    def initial_state(self) -> dict[str, Any]:
+        """What to pass as ``state`` to follow one agent (or a batch) through an episode:
+        recurrent state and stacked frames live in it; a fresh one starts an episode."""
+        return {}
+
+    def act(self, observation: Any, mask: Any = None, state: dict[str, Any] | None = None,
+            explore: bool = False) -> Any:
+        """The action for one env observation (as the env gives it: a Dict observation may
+        carry its ``action_mask``), or actions for a list or array of them. ``mask`` is the
+        legal actions when the env gives them elsewhere; ``state`` (from
+        :meth:`initial_state`) carries memory between the steps of an episode."""
+        single = self._single(observation)
+        batch = [observation] if single else list(observation)
+        n = len(batch)
+        rows = np.zeros((n, self.view.dim), self.view.dtype)
+        masks = None
+        for i, obs in enumerate(batch):
+            try:
+                self.view.write(obs, rows, i)
+            except (ValueError, TypeError, KeyError) as err:
+                raise PolicyLoadError(f"policy {self.id!r}: observation {i} does not fit "
+                                      f"{self.observation_space}: {err}") from None
+            if self.view.has_mask_key:
+                masks = masks if masks is not None else np.ones(
+                    (n, self.spec.action_view.mask_dim), bool)
+                masks[i] = np.asarray(obs["action_mask"], bool)
+        if mask is not None:
+            masks = np.asarray(mask, bool).reshape(n, -1)
+        if self.spec.prep is not None:
+            rows = self.spec.prep(rows[:, None])[:, 0]
+        state = {} if state is None else state
+        rows = self._stacked(rows, state)
+        memory = state.setdefault("memory", {})
+        first = np.full(n, not state.get("started", False))
+        state["started"] = True
+        action, _ = self.actor.act(ActBatch(obs=rows, mask=masks, slot=np.zeros(n, np.int64),
+                                            env=np.arange(n), first=first, memory=memory),
+                                   explore)
+        view = self.spec.action_view
+        out = view.to_env(view.to_env_batch(action, self.actor.squashed))
+        return out[0] if single else out
+
+    def _single(self, observation: Any) -> bool:
+        if isinstance(observation, dict):
+            return True
+        if isinstance(observation, (list, tuple)):
+            return False
+        shape = getattr(self.observation_space, "shape", None)
+        return shape is not None and np.ndim(observation) == len(shape)
+
+    def _stacked(self, rows: np.ndarray, state: dict[str, Any]) -> np.ndarray:
+        size = self.spec.config.stack_size
+        if size == 1:
+            return rows
+        frames = state.get("frames")
+        if frames is None or frames.shape[0] != rows.shape[0]:
+            frames = np.zeros((rows.shape[0], size, rows.shape[1]), rows.dtype)
+        frames[:, :-1] = frames[:, 1:]
+        frames[:, -1] = rows
+        state["frames"] = frames
+        return frames.reshape(rows.shape[0], -1)
+
+
+def load_policy(run_dir: str | Path, policy_id: str | None = None,
+                checkpoint: str | Path | None = None) -> Policy:
+    """The trained policy ``policy_id`` of the run in ``run_dir`` (the only trained one when
+    not given), from ``checkpoint`` or the newest valid one, ready to ``act``."""
+    where = "load_policy"
+    path = Path(run_dir)
+    if not path.exists():
+        raise PolicyLoadError(f"{where}: {path}: no such run folder")
+    loaded = load_run(path, Path(checkpoint) if checkpoint else None, where)
+    return Policy(loaded, pick_policy(loaded, policy_id, where))

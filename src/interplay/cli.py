@@ -71,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the search in this folder where it stopped")
 
+    lg = command("league", "show a league run's pool and ratings, and draw ratings.png")
+    lg.add_argument("run_dir", help="the run folder of a league run")
+
     s = command("config", "print the resolved config with each setting's doc")
     s.add_argument("configs", nargs="*", help="YAML files, merged in order")
     s.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
@@ -136,6 +139,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         cfg = config_mod.load([], [f"env.id={args.env_id}", *args.set])
         problems = check_env(cfg, cycles=args.cycles)
         return 1 if problems else 0
+    if args.command == "league":
+        from interplay.experiment.league import league_report
+
+        league_report(args.run_dir)
+        return 0
     if args.command == "hpo":
         from interplay.population.hpo import run_search
 

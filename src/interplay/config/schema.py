@@ -267,6 +267,27 @@ class HPOConfig(Section):
         return self
 
 
+class LeagueConfig(Section):
+    snapshot_every: int = Field(0, ge=0)
+    """Env steps between snapshots of the learner into the opponent pool; 0: no league.
+    Needs one trained policy on every seat (self-play)."""
+    max_snapshots: int = Field(10, ge=1)
+    """Snapshots kept in the pool (and on disk, ``league/``); the oldest leaves first."""
+    opponent_sampling: Literal["latest", "uniform", "pfsp"] = "pfsp"
+    """How each episode's opponent is drawn: the newest snapshot, any member alike, or
+    prioritised fictitious self-play (members the learner does worse against, more often)."""
+    pfsp_power: float = Field(2.0, gt=0)
+    """pfsp weights a member by (1 - the learner's score against it) to this power."""
+    sides: list[list[str]] | None = None
+    """The sides of the game, each a list of agent ids or globs (``[[blue_*], [red_*]]`` for
+    teams); none: each agent is a side (two-player games)."""
+    fixed: list[str] = Field(default_factory=list)
+    """Members that stay in the pool: ``random``, ``module:function`` (scripted), or a frozen
+    policy from another run (``RUN_DIR[:policy_id]``)."""
+    elo_k: float = Field(16.0, gt=0)
+    """Elo's K: how far one game moves the ratings."""
+
+
 class Config(Section):
     env: EnvConfig = Field(default_factory=EnvConfig)
     """The environment and how its copies are stepped."""
@@ -283,6 +304,8 @@ class Config(Section):
     """What a run reports and where: ``metrics.jsonl``, console, TensorBoard, W&B."""
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     """When checkpoints are written into ``checkpoints/`` and how many are kept."""
+    league: LeagueConfig = Field(default_factory=LeagueConfig)
+    """Self-play league: snapshots of the learner as opponents, matchmaking, Elo ratings."""
     hpo: HPOConfig = Field(default_factory=HPOConfig)
     """Evolutionary hyper-parameter search (``interplay hpo``): population, generations,
     fitness, selection and mutations."""
@@ -298,7 +321,7 @@ class Config(Section):
 
 SECTIONS: dict[str, type[BaseModel]] = {
     "env": EnvConfig, "train": TrainConfig, "log": LogConfig,
-    "checkpoint": CheckpointConfig, "hpo": HPOConfig,
+    "checkpoint": CheckpointConfig, "hpo": HPOConfig, "league": LeagueConfig,
 }
 
 

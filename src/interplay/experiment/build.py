@@ -183,7 +183,9 @@ def check_capabilities(cls: type[Algorithm], cfg: Config, specs: dict[str, Polic
             )
 
 
-def make_actors(cfg: Config, specs: dict[str, PolicySpec], algo: Algorithm) -> dict[str, Actor]:
+def make_actors(cfg: Config, specs: dict[str, PolicySpec], algo: Algorithm,
+                frozen: Any = None) -> dict[str, Actor]:
+    """Each policy's actor; ``frozen(spec, source, key)`` loads a ``type: frozen`` one."""
     actors: dict[str, Actor] = {}
     for pid, spec in specs.items():
         kind = spec.config.type
@@ -192,9 +194,10 @@ def make_actors(cfg: Config, specs: dict[str, PolicySpec], algo: Algorithm) -> d
         elif kind == "random":
             actors[pid] = RandomActor(spec, rng_for(cfg.train.seed, "fixed-random", pid))
         elif kind == "frozen":
-            from interplay.experiment.policies import frozen_actor
-
-            actors[pid] = frozen_actor(spec, spec.config.source or "", f"policies.{pid}.from")
+            if frozen is None:
+                raise ConfigError(f"policies.{pid}: frozen policies are loaded by a run "
+                                  "(interplay train), not here")
+            actors[pid] = frozen(spec, spec.config.source or "", f"policies.{pid}.from")
         else:
             fn = load_callable(spec.config.fn or "", f"policies.{pid}.fn")
             actors[pid] = ScriptedActor(spec, fn)

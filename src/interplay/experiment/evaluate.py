@@ -17,8 +17,8 @@ from interplay.envs.batch import SEED_LIMIT
 from interplay.envs.registry import env_factory, native_env_class
 from interplay.errors import UserError
 from interplay.experiment.build import make_vec_env
-from interplay.experiment.loop import Experiment, build_eval_runner, derived_seed, open_run
-from interplay.experiment.resume_check import check_loadable, check_spaces
+from interplay.experiment.loop import Experiment, build_eval_runner, derived_seed
+from interplay.experiment.resume_check import check_loadable, check_spaces, open_run
 from interplay.experiment.trust import require_trust
 from interplay.experiment.versus import play_versus, print_versus
 from interplay.loggers.rows import return_totals
@@ -53,7 +53,7 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
         target = env_id or cfg.env.id
         if vs is not None:
             report = {"phase": "eval", "env": str(target), "checkpoint": str(path)}
-            report.update(play_versus(cfg, exp.env.agents, exp.specs, exp.actors, vs, episodes,
+            report.update(play_versus(cfg, exp.env.agents, exp.specs, exp.eval_actors, vs, episodes,
                                       cfg.train.seed if seed is None else seed, target))
         else:
             report = _score(cfg, exp, episodes, target, path, seed)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from interplay.algos.base import rng_for
-from interplay.config.schema import Config, ConfigError, algo_name, read, to_yaml, validate
+from interplay.config.schema import Config, to_yaml
 from interplay.envs.snapshot import capture, restore
 from interplay.errors import UserError, WriteError
 from interplay.experiment.build import (
@@ -39,18 +39,17 @@ from interplay.experiment.build import (
 )
 from interplay.experiment.checkpoint import (
     CheckpointError,
-    latest_valid,
-    load_checkpoint,
-    resolve_checkpoint,
     save_checkpoint,
 )
 from interplay.experiment.interrupt import Interrupted, StopRequest
+from interplay.experiment.league import League, without_league_rows
 from interplay.experiment.learner_means import LearnerMeans
+from interplay.experiment.policies import frozen_actor
 from interplay.experiment.resume_check import (
-    check_algorithm,
     check_loadable,
     check_spaces,
     load_failure,
+    open_run,
     run_record,
     spaces_of,
 )
@@ -98,8 +97,11 @@ class Experiment:
         try:
             self.specs = make_specs(cfg, self.env)
             self.algo = make_learners(cfg, self.specs, self.device, self.env.turn_based)
-            self.actors = make_actors(cfg, self.specs, self.algo)
-            self.callbacks = make_callbacks(cfg, list(callbacks))
+            self.actors = make_actors(cfg, self.specs, self.algo, frozen_actor)
+            self.eval_actors = dict(self.actors)  # test phases: the policies themselves
+            self.league = League(cfg, self) if cfg.league.snapshot_every > 0 else None
+            self.callbacks = make_callbacks(
+                cfg, [*callbacks, *([self.league] if self.league is not None else [])])
             self.storage = self.algo.make_storage(self.env.num_envs)  # the loop's
             collect = ({p for p, s in self.specs.items() if s.trainable}
                        if self.storage is not None else set())
@@ -217,6 +219,8 @@ class Experiment:
                     raise Interrupted(stop.signum or 0, self.run_dir, result.checkpoint,
                                       runner.env_steps)
                 for pid, batch in runner.step(explore=True).items():
+                    if "league_opponent" in batch.extras:  # rows a league member played
+                        batch = without_league_rows(batch)
                     if self.storage is not None:  # (batches come only when there is storage)
                         self.storage.add(pid, batch)
                     self.algo.collect(pid, batch)
@@ -273,6 +277,9 @@ class Experiment:
         stats = getattr(self.env, "stats", None)
         if stats is not None:
             row.update(stats())
+        if self.league is not None:
+            row.update(self.league.rating_metrics())
+            self.league.log(steps)
         self._emit(loggers, result, row)
 
     def _test(self, loggers: Loggers, result: Result) -> None:
@@ -330,7 +337,7 @@ def build_eval_runner(cfg: Config, exp: Experiment, num_envs: int, env_id: Any =
     env, copies = make_vec_env(cfg, num_envs=num_envs, env_id=env_id)
     try:
         check_spaces(spaces_of(exp.specs), make_specs(cfg, env), what=f"env {env_id or cfg.env.id!r}")
-        return Runner(env, exp.specs, exp.actors, set(), exp.callbacks, copies)
+        return Runner(env, exp.specs, exp.eval_actors, set(), exp.callbacks, copies)
     except BaseException:
         env.close()
         raise
@@ -450,22 +457,6 @@ def train(cfg: Config, run_dir: str | Path | None = None, *,
                 return exp.run(stop)
         finally:
             exp.close()
-
-
-def open_run(run_dir: Path, overrides: Sequence[str], checkpoint: str | Path | None
-             ) -> tuple[Config, dict[str, Any], Path]:
-    """A run folder's config (with ``overrides``) and the state of its newest valid checkpoint."""
-    if not (run_dir / "config.yaml").is_file():
-        raise ConfigError(f"{run_dir} is not a run folder: it has no config.yaml")
-    data = read([run_dir / "config.yaml"], overrides)
-    found = resolve_checkpoint(Path(checkpoint)) if checkpoint is not None else latest_valid(run_dir)
-    if found is None:
-        raise CheckpointError(f"{run_dir} has no valid checkpoint")
-    path = found
-    state, _ = load_checkpoint(path)
-    # Before the settings are checked: another algorithm's settings are not worth listing.
-    check_algorithm(state, algo_name(data), f"checkpoint {path}")
-    return validate(data), state, path
 
 
 def resume(run_dir: str | Path, overrides: Sequence[str] = (), checkpoint: str | Path | None = None,

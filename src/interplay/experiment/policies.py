@@ -49,7 +49,7 @@ def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_po
     loaded from ``checkpoint`` or the newest valid one."""
     from interplay.experiment.build import make_learners, make_specs, make_vec_env
     from interplay.experiment.checkpoint import CheckpointError, resolve_checkpoint
-    from interplay.experiment.loop import open_run
+    from interplay.experiment.resume_check import open_run
 
     source = Path(source)
     run_dir = source

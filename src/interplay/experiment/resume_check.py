@@ -15,11 +15,19 @@ Loading compares that record with the experiment built from the config now in fo
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from interplay.config.schema import Config, ConfigError
+from interplay.config.schema import Config, ConfigError, algo_name, read, validate
+from interplay.experiment.checkpoint import (
+    CheckpointError,
+    latest_valid,
+    load_checkpoint,
+    resolve_checkpoint,
+)
 
 # Settings a resumed run may change freely: they shape no saved tensor and no env copy.
 FREE = ("train.steps", "train.seed", "train.device", "train.torch_threads", "train.test_frequency",
@@ -240,3 +248,19 @@ def plain(value: Any) -> Any:
     if callable(value) and hasattr(value, "__qualname__"):
         return f"{getattr(value, '__module__', '?')}:{value.__qualname__}"
     return repr(value)
+
+
+def open_run(run_dir: Path, overrides: Sequence[str], checkpoint: str | Path | None
+             ) -> tuple[Config, dict[str, Any], Path]:
+    """A run folder's config (with ``overrides``) and the state of its newest valid checkpoint."""
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{run_dir} is not a run folder: it has no config.yaml")
+    data = read([run_dir / "config.yaml"], overrides)
+    found = resolve_checkpoint(Path(checkpoint)) if checkpoint is not None else latest_valid(run_dir)
+    if found is None:
+        raise CheckpointError(f"{run_dir} has no valid checkpoint")
+    path = found
+    state, _ = load_checkpoint(path)
+    # Before the settings are checked: another algorithm's settings are not worth listing.
+    check_algorithm(state, algo_name(data), f"checkpoint {path}")
+    return validate(data), state, path

@@ -116,9 +116,9 @@ def play_pair(a: Any, b: Any, games: int, seed: int) -> list[float]:
                    "opponent": _opponent_config(opponent, other)}
         opp_actor = None
         if not isinstance(b, str):
-            opp_actor = b.actors[_trained_on(other, b.specs)]
+            opp_actor = b.eval_actors[_trained_on(other, b.specs)]
         n = games // 2 + (i < games % 2)
-        returns = _play(a.cfg, mapping, pid, "opponent", a.specs[pid], a.actors[pid], opponent,
+        returns = _play(a.cfg, mapping, pid, "opponent", a.specs[pid], a.eval_actors[pid], opponent,
                         seat, n, seed, None, opp_actor)
         scores += [1.0 if r > 0 else 0.5 if r == 0 else 0.0 for r in returns.tolist()]
     return scores

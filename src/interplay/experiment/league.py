@@ -1,0 +1,391 @@
+"""Self-play leagues: frozen snapshots of the learner as opponents, matchmaking, Elo ratings.
+
+The learner is the run's one trained policy, on every seat (self-play mapping). The env's
+agents form sides (``league.sides``; by default each agent is one side, as in two-player
+games; teams list several agents per side). At each episode start, in each env copy, the
+learner takes one side at random and one pool member, sampled by ``league.opponent_sampling``,
+plays all the others. Rows the members play are marked (``league_opponent``) and never
+learned from. Every ``league.snapshot_every`` env steps the learner's whole algorithm state
+is written to ``league/<name>.pt`` (atomically; a snapshot never changes) and joins the pool,
+at most ``league.max_snapshots`` of them (the oldest leaves). ``league.fixed`` members
+(``random``, ``module:function``, ``RUN_DIR[:policy_id]``) stay in the pool.
+
+Every finished training episode is a game between the learner and its member: won, drawn or
+lost as the learner's side's return is above, equal to or below the best other side's. Elo
+ratings of every member and of the learner follow from the games; reports carry
+``rating/<member>``, ``league.jsonl`` gets one line per report, and ``interplay league
+RUN_DIR`` prints the table and draws ``ratings.png``. The pool, ratings, results and sampler
+are part of the checkpoint (the callbacks' state), so a resumed league goes on exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from interplay.algos.base import rng_for
+from interplay.config.schema import Config, ConfigError
+from interplay.experiment.statecodec import decode, encode
+from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor
+from interplay.run.callbacks import Callbacks
+from interplay.run.mapping import load_callable
+from interplay.run.transitions import Transitions
+
+LEARNER = "learner"
+FOLDER = "league"
+
+
+@dataclass
+class Member:
+    name: str
+    kind: str  # snapshot | random | scripted | frozen
+    env_steps: int  # when the snapshot was taken (0 for fixed members)
+    actor: Actor
+    file: str | None = None
+    memory: dict[str, np.ndarray] = field(default_factory=dict)
+    algo: Any = None  # a snapshot's own algorithm (its sampling RNGs move on as it plays)
+
+
+class LeagueActor:
+    """Acts for the learner's policy: the learner on its side, each copy's member elsewhere."""
+
+    def __init__(self, league: League, learner: Actor):
+        self.league = league
+        self.learner = learner
+        self.squashed = learner.squashed
+        self.wants_env_obs = False
+
+    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        lg = self.league
+        n = batch.obs.shape[0]
+        env = batch.env if batch.env is not None else np.zeros(n, np.int64)
+        slot = batch.slot if batch.slot is not None else np.zeros(n, np.int64)
+        theirs = lg.side_of[slot] != lg.learner_side[env]
+        mine = ~theirs
+        action: np.ndarray | None = None
+        extras: dict[str, np.ndarray] = {}
+        if mine.any():
+            a, ex = self.learner.act(_rows(batch, mine), explore)
+            action = np.zeros((n, *a.shape[1:]), a.dtype)
+            action[mine] = a
+            for k, v in ex.items():
+                extras[k] = np.zeros((n, *v.shape[1:]), v.dtype)
+                extras[k][mine] = v
+        for m in np.unique(lg.assign[env[theirs]]):
+            rows = theirs & (lg.assign[env] == m)
+            member = lg.members[int(m)]
+            sub = _rows(batch, rows)
+            sub.memory = member.memory
+            a, _ = member.actor.act(sub, explore)
+            if action is None:
+                action = np.zeros((n, *a.shape[1:]), a.dtype)
+            action[rows] = a
+        extras["league_opponent"] = theirs
+        assert action is not None
+        return action, extras
+
+
+def _rngs(state: Any) -> Any:
+    """Only the RNG states in an algorithm's state (keys naming an ``rng``)."""
+    if not isinstance(state, dict):
+        return None
+    out = {}
+    for key, value in state.items():
+        if "rng" in str(key):
+            out[key] = copy.deepcopy(value)
+        else:
+            inner = _rngs(value)
+            if inner:
+                out[key] = inner
+    return out
+
+
+def _merged(base: Any, over: Any) -> Any:
+    if not isinstance(base, dict) or not isinstance(over, dict):
+        return over
+    return {**base, **{k: _merged(base.get(k), v) for k, v in over.items()}}
+
+
+def without_league_rows(batch: Transitions) -> Transitions:
+    """The learner's own transitions: those league members played are never learned from."""
+    played = batch.extras["league_opponent"]
+    kept = batch.select(~played) if played.any() else batch
+    kept.extras = {k: v for k, v in kept.extras.items() if k != "league_opponent"}
+    return kept
+
+
+def _rows(batch: ActBatch, keep: np.ndarray) -> ActBatch:
+    def pick(x: Any) -> Any:
+        return None if x is None else x[keep]
+
+    rows = np.flatnonzero(keep)
+    return ActBatch(obs=batch.obs[keep], mask=pick(batch.mask), slot=pick(batch.slot),
+                    env=pick(batch.env), first=pick(batch.first), memory=batch.memory,
+                    agent_ids=[batch.agent_ids[i] for i in rows] if batch.agent_ids else (),
+                    env_obs=[batch.env_obs[i] for i in rows] if batch.env_obs else ())
+
+
+class League(Callbacks):
+    def __init__(self, cfg: Config, exp: Any):
+        lg = cfg.league
+        self.settings = lg
+        self.exp = exp
+        self.cfg = cfg
+        trained = [p for p, s in exp.specs.items() if s.trainable]
+        agents = list(exp.env.agents)
+        if len(trained) != 1 or set(exp.specs[trained[0]].agents) != set(agents):
+            raise ConfigError(
+                "league: the learner must be one trained policy on every seat (self-play: "
+                f"train.self_play: true, or one policy for all agents); this run maps {agents} "
+                f"to {[(p, list(s.agents)) for p, s in exp.specs.items()]}")
+        self.pid = trained[0]
+        spec = exp.specs[self.pid]
+        sides = lg.sides or [[a] for a in agents]
+        self.side_of = np.full(len(spec.agents), -1)
+        for i, patterns in enumerate(sides):
+            for j, agent in enumerate(spec.agents):
+                if any(fnmatch.fnmatchcase(agent, p) for p in patterns):
+                    if self.side_of[j] >= 0:
+                        raise ConfigError(f"league.sides: agent {agent!r} is on two sides")
+                    self.side_of[j] = i
+        if (self.side_of < 0).any():
+            missing = [a for a, s in zip(spec.agents, self.side_of, strict=True) if s < 0]
+            raise ConfigError(f"league.sides: agents {missing} are on no side")
+        self.n_sides = len(sides)
+        if self.n_sides < 2:
+            raise ConfigError("league.sides: a league needs at least two sides")
+        E = exp.env.num_envs
+        self.rng = rng_for(cfg.train.seed, "league")
+        self.assign = np.zeros(E, np.int64)
+        self.learner_side = np.zeros(E, np.int64)
+        self.members: list[Member] = []
+        self.ratings: dict[str, float] = {LEARNER: 1000.0}
+        self.results: dict[str, list[int]] = {}  # member -> [learner wins, draws, losses]
+        self.next_snapshot = 0
+        self.folder = Path(exp.run_dir) / FOLDER
+        for entry in lg.fixed:
+            self._add(self._fixed(entry, spec))
+        learner = exp.actors[self.pid]
+        self.actor = LeagueActor(self, learner)
+        self.actor.wants_env_obs = any(m.kind == "scripted" for m in self.members)
+        exp.actors[self.pid] = self.actor
+
+    # -- the pool ----------------------------------------------------------------------------
+    def _fixed(self, entry: str, spec: Any) -> Member:
+        if entry == "random":
+            return Member("random", "random", 0, RandomActor(spec, rng_for(
+                self.cfg.train.seed, "league", "random")))
+        if ":" in entry and not Path(entry).exists() and not Path(entry.rpartition(":")[0]).exists():
+            fn = load_callable(entry, "league.fixed")
+            return Member(entry, "scripted", 0, ScriptedActor(spec, fn))
+        from interplay.experiment.policies import frozen_actor
+
+        return Member(entry, "frozen", 0, frozen_actor(spec, entry, "league.fixed"))
+
+    def _add(self, member: Member) -> None:
+        self.members.append(member)
+        self.ratings.setdefault(member.name, 1000.0)
+        self.results.setdefault(member.name, [0, 0, 0])
+
+    def snapshot(self, env_steps: int) -> None:
+        """Freeze the learner as it is now into the pool (and on disk)."""
+        name = f"snapshot_{env_steps}"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{name}.pt"
+        state = copy.deepcopy(self.exp.algo.state_dict())
+        tmp = path.with_suffix(".tmp")
+        torch.save(encode(state, "league snapshot"), tmp)
+        tmp.replace(path)
+        actor, algo = self._frozen(state)
+        self._add(Member(name, "snapshot", env_steps, actor, path.name, algo=algo))
+        snaps = [m for m in self.members if m.kind == "snapshot"]
+        while len(snaps) > self.settings.max_snapshots:
+            old = snaps.pop(0)
+            index = self.members.index(old)
+            self.members.pop(index)
+            self.assign[self.assign > index] -= 1
+            self.assign[self.assign == index] = len(self.members) - 1  # the newest, till re-drawn
+            (self.folder / (old.file or "")).unlink(missing_ok=True)
+
+    def _frozen(self, state: dict[str, Any]) -> tuple[Actor, Any]:
+        from interplay.experiment.build import make_learners
+        from interplay.experiment.policies import FrozenActor
+
+        algo = make_learners(self.cfg, self.exp.specs, "cpu", self.exp.env.turn_based)
+        algo.load_state_dict(state)
+        return FrozenActor(algo.actor(self.pid), explore=True), algo
+
+    def sample(self) -> int:
+        """A member for one episode, by ``league.opponent_sampling``."""
+        how = self.settings.opponent_sampling
+        n = len(self.members)
+        if how == "latest":
+            snaps = [i for i, m in enumerate(self.members) if m.kind == "snapshot"]
+            return snaps[-1] if snaps else int(self.rng.integers(n))
+        if how == "uniform":
+            return int(self.rng.integers(n))
+        # Prioritised fictitious self-play: members the learner does worse against come more.
+        weights = np.array([self._hardness(m.name) for m in self.members])
+        return int(self.rng.choice(n, p=weights / weights.sum()))
+
+    def _hardness(self, name: str) -> float:
+        w, d, losses = self.results.get(name, [0, 0, 0])
+        games = w + d + losses
+        score = (w + 0.5 * d + 1.0) / (games + 2.0)  # the learner's score, shrunk towards 1/2
+        return (1.0 - score) ** self.settings.pfsp_power + 1e-3
+
+    # -- callbacks ------------------------------------------------------------------------------
+    def on_episode_start(self, *, episode: Any, env_index: int, runner: Any) -> None:
+        if runner is not self.exp.runner:
+            return
+        if not self.members:
+            self.snapshot(0)
+        self.assign[env_index] = self.sample()
+        self.learner_side[env_index] = int(self.rng.integers(self.n_sides))
+
+    def on_episode_end(self, *, episode: Any, env_index: int, runner: Any) -> None:
+        if runner is not self.exp.runner:
+            return
+        agents = self.exp.specs[self.pid].agents
+        totals = np.zeros(self.n_sides)
+        for j, agent in enumerate(agents):
+            totals[self.side_of[j]] += episode.returns.get(agent, 0.0)
+        mine = totals[self.learner_side[env_index]]
+        best_other = np.delete(totals, self.learner_side[env_index]).max()
+        score = 1.0 if mine > best_other else 0.5 if mine == best_other else 0.0
+        member = self.members[int(self.assign[env_index])]
+        self.results[member.name][0 if score == 1.0 else 1 if score == 0.5 else 2] += 1
+        expected = 1.0 / (1.0 + 10 ** ((self.ratings[member.name] - self.ratings[LEARNER]) / 400))
+        delta = self.settings.elo_k * (score - expected)
+        self.ratings[LEARNER] += delta
+        self.ratings[member.name] -= delta
+
+    def on_sample_end(self, *, runner: Any, env_steps: int) -> None:
+        every = self.settings.snapshot_every
+        if runner is self.exp.runner and env_steps >= self.next_snapshot + every and every > 0:
+            self.next_snapshot = env_steps - env_steps % every
+            self.snapshot(env_steps)
+
+    # -- reports --------------------------------------------------------------------------------
+    def rating_metrics(self) -> dict[str, float]:
+        out = {f"rating/{LEARNER}": round(self.ratings[LEARNER], 2)}
+        out.update({f"rating/{m.name}": round(self.ratings[m.name], 2) for m in self.members})
+        return out
+
+    def log(self, env_steps: int) -> None:
+        line = {"env_steps": env_steps, "ratings": {k: round(v, 2) for k, v in self.ratings.items()},
+                "members": [{"name": m.name, "kind": m.kind, "env_steps": m.env_steps,
+                             "games": sum(self.results[m.name]),
+                             "learner_win_draw_loss": self.results[m.name]}
+                            for m in self.members]}
+        with open(Path(self.exp.run_dir) / "league.jsonl", "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+    # -- checkpoint -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        def moving(m: Member) -> dict[str, Any]:
+            """What changes in a member as it plays: its sampling RNGs and memory."""
+            out: dict[str, Any] = {"memory": {k: v.copy() for k, v in m.memory.items()}}
+            if m.algo is not None:
+                out["rngs"] = _rngs(m.algo.state_dict())
+            elif hasattr(m.actor, "state_dict"):
+                out["actor"] = m.actor.state_dict()
+            return out
+
+        return {"members": [{"name": m.name, "kind": m.kind, "env_steps": m.env_steps,
+                             "file": m.file, **moving(m)} for m in self.members],
+                "ratings": dict(self.ratings), "results": {k: list(v) for k, v in self.results.items()},
+                "rng": self.rng.bit_generator.state, "assign": self.assign.tolist(),
+                "learner_side": self.learner_side.tolist(), "next_snapshot": self.next_snapshot}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        fixed = {m.name: m for m in self.members if m.kind != "snapshot"}
+        self.members = []
+        for m in state["members"]:
+            if m["kind"] == "snapshot":
+                path = self.folder / m["file"]
+                if not path.is_file():
+                    raise LeagueError(f"league: snapshot {path} is missing; the pool cannot be "
+                                      "restored")
+                saved = decode(torch.load(path, map_location="cpu", weights_only=True))
+                actor, algo = self._frozen(_merged(saved, m.get("rngs", {})))
+                self.members.append(Member(m["name"], "snapshot", m["env_steps"], actor,
+                                           m["file"], algo=algo))
+            elif m["name"] in fixed:
+                member = fixed[m["name"]]
+                if "actor" in m and hasattr(member.actor, "load_state_dict"):
+                    member.actor.load_state_dict(m["actor"])
+                self.members.append(member)
+            else:
+                continue
+            self.members[-1].memory = {k: np.array(v) for k, v in m.get("memory", {}).items()}
+        self.ratings = dict(state["ratings"])
+        self.results = {k: list(v) for k, v in state["results"].items()}
+        self.rng.bit_generator.state = state["rng"]
+        self.assign = np.array(state["assign"], np.int64)
+        self.learner_side = np.array(state["learner_side"], np.int64)
+        self.next_snapshot = state["next_snapshot"]
+
+
+def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, Any]]:
+    """``interplay league RUN_DIR``: the pool's table at the last report, and ``ratings.png``
+    (every member's rating over training) in the run folder."""
+    from rich.console import Console
+    from rich.table import Table
+
+    path = Path(run_dir) / "league.jsonl"
+    if not path.is_file():
+        raise LeagueError(f"{run_dir}: no league.jsonl; was the run trained with "
+                          "league.snapshot_every?")
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    if not lines:
+        raise LeagueError(f"{path} is empty: the run has not reported yet")
+    last = lines[-1]
+    table = Table(title=f"league at {last['env_steps']:,} env steps (win/draw/loss: the "
+                        "learner's games against each member)")
+    for col in ("member", "kind", "env steps at snapshot", "rating", "games", "win", "draw", "loss"):
+        table.add_column(col, justify="left" if col in ("member", "kind") else "right")
+    rows = [{"member": LEARNER, "kind": "learner", "env_steps": last["env_steps"],
+             "rating": last["ratings"][LEARNER], "games": None, "wdl": None}]
+    for m in last["members"]:
+        rows.append({"member": m["name"], "kind": m["kind"], "env_steps": m["env_steps"],
+                     "rating": last["ratings"][m["name"]], "games": m["games"],
+                     "wdl": m["learner_win_draw_loss"]})
+    for r in sorted(rows, key=lambda r: -r["rating"]):
+        wdl = r["wdl"] or ["", "", ""]
+        table.add_row(r["member"], r["kind"], f"{r['env_steps']:,}", f"{r['rating']:.1f}",
+                      "" if r["games"] is None else str(r["games"]), *map(str, wdl))
+    (console or Console()).print(table)
+    _plot(lines, Path(run_dir) / "ratings.png")
+    return rows
+
+
+def _plot(lines: list[dict[str, Any]], dest: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    names = list(dict.fromkeys(k for line in lines for k in line["ratings"]))
+    for name in names:
+        xs = [line["env_steps"] for line in lines if name in line["ratings"]]
+        ys = [line["ratings"][name] for line in lines if name in line["ratings"]]
+        ax.plot(xs, ys, label=name, linewidth=2.5 if name == LEARNER else 1.0)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("Elo rating")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(dest, dpi=100)
+    plt.close(fig)
+
+
+class LeagueError(ConfigError):
+    """A league that cannot be shown or restored."""

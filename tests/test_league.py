@@ -1,0 +1,176 @@
+"""Frozen policies, interplay.load_policy, and self-play leagues."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from helpers import read_metrics
+
+import interplay
+from interplay.config.schema import ConfigError, load
+from interplay.experiment.league import League, league_report
+from interplay.experiment.loop import Experiment, resume, train
+from interplay.experiment.policies import PolicyLoadError
+
+QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
+TTT = ["algo.name=dqn", "env.id=pettingzoo.classic.tictactoe_v3", "train.self_play=true",
+       "env.num_envs=4", "algo.learning_starts=200", "algo.batch_size=32", *QUIET]
+LEAGUE = [*TTT, "league.snapshot_every=600", "league.max_snapshots=2", "league.fixed=[random]",
+          "log.every=600"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    run = tmp_path_factory.mktemp("runs") / "ttt"
+    train(load([], [*TTT, "train.steps=1500"]), run)
+    return run
+
+
+def test_load_policy_acts_like_the_run_on_the_envs_own_observations(trained):
+    from pettingzoo.classic import tictactoe_v3
+
+    policy = interplay.load_policy(trained)
+    env = tictactoe_v3.env()
+    env.reset(seed=3)
+    obs, *_ = env.last()
+    one = policy.act(obs)
+    both = policy.act([obs, obs])
+    assert int(one) == int(both[0]) == int(both[1])
+    assert obs["action_mask"][int(one)]  # a legal move
+    # The same action as the run's own greedy actor on the flattened observation.
+    exp = Experiment(load([trained / "config.yaml"], []), trained / "x")
+    state, _ = interplay.experiment.checkpoint.load_checkpoint(
+        interplay.experiment.checkpoint.latest_valid(trained))
+    exp.algo.load_state_dict(state["algo"])
+    rows = np.zeros((1, policy.view.dim), np.float32)
+    policy.view.write(obs, rows, 0)
+    from interplay.run.actors import ActBatch
+    action, _ = exp.actors["shared"].act(
+        ActBatch(obs=rows, mask=obs["action_mask"][None].astype(bool), slot=np.zeros(1, int),
+                 env=np.zeros(1, int)), False)
+    assert int(action[0]) == int(one)
+    exp.close()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("nowhere",), "no such run folder"),
+    (("RUN", "nobody"), "has no policy 'nobody'"),
+])
+def test_load_policy_names_what_is_wrong(trained, args, message):
+    args = tuple(str(trained) if a == "RUN" else a for a in args)
+    with pytest.raises(PolicyLoadError, match=message):
+        interplay.load_policy(*args)
+
+
+def test_a_checkpoint_of_another_algorithm_is_a_clear_error(trained, tmp_path):
+    other = tmp_path / "ppo"
+    ppo = [o for o in TTT if not o.startswith(("algo.learning_starts", "algo.batch_size"))]
+    train(load([], [*ppo, "algo.name=ippo", "algo.rollout=20", "train.steps=100"]), other)
+    # The ppo run's checkpoint under the dqn run's config: refused, naming both.
+    (other / "config.yaml").write_text((trained / "config.yaml").read_text())
+    with pytest.raises(PolicyLoadError, match="ippo|dqn"):
+        interplay.load_policy(other)
+
+
+def test_a_frozen_policy_acts_and_never_changes(trained, tmp_path):
+    cfg = load([], [*TTT, "train.self_play=false", "policies.me.agents=[player_1]",
+                    f"policies.opp={{agents: [player_2], type: frozen, from: '{trained}'}}",
+                    "train.steps=800"])
+    exp = Experiment(cfg, tmp_path / "run")
+    frozen = exp.actors["opp"].actor.algo if hasattr(exp.actors["opp"].actor, "algo") else None
+    before = {k: v.clone() for k, v in exp.actors["opp"].actor.algo.policies["shared"]
+              .online.state_dict().items()} if frozen is not None else None
+    exp.run()
+    after = exp.actors["opp"].actor.algo.policies["shared"].online.state_dict()
+    assert before is not None and all(torch.equal(before[k], after[k]) for k in before)
+    exp.close()
+    saved = (tmp_path / "run" / "config.yaml").read_text()
+    assert "from:" in saved and "type: frozen" in saved
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["policies.opp={agents: [player_2], type: frozen}"], "a frozen policy needs from"),
+    (["policies.opp={agents: [player_2], type: frozen, from: /no/such/run}"],
+     r"policies\.opp\.from: '/no/such/run': no such run folder"),
+    (["policies.opp={agents: [player_2], type: random, from: x}"], "from is only used by frozen"),
+])
+def test_bad_frozen_policies_are_named(tmp_path, extra, message):
+    with pytest.raises((ConfigError, PolicyLoadError), match=message):
+        Experiment(load([], [*TTT, "train.self_play=false", "policies.me.agents=[player_1]",
+                             *extra]), tmp_path / "run")
+
+
+def test_a_league_snapshots_rates_and_keeps_its_pool_bounded(tmp_path):
+    train(load([], [*LEAGUE, "train.steps=3000"]), tmp_path / "run")
+    lines = [json.loads(x) for x in (tmp_path / "run" / "league.jsonl").read_text().splitlines()]
+    last = lines[-1]
+    snaps = [m for m in last["members"] if m["kind"] == "snapshot"]
+    assert len(snaps) == 2 and {m["name"] for m in last["members"]} >= {"random"}
+    assert sorted(p.name for p in (tmp_path / "run" / "league").glob("*.pt")) == sorted(
+        f"{m['name']}.pt" for m in snaps)
+    rows = [r for r in read_metrics(tmp_path / "run") if r["phase"] == "train"]
+    assert "rating/learner" in rows[-1] and "rating/random" in rows[-1]
+    games = sum(m["games"] for m in last["members"])
+    assert games > 0
+    table = league_report(tmp_path / "run")
+    assert (tmp_path / "run" / "ratings.png").is_file() and table[0]["rating"] >= table[-1]["rating"]
+
+
+def test_a_snapshot_never_changes_after_it_is_taken(tmp_path):
+    run = tmp_path / "run"
+    train(load([], [*LEAGUE, "league.max_snapshots=5", "train.steps=1300"]), run)
+    first = run / "league" / "snapshot_600.pt"
+    data = first.read_bytes()
+    resume(run, ["train.steps=2500"])
+    assert first.read_bytes() == data
+
+
+def test_a_league_resumes_exactly(tmp_path):
+    common = [*LEAGUE, "train.test_frequency=-1"]
+    train(load([], [*common, "train.steps=2400"]), tmp_path / "straight")
+    train(load([], [*common, "train.steps=1200"]), tmp_path / "split")
+    resume(tmp_path / "split", ["train.steps=2400"])
+    skip = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
+    a = [{k: v for k, v in r.items() if k not in skip} for r in read_metrics(tmp_path / "straight")]
+    b = [{k: v for k, v in r.items() if k not in skip} for r in read_metrics(tmp_path / "split")]
+    assert a == b
+    la = (tmp_path / "straight" / "league.jsonl").read_text().splitlines()
+    lb = (tmp_path / "split" / "league.jsonl").read_text().splitlines()
+    assert la == lb
+
+
+def test_pfsp_draws_the_members_the_learner_loses_to_more_often(tmp_path):
+    exp = Experiment(load([], LEAGUE), tmp_path / "run")
+    lg = exp.league
+    assert isinstance(lg, League)
+    lg.snapshot(0)
+    lg.results = {"random": [90, 0, 10], "snapshot_0": [10, 0, 90]}
+    draws = [lg.members[lg.sample()].name for _ in range(400)]
+    assert draws.count("snapshot_0") > 3 * draws.count("random")
+    exp.close()
+
+
+def test_a_team_game_runs_a_league_with_two_agents_per_side(tmp_path):
+    cfg = load([], ["algo.name=ippo", "algo.rollout=20", "env.id=mpe2.simple_tag_v3",
+                    "env.kwargs={num_good: 2, num_adversaries: 2, num_obstacles: 0, "
+                    "max_cycles: 20}", "train.self_play=false",
+                    "policies.all.agents=['*']", "league.snapshot_every=200",
+                    "league.sides=[[adversary_*], [agent_*]]", "train.steps=600",
+                    "log.every=200", *QUIET])
+    with pytest.raises(ConfigError):  # adversaries and prey see different spaces: no self-play
+        train(cfg, tmp_path / "tag")
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["train.self_play=false", "policies.a.agents=[player_1]", "policies.b.agents=[player_2]"],
+     "league: the learner must be one trained policy on every seat"),
+    (["league.sides=[[player_1, player_2]]"], "at least two sides"),
+    (["league.sides=[[player_1], [nobody]]"], r"agents \['player_2'\] are on no side"),
+    (["league.opponent_sampling=best"], r"league\.opponent_sampling"),
+])
+def test_bad_leagues_are_refused_before_any_work(tmp_path, extra, message):
+    with pytest.raises(ConfigError, match=message):
+        Experiment(load([], [*LEAGUE, *extra]), tmp_path / "run")

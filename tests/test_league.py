@@ -174,3 +174,23 @@ def test_a_team_game_runs_a_league_with_two_agents_per_side(tmp_path):
 def test_bad_leagues_are_refused_before_any_work(tmp_path, extra, message):
     with pytest.raises(ConfigError, match=message):
         Experiment(load([], [*LEAGUE, *extra]), tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_a_tictactoe_league_learner_ends_rated_above_random_and_early_snapshots(tmp_path):
+    run = tmp_path / "run"
+    train(load([], ["algo.name=dqn", "env.id=pettingzoo.classic.tictactoe_v3",
+                    "train.self_play=true", "env.num_envs=8", "algo.batch_size=128",
+                    "algo.gradient_steps=2", "algo.learning_starts=1600", "algo.train_every=8",
+                    "algo.exploration_steps=40000", "algo.epsilon_end=0.1",
+                    "algo.model={hidden: [128, 128], activation: relu}",
+                    "league.snapshot_every=10000", "league.max_snapshots=8",
+                    "league.fixed=[random]", "train.steps=60000", "log.every=10000", *QUIET]),
+          run)
+    last = json.loads((run / "league.jsonl").read_text().splitlines()[-1])
+    ratings = last["ratings"]
+    early = [m["name"] for m in last["members"] if m["kind"] == "snapshot"
+             and m["env_steps"] <= 15000]
+    print(ratings)
+    assert ratings["learner"] > ratings["random"] + 50
+    assert all(ratings["learner"] > ratings[name] for name in early)

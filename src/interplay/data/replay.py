@@ -397,9 +397,11 @@ class JointReplay:
     """
 
     def __init__(self, buffer: JointReplayBuffer, requires: str,
-                 agents: dict[str, tuple[str, ...]], saved: bool = True):
+                 agents: dict[str, tuple[str, ...]], saved: bool = True,
+                 absent_ok: bool = False):
         self.buffer = buffer
         self.requires = requires
+        self.absent_ok = absent_ok  # rows may miss agents (that died, or had not joined)
         self.agents = agents  # agent ids per group, for errors
         self.saved = saved
         self._step: dict[str, Transitions] = {}
@@ -416,7 +418,7 @@ class JointReplay:
         if not batches:
             return
         copies, joined = self.buffer.join(batches)
-        for pid, cols in joined.items():
+        for pid, cols in ({} if self.absent_ok else joined).items():
             absent = np.argwhere(~cols["present"])
             if len(absent):
                 row, slot = absent[0]

@@ -1,0 +1,360 @@
+"""``algo.name: vdn`` and ``qmix``: value decomposition for one cooperative team.
+
+Every trained agent has a Q-network (one per policy, shared by its agents, or one each with
+``share_params: false``), acting epsilon-greedily over its legal actions. Learning is on joint
+rows (one per env copy and step, :class:`~interplay.data.replay.JointReplay`): the team's
+value is the sum of the agents' chosen Q-values (VDN), or their monotonic mix by a network
+whose weights a hypernetwork makes from the global state (QMIX: here the joint observation of
+every trained agent, as in MPE where it is the env's state). The target is the team reward
+(the sum of the agents' rewards) plus the discounted target value of the next step, with
+double Q (the online networks pick each agent's next action, the target networks value it).
+An agent absent from a row (it died, or had not joined) has its Q-value masked out of the mix,
+its observation and action ignored; the episode ends for the team when any present agent's is
+terminated.
+
+One team only: every agent of the env must be trained here (no fixed or separately trained
+agents, which would make the reward not the team's), every action discrete, and every agent
+acting in every step (not turn-based).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from pydantic import Field
+from torch import nn
+
+from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
+from interplay.config.model import ModelSettings
+from interplay.config.schema import ConfigError
+from interplay.data.memory import check_fits
+from interplay.data.replay import Group, JointReplay, JointReplayBuffer
+from interplay.nets.build import model_key, network, obs_input, policy_model
+from interplay.nets.inputs import obs_tensor
+from interplay.nets.mlp import PerAgent
+from interplay.run.actors import ActBatch
+from interplay.run.mapping import PolicySpec
+
+
+class VDNSettings(AlgoSettings):
+    mutable: ClassVar[dict[str, tuple[float, float]]] = {
+        "lr": (1e-5, 1e-2), "batch_size": (16, 1024), "gamma": (0.9, 0.999),
+        "epsilon_end": (0.0, 0.2), "target_every": (50, 5000)}
+    lr: float = Field(5e-4, gt=0)
+    """Adam's learning rate (agents' networks and mixer together)."""
+    gamma: float = Field(0.99, ge=0, le=1)
+    """Discount per env step."""
+    batch_size: int = Field(128, ge=1)
+    """Joint rows per gradient step."""
+    buffer_size: int = Field(50_000, ge=1)
+    """Joint rows kept (one per env copy and step)."""
+    save_buffer: bool = True
+    """Keep the buffer in checkpoints (exact resume)."""
+    learning_starts: int = Field(2_000, ge=0)
+    """Env steps before the first learning round."""
+    train_every: int = Field(8, ge=1)
+    """Env steps between learning rounds."""
+    gradient_steps: int = Field(1, ge=1)
+    """Gradient steps per learning round."""
+    target_every: int = Field(200, ge=1)
+    """Gradient steps between copies of the online networks into the target networks."""
+    double: bool = True
+    """Double Q: the online networks choose the next actions the targets value."""
+    epsilon_start: float = Field(1.0, ge=0, le=1)
+    """Exploration at the start."""
+    epsilon_end: float = Field(0.05, ge=0, le=1)
+    """Exploration after ``exploration_steps``."""
+    exploration_steps: int = Field(50_000, ge=0)
+    """Env steps over which epsilon falls linearly."""
+    max_grad_norm: float = Field(10.0, gt=0)
+    """Gradient-norm clip."""
+    share_params: bool = True
+    """One Q-network per policy; false gives each agent its own."""
+    model: ModelSettings = Field(default_factory=lambda: ModelSettings(
+        hidden=[64, 64], activation="relu"))
+    """The agents' Q-networks."""
+
+
+class QMIXSettings(VDNSettings):
+    mixer_hidden: int = Field(32, ge=1)
+    """Width of the mixing network's hidden layer."""
+    hypernet_hidden: int = Field(64, ge=1)
+    """Width of the hypernetworks that make the mixer's weights from the state."""
+
+
+class Mixer(nn.Module):
+    """QMIX's monotonic mix: non-negative weights made from the state by hypernetworks."""
+
+    def __init__(self, agents: int, state_dim: int, hidden: int, hyper: int):
+        super().__init__()
+        self.agents, self.hidden = agents, hidden
+        self.w1 = nn.Sequential(nn.Linear(state_dim, hyper), nn.ReLU(),
+                                nn.Linear(hyper, agents * hidden))
+        self.b1 = nn.Linear(state_dim, hidden)
+        self.w2 = nn.Sequential(nn.Linear(state_dim, hyper), nn.ReLU(), nn.Linear(hyper, hidden))
+        self.b2 = nn.Sequential(nn.Linear(state_dim, hyper), nn.ReLU(), nn.Linear(hyper, 1))
+
+    def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """``q`` ``[b, n]`` (absent agents' entries zero), ``state`` ``[b, s]`` -> ``[b]``."""
+        b = q.shape[0]
+        w1 = self.w1(state).abs().view(b, self.agents, self.hidden)
+        hidden = torch.nn.functional.elu(torch.bmm(q.unsqueeze(1), w1).squeeze(1) + self.b1(state))
+        w2 = self.w2(state).abs()
+        return (hidden * w2).sum(dim=1) + self.b2(state).squeeze(1)
+
+
+class _Policy:
+    def __init__(self, spec: PolicySpec, s: VDNSettings, net: nn.Module, seed: int, name: str):
+        self.spec = spec
+        self.k = len(spec.agents)
+        self.online = net
+        self.target = copy.deepcopy(net)
+        self.act_rng = rng_for(seed, name, "act", spec.id)
+
+
+class QActor:
+    squashed = False
+    wants_env_obs = False
+
+    def __init__(self, algo: VDN, p: _Policy):
+        self.algo, self.p = algo, p
+
+    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        p = self.p
+        n = batch.obs.shape[0]
+        slot = batch.slot if batch.slot is not None else np.zeros(n, np.int64)
+        with torch.no_grad():
+            q = p.online(obs_tensor(batch.obs, self.algo.device),
+                         torch.as_tensor(slot, device=self.algo.device)).cpu().numpy()
+        mask = batch.mask
+        if mask is not None:
+            q = np.where(mask, q, -np.inf)
+        action = q.argmax(axis=1)
+        if explore:
+            take = p.act_rng.random(n) < self.algo.epsilon()
+            if take.any():
+                legal = mask[take] if mask is not None else np.ones((int(take.sum()), q.shape[1]), bool)
+                u = p.act_rng.random(legal.shape) * legal
+                action[take] = u.argmax(axis=1)
+        return action.astype(np.int64), {}
+
+
+def _q_net(model: Any, inp: Any, n_actions: int, where: str) -> Callable[[], nn.Module]:
+    """A maker of one agent's Q-network, for PerAgent to call once or once per agent."""
+    def make() -> nn.Module:
+        return network(model, [(inp, 1)], n_actions, 1.0, where)
+    return make
+
+
+@register
+class VDN(Algorithm):
+    """Value decomposition: the team's value is the sum of its agents' values."""
+
+    name = "vdn"
+    Settings = VDNSettings
+    settings: VDNSettings
+    action_kinds = frozenset({"discrete"})
+    turn_based = False
+    gauges = frozenset({"epsilon", "buffer_size"})
+    metric_docs: ClassVar[dict[str, str]] = {
+        "loss": "TD loss of the team's value (Huber)",
+        "q_tot_mean": "the team's value of the sampled rows, mean",
+        "target_mean": "the TD target, mean",
+        "epsilon": "exploration now",
+        "buffer_size": "joint rows in the replay buffer",
+    }
+
+    def __init__(self, settings: VDNSettings, specs: dict[str, PolicySpec], device: str,
+                 seed: int):
+        super().__init__(settings, specs, device, seed)
+        left = [p for p, s in specs.items() if not s.trainable]
+        if left:
+            raise ConfigError(
+                f"algo.name: {self.name} learns one team's reward, so every agent must be "
+                f"trained by it; policies {left} are {specs[left[0]].config.type} (use ippo or "
+                "mappo for competitive or mixed setups)")
+        self.trained = list(specs)
+        s = settings
+        self.policies: dict[str, _Policy] = {}
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(rng_for(seed, self.name, "init").integers(2**63)))
+            for pid, spec in specs.items():
+                model = policy_model(s, spec)
+                where = model_key(spec)
+                inp = obs_input(spec, model, where)
+                n_actions = spec.action_view.mask_dim or int(spec.action_space.n)
+                net = PerAgent(_q_net(model, inp, n_actions, where), len(spec.agents),
+                               s.share_params)
+                self.policies[pid] = _Policy(spec, s, net.to(device), seed, self.name)
+            self.n_agents = sum(p.k for p in self.policies.values())
+            self.state_dim = sum(p.k * p.spec.obs_dim for p in self.policies.values())
+            self.mixer = self._mixer()
+            self.target_mixer = copy.deepcopy(self.mixer) if self.mixer is not None else None
+        params = [q for p in self.policies.values() for q in p.online.parameters()]
+        if self.mixer is not None:
+            params += list(self.mixer.parameters())
+        self.optimizer = torch.optim.Adam(params, lr=s.lr)
+        self.schedule = LearnSchedule(s.learning_starts, s.train_every)
+        self.sample_rng = rng_for(seed, self.name, "sample")
+        self._actors = {pid: QActor(self, p) for pid, p in self.policies.items()}
+        self._rounds = 0
+        self.updates = 0
+
+    def _mixer(self) -> Mixer | None:
+        return None
+
+    def epsilon(self) -> float:
+        s = self.settings
+        frac = min(1.0, self.schedule.env_steps / max(1, s.exploration_steps))
+        return s.epsilon_start + frac * (s.epsilon_end - s.epsilon_start)
+
+    def actor(self, pid: str) -> QActor:
+        return self._actors[pid]
+
+    def make_storage(self, num_envs: int) -> JointReplay:
+        s = self.settings
+        groups = {pid: Group(p.k, p.spec.obs_dim, p.spec.action_view.shape,
+                             p.spec.action_view.dtype, p.spec.action_view.mask_dim,
+                             p.spec.obs_view.dtype) for pid, p in self.policies.items()}
+        check_fits(sum(g.nbytes(s.buffer_size) for g in groups.values()), "algo.buffer_size",
+                   f"a joint replay buffer of {s.buffer_size:,} steps of {self.n_agents} agents")
+        return JointReplay(JointReplayBuffer(s.buffer_size, groups), f"algo.name: {self.name}",
+                           {pid: p.spec.agents for pid, p in self.policies.items()},
+                           saved=s.save_buffer, absent_ok=True)
+
+    def ready(self, storage: JointReplay, env_steps: int) -> bool:
+        self.schedule.advance(env_steps)
+        if not self.schedule.due():
+            return False
+        learnable = len(storage) >= self.settings.batch_size
+        self._rounds = self.schedule.take()
+        return learnable
+
+    # -- learning -------------------------------------------------------------------------
+    def update(self, storage: JointReplay) -> dict[str, float]:
+        s = self.settings
+        steps = s.gradient_steps * max(1, self._rounds)
+        self._rounds = 0
+        sums = np.zeros(3)
+        for _ in range(steps):
+            _, rows = storage.buffer.sample(s.batch_size, self.sample_rng)
+            sums += self._learn(rows)
+        loss, q_tot, target = sums / steps
+        return {"loss": loss, "q_tot_mean": q_tot, "target_mean": target,
+                "epsilon": self.epsilon(), "buffer_size": float(len(storage))}
+
+    def _learn(self, rows: dict[str, Any]) -> np.ndarray:
+        s = self.settings
+        dev = self.device
+        q_parts, next_parts, present, next_present = [], [], [], []
+        obs_parts, next_obs_parts = [], []
+        reward = 0.0
+        terminated = None
+        for pid, p in self.policies.items():
+            r = rows[pid]
+            b, k = r.present.shape
+            slot = torch.arange(k, device=dev).repeat(b)
+            obs = obs_tensor(r.obs.reshape(b * k, -1), dev)
+            nxt = obs_tensor(r.next_obs.reshape(b * k, -1), dev)
+            q_all = p.online(obs, slot).view(b, k, -1)
+            act = torch.as_tensor(r.action, device=dev).long().view(b, k, 1)
+            q_parts.append(q_all.gather(2, act).squeeze(2))
+            with torch.no_grad():
+                target_all = p.target(nxt, slot).view(b, k, -1)
+                chooser = p.online(nxt, slot).view(b, k, -1) if s.double else target_all
+                if r.next_mask is not None:
+                    legal = torch.as_tensor(r.next_mask, device=dev)
+                    chooser = chooser.masked_fill(~legal, -torch.inf)
+                best = chooser.argmax(dim=2, keepdim=True)
+                next_parts.append(target_all.gather(2, best).squeeze(2))
+            here = torch.as_tensor(r.present, device=dev)
+            ended = torch.as_tensor(r.terminated | r.truncated, device=dev)
+            present.append(here)
+            next_present.append(here & ~ended)
+            reward = reward + torch.as_tensor((r.reward * r.present).sum(axis=1), device=dev,
+                                              dtype=torch.float32)
+            term = torch.as_tensor((r.terminated & r.present).any(axis=1), device=dev)
+            terminated = term if terminated is None else terminated | term
+            obs_parts.append(obs.view(b, -1).float())
+            next_obs_parts.append(nxt.view(b, -1).float())
+        here_all = torch.cat(present, dim=1).float()
+        next_all = torch.cat(next_present, dim=1).float()
+        q = torch.cat(q_parts, dim=1) * here_all
+        q_next = torch.cat(next_parts, dim=1) * next_all
+        state = torch.cat(obs_parts, dim=1)
+        next_state = torch.cat(next_obs_parts, dim=1)
+        q_tot = self._mix(q, state, self.mixer)
+        with torch.no_grad():
+            next_tot = self._mix(q_next, next_state, self.target_mixer)
+            assert terminated is not None
+            target = reward + s.gamma * (~terminated).float() * next_tot
+        loss = torch.nn.functional.smooth_l1_loss(q_tot, target)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"{self.name}: the TD loss is {loss.item()} in update "
+                                     f"{self.updates}")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(
+            [q for g in self.optimizer.param_groups for q in g["params"]], s.max_grad_norm)
+        self.optimizer.step()
+        self.updates += 1
+        if self.updates % s.target_every == 0:
+            for p in self.policies.values():
+                p.target.load_state_dict(p.online.state_dict())
+            if self.mixer is not None and self.target_mixer is not None:
+                self.target_mixer.load_state_dict(self.mixer.state_dict())
+        return np.array([loss.item(), q_tot.mean().item(), target.mean().item()])
+
+    def _mix(self, q: torch.Tensor, state: torch.Tensor, mixer: nn.Module | None) -> torch.Tensor:
+        return q.sum(dim=1)
+
+    # -- state ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "policies": {pid: {"online": p.online.state_dict(), "target": p.target.state_dict(),
+                               "act_rng": p.act_rng.bit_generator.state}
+                         for pid, p in self.policies.items()},
+            "optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(),
+            "sample_rng": self.sample_rng.bit_generator.state, "updates": self.updates,
+        }
+        if self.mixer is not None and self.target_mixer is not None:
+            out["mixer"] = self.mixer.state_dict()
+            out["target_mixer"] = self.target_mixer.state_dict()
+        return copy.deepcopy(out)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = copy.deepcopy(state)
+        for pid, p in self.policies.items():
+            saved = state["policies"][pid]
+            p.online.load_state_dict(saved["online"])
+            p.target.load_state_dict(saved["target"])
+            p.act_rng.bit_generator.state = saved["act_rng"]
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.sample_rng.bit_generator.state = state["sample_rng"]
+        self.updates = state["updates"]
+        if self.mixer is not None and self.target_mixer is not None:
+            self.mixer.load_state_dict(state["mixer"])
+            self.target_mixer.load_state_dict(state["target_mixer"])
+
+
+@register
+class QMIX(VDN):
+    """QMIX: the agents' values mixed monotonically, with weights made from the state."""
+
+    name = "qmix"
+    Settings = QMIXSettings
+    settings: QMIXSettings
+
+    def _mixer(self) -> Mixer:
+        s = self.settings
+        return Mixer(self.n_agents, self.state_dim, s.mixer_hidden, s.hypernet_hidden).to(
+            self.device)
+
+    def _mix(self, q: torch.Tensor, state: torch.Tensor, mixer: nn.Module | None) -> torch.Tensor:
+        assert mixer is not None
+        return mixer(q, state)

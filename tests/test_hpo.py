@@ -156,10 +156,11 @@ def test_bad_search_settings_are_named_before_any_work(tmp_path, extra, message)
 
 @pytest.mark.slow
 def test_a_small_search_on_spread_beats_random(tmp_path):
-    cfg = load([], ["algo.name=ippo", "env.id=spread", "env.num_envs=128", "algo.rollout=16",
-                    "algo.epochs=2", "algo.minibatches=4", "hpo.population=3",
-                    "hpo.generations=4", "hpo.evo_steps=50000", "train.test_episodes=64",
-                    "hpo.init={lr: [1.0e-4, 3.0e-3]}", "log.console=false"])
+    cfg = load([], ["algo.name=ippo", "env.id=spread", "env.num_envs=512", "algo.rollout=16",
+                    "algo.epochs=2", "algo.minibatches=8", "algo.model.activation=relu",
+                    "hpo.population=3", "hpo.generations=4", "hpo.evo_steps=250000",
+                    "train.test_episodes=64", "hpo.init={lr: [3.0e-4, 3.0e-3]}",
+                    "log.console=false"])
     search(cfg, tmp_path / "s")
     last = [r for r in rows(tmp_path / "s") if r["generation"] == 3]
     best = max(r["fitness"] for r in last)

@@ -23,6 +23,8 @@ import numpy as np
 import torch
 
 from interplay.algos.base import rng_for
+from interplay.backends.ray import require_ray
+from interplay.backends.runners import RayRunners
 from interplay.config.schema import Config, ConfigError, algo_name, read, to_yaml, validate
 from interplay.envs.snapshot import capture, restore
 from interplay.errors import UserError, WriteError
@@ -43,6 +45,7 @@ from interplay.experiment.checkpoint import (
     resolve_checkpoint,
     save_checkpoint,
 )
+from interplay.experiment.env_runner import num_copies, ray_runners
 from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.learner_means import LearnerMeans
 from interplay.experiment.resume_check import (
@@ -93,18 +96,28 @@ class Experiment:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.device = resolve_device(cfg.train.device)
-        self.env, copies = make_vec_env(cfg)
+        remote = cfg.backend.name == "ray"
+        if remote:
+            require_ray()
+        # With Ray env runners the copies live in the runners: this env is a probe of one.
+        self.env, copies = make_vec_env(cfg, num_envs=1 if remote else None)
+        self.remote: RayRunners | None = None
         try:
             self.specs = make_specs(cfg, self.env)
             self.algo = make_algorithm(cfg, self.specs, self.device, self.env.turn_based)
             self.actors = make_actors(cfg, self.specs, self.algo)
             self.callbacks = make_callbacks(cfg, list(callbacks))
-            self.storage = self.algo.make_storage(self.env.num_envs)  # the loop's
+            self.storage = self.algo.make_storage(num_copies(cfg))  # the loop's
             collect = ({p for p, s in self.specs.items() if s.trainable}
                        if self.storage is not None else set())
             check_target_metric(cfg, self.specs, self.env.agents, self.callbacks)
-            self.runner = Runner(self.env, self.specs, self.actors, collect, self.callbacks, copies,
-                                 complete_episodes=cfg.train.batch_mode == "complete_episodes")
+            if remote:
+                self.remote = ray_runners(cfg, self, collect, callbacks, self._marks)
+                self.env.close()
+                self.env = self.runner = self.remote  # type: ignore[assignment]
+            else:
+                self.runner = Runner(self.env, self.specs, self.actors, collect, self.callbacks,
+                                     copies, complete_episodes=cfg.train.batch_mode == "complete_episodes")
         except BaseException:
             self.env.close()
             raise
@@ -132,11 +145,20 @@ class Experiment:
             "storage": self.storage.state_dict() if self.storage and self.storage.saved else None,
             "actors": {p: a.state_dict() for p, a in self.actors.items() if hasattr(a, "state_dict")},
             "runner": self.runner.state_dict(),
-            "env": capture(self.env) if getattr(self.env, "snapshot_supported", True) else None,
+            "env": self._env_state(),
             "learner": self.learner.state_dict(),
             "callbacks": self.callbacks.state_dict(),
             "run": run_record(self.cfg, self.algo, self.specs),
         }
+
+    def _env_state(self) -> Any:
+        if self.remote is not None:
+            return self.remote.env_state()
+        return capture(self.env) if getattr(self.env, "snapshot_supported", True) else None
+
+    def _marks(self) -> list[int]:
+        """Env-step counts where the runners must be where the loop is (a checkpoint)."""
+        return [self.cfg.train.steps, self.counters["next_checkpoint"]]
 
     def load_state_dict(self, state: dict[str, Any], source: str = "the checkpoint") -> None:
         if state.get("format") != STATE_FORMAT:
@@ -158,6 +180,9 @@ class Experiment:
         if fresh:
             self.runner.reset(derived_seed(self.cfg.train.seed, "resume",
                                            str(state["runner"]["counters"][0])))
+        elif self.remote is not None:
+            self.remote.reset(self.cfg.train.seed)
+            self.remote.restore_env(state["env"])
         else:
             self.runner.reset(self.cfg.train.seed)  # builds everything a snapshot fills back in
             restore(self.env, state["env"])
@@ -202,7 +227,7 @@ class Experiment:
                 runner.reset(cfg.train.seed)
                 self.started = True
             while (total < 0 or runner.env_steps < total) and not c["stopped_early"]:
-                if stop.requested:
+                if stop.requested and getattr(runner, "settled", True):
                     result.checkpoint = self.save()
                     raise Interrupted(stop.signum or 0, self.run_dir, result.checkpoint,
                                       runner.env_steps)
@@ -215,6 +240,8 @@ class Experiment:
                 if self.algo.ready(self.storage, runner.env_steps):
                     self.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
                     self.learner.add(self.algo.update(self.storage))
+                    if self.remote is not None:
+                        self.remote.learned()
                 steps = runner.env_steps
                 if steps >= c["next_report"]:
                     c["next_report"] = steps + self.report_every

@@ -33,9 +33,12 @@ def require_ray() -> None:
             f"{INSTALL}, or set backend.name: local")
 
 
-def connect(cfg: BackendConfig, num_cpus: float | None = None) -> bool:
+def connect(cfg: BackendConfig, num_cpus: float | None = None, at_least: float = 0.0) -> bool:
     """Make sure this process is connected to Ray as ``cfg`` says; True if it started Ray here
-    (then :func:`disconnect` stops it). A process already connected stays as it is."""
+    (then :func:`disconnect` stops it). A process already connected stays as it is.
+
+    A Ray started here has ``num_cpus`` CPUs (none: this machine's count), and at least
+    ``at_least`` (Ray's CPUs are a count to place work by, not a limit)."""
     require_ray()
     if not cfg.address:
         # Ray binds its servers to the node's address; with clusters turned off (the
@@ -57,7 +60,7 @@ def connect(cfg: BackendConfig, num_cpus: float | None = None) -> bool:
     from ray._private import ray_constants
 
     ray_constants.ENABLE_RAY_CLUSTER = False  # in case Ray was imported before the above
-    cpus = max(float(os.cpu_count() or 1), num_cpus or 0.0)
+    cpus = max(float(num_cpus if num_cpus is not None else os.cpu_count() or 1), at_least)
     ray.init(num_cpus=cpus, include_dashboard=False, configure_logging=False)
     address = ray.util.get_node_ip_address()
     if address not in LOOPBACK:

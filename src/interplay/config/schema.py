@@ -189,8 +189,8 @@ class BackendConfig(Section):
     cpus_per_runner: float = Field(1.0, gt=0)
     """CPUs Ray reserves for each runner."""
     gpus_for_learner: float = Field(0.0, ge=0)
-    """GPUs the learner (this process) asks Ray for, when it joins a cluster; the learner's
-    device is still ``train.device``."""
+    """GPUs the learner (this process, on ``train.device``) needs: more than 0 stops a run
+    that would learn on the CPU. Env runners act on the CPU and are given no GPU."""
     max_restarts: int = Field(3, ge=0)
     """Runner actors that may die and be replaced in a run; one more stops the run, naming the
     runner and its last error."""

@@ -99,9 +99,14 @@ class Experiment:
         remote = cfg.backend.name == "ray"
         if remote:
             require_ray()
+            if cfg.backend.gpus_for_learner > 0 and self.device != "cuda":
+                raise ConfigError(f"backend.gpus_for_learner is {cfg.backend.gpus_for_learner}, "
+                                  f"but the learner runs on {self.device} (train.device: "
+                                  f"{cfg.train.device})")
         # With Ray env runners the copies live in the runners: this env is a probe of one.
         self.env, copies = make_vec_env(cfg, num_envs=1 if remote else None)
         self.remote: RayRunners | None = None
+        self.runner: Runner  # or the Ray runners, which the loop steps the same way
         try:
             self.specs = make_specs(cfg, self.env)
             self.algo = make_algorithm(cfg, self.specs, self.device, self.env.turn_based)
@@ -158,7 +163,7 @@ class Experiment:
 
     def _marks(self) -> list[int]:
         """Env-step counts where the runners must be where the loop is (a checkpoint)."""
-        return [self.cfg.train.steps, self.counters["next_checkpoint"]]
+        return [self.cfg.train.steps, int(self.counters["next_checkpoint"])]
 
     def load_state_dict(self, state: dict[str, Any], source: str = "the checkpoint") -> None:
         if state.get("format") != STATE_FORMAT:

@@ -195,3 +195,35 @@ def _loopback(hex_addr: str) -> bool:
         return hex_addr.endswith("7F")
     return hex_addr in ("00000000000000000000000001000000",) or (
         hex_addr.startswith("0000000000000000FFFF0000") and hex_addr.endswith("7F"))
+
+
+class _Signal(Callbacks):
+    """Asks the run to stop (as SIGTERM does) once the learner has learned twice."""
+
+    def __init__(self, stop):
+        self.stop, self.seen = stop, 0
+
+    def on_sample_end(self, *, runner, env_steps):
+        self.seen += 1
+        if self.seen == 2:
+            self.stop.signum = 15
+
+
+def test_a_stop_ends_in_a_checkpoint_of_where_the_loop_is(tmp_path):
+    """Off-policy runners sample ahead; a stop still ends where the loop is, and resumes."""
+    from interplay.experiment.interrupt import Interrupted, StopRequest
+
+    common = ["env.id=spread", "env.num_envs=2", "algo.name=dqn", "algo.batch_size=16",
+              "algo.learning_starts=32", "algo.train_every=16", "log.every=100", *QUIET,
+              *_ray(2, "backend.steps_per_call=8")]
+    exp = Experiment(load([], [*common, "train.steps=400"]), tmp_path / "run")
+    stop = StopRequest()
+    exp.callbacks.callbacks.append(_Signal(stop))
+    try:
+        with pytest.raises(Interrupted) as err:
+            exp.run(stop)
+    finally:
+        exp.close()
+    assert err.value.checkpoint is not None and 0 < err.value.env_steps < 400
+    resumed = resume(tmp_path / "run", ["train.steps=400"])
+    assert resumed.env_steps == 400

@@ -137,6 +137,7 @@ class Experiment:
         }
         self.learner = LearnerMeans(self.algo.gauges)
         self.started = False
+        self._stop: StopRequest | None = None
 
     # -- state -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -163,7 +164,10 @@ class Experiment:
 
     def _marks(self) -> list[int]:
         """Env-step counts where the runners must be where the loop is (a checkpoint)."""
-        return [self.cfg.train.steps, int(self.counters["next_checkpoint"])]
+        marks = [self.cfg.train.steps, int(self.counters["next_checkpoint"])]
+        if self._stop is not None and self._stop.requested:  # to end in a checkpoint
+            marks.append(self.runner.env_steps)
+        return marks
 
     def load_state_dict(self, state: dict[str, Any], source: str = "the checkpoint") -> None:
         if state.get("format") != STATE_FORMAT:
@@ -213,7 +217,7 @@ class Experiment:
     def run(self, stop: StopRequest | None = None) -> Result:
         """Train to ``train.steps``; a signal that ``stop`` defers ends the run in a checkpoint."""
         cfg, runner, c = self.cfg, self.runner, self.counters
-        stop = stop or StopRequest()
+        stop = self._stop = stop or StopRequest()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         config = self.run_dir / "config.yaml"
         try:

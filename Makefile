@@ -11,7 +11,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,ray]'
 	touch $(STAMP)
 
 run: setup
@@ -35,6 +35,7 @@ bench: setup
 	$(BIN)/python benchmarks/runner_overhead.py
 	$(BIN)/python benchmarks/native_env_speed.py
 	$(BIN)/python benchmarks/async_scaling.py
+	$(BIN)/python benchmarks/ray_scaling.py
 	$(BIN)/python benchmarks/ippo_speed.py
 	$(BIN)/python benchmarks/ppo_mpe.py configs/ippo_spread_fast.yaml --eval-env mpe2.simple_spread_v3
 

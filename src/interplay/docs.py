@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 
 from interplay.algos import REGISTRY
 from interplay.algos.base import Algorithm
+from interplay.backends.runners import RUNNER_DOCS
 from interplay.config.algo import SETTINGS, AlgoSettings
 from interplay.config.schema import Config
 from interplay.envs.vector import STATS_DOCS
@@ -213,7 +214,7 @@ def learner_docs() -> dict[str, dict[str, str]]:
 
 def metric_patterns() -> dict[str, str]:
     """Every documented ``metrics.jsonl`` name (``<agent>``, ``<policy>`` for ids) and its doc."""
-    out = {**ROW_DOCS, **Window.metric_docs, **STATS_DOCS}
+    out = {**ROW_DOCS, **Window.metric_docs, **STATS_DOCS, **RUNNER_DOCS}
     for docs in learner_docs().values():
         out.update(docs)
     return out
@@ -247,6 +248,8 @@ def metrics_md() -> str:
     out += _metric_table(Window.metric_docs)
     out += ["## Env faults", "", "In train rows: counts since the run began.", ""]
     out += _metric_table(STATS_DOCS)
+    out += ["## Ray env runners", "", "In train rows of runs with `backend.name: ray`.", ""]
+    out += _metric_table(RUNNER_DOCS)
     out += ["## Learner metrics", "",
             "In train rows, as each algorithm reports them: the mean over every update since "
             "the previous row, except those marked *last*, which give the value at the row's "

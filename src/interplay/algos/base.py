@@ -64,6 +64,12 @@ class Algorithm:
         after the step's transitions are stored, with the run's env steps so far."""
         return False
 
+    def steps_to_update(self, storage: Any) -> int | None:
+        """Steps of the copies to take before :meth:`ready` can next be true, counted from
+        now (at least 1); None if that depends on more than the steps (then env runners
+        elsewhere act with weights that may lag the learner's)."""
+        return None
+
     def update(self, storage: Any) -> dict[str, float]:
         """Learn from ``storage`` (what :meth:`make_storage` made); returns learner metrics."""
         return {}

@@ -135,6 +135,17 @@ class Learners(Algorithm):
                     part.clear()  # a frozen learner's rollout is never learned from
         return bool(self._due)
 
+    def steps_to_update(self, storage: Any) -> int | None:
+        """The nearest of the learners' next updates; None when any cannot say."""
+        due = []
+        for i, (algo, _) in enumerate(self.parts):
+            part = storage.parts[i] if isinstance(storage, StorageGroup) else storage
+            n = algo.steps_to_update(part)
+            if n is None:
+                return None
+            due.append(n)
+        return min(due)
+
     def update(self, storage: Any) -> dict[str, float]:
         metrics: dict[str, float] = {}
         for i in self._due:

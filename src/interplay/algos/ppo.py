@@ -314,6 +314,9 @@ class PPO(Algorithm):
         self._env_steps = env_steps
         return storage.steps >= self.settings.rollout
 
+    def steps_to_update(self, storage: RolloutStorage) -> int:
+        return max(1, self.settings.rollout - storage.steps)
+
     # -- update: bootstrap, advantages, epochs x minibatches ------------------------------
     def update(self, storage: RolloutStorage) -> dict[str, float]:
         s = self.settings

@@ -288,6 +288,34 @@ class LeagueConfig(Section):
     """Elo's K: how far one game moves the ratings."""
 
 
+class BackendConfig(Section):
+    name: Literal["local", "ray"] = "local"
+    """Where the env copies are stepped: ``local`` (in this process, or ``env.vectorization``'s
+    workers) or ``ray`` (on Ray env runners; needs the ``ray`` extra). The learner stays here."""
+    address: str = ""
+    """``ray`` only: empty starts a Ray on this machine, bound to 127.0.0.1 with no dashboard;
+    ``auto`` or an address (``ray://host:10001``, ``host:6379``) joins a running cluster, which
+    is trusted with the config, the policies' weights and the code it names."""
+    num_env_runners: int = Field(2, ge=1)
+    """Ray actors that each step their own copies of the env with copies of the policies."""
+    envs_per_runner: int | None = Field(None, ge=1)
+    """Env copies on each runner; none = ``env.num_envs``. A run with one runner and
+    ``env.num_envs`` copies on it is the local run, step for step."""
+    cpus_per_runner: float = Field(1.0, gt=0)
+    """CPUs Ray reserves for each runner."""
+    gpus_for_learner: float = Field(0.0, ge=0)
+    """GPUs the learner (this process, on ``train.device``) needs: more than 0 stops a run
+    that would learn on the CPU. Env runners act on the CPU and are given no GPU."""
+    max_restarts: int = Field(3, ge=0)
+    """Runner actors that may die and be replaced in a run; one more stops the run, naming the
+    runner and its last error."""
+    steps_per_call: int = Field(64, ge=1)
+    """Steps each runner takes per remote call when the learner does not say when it next
+    learns (off-policy learners): its policies may then lag the learner by the updates made
+    in up to two such blocks (reported as ``policy_lag``). On-policy learners step exactly
+    up to their next update."""
+
+
 class Config(Section):
     env: EnvConfig = Field(default_factory=EnvConfig)
     """The environment and how its copies are stepped."""
@@ -309,7 +337,8 @@ class Config(Section):
     hpo: HPOConfig = Field(default_factory=HPOConfig)
     """Evolutionary hyper-parameter search (``interplay hpo``): population, generations,
     fitness, selection and mutations."""
-
+    backend: BackendConfig = Field(default_factory=BackendConfig)
+    """Where env copies are stepped: in this process or on Ray env runners."""
 
     @model_validator(mode="before")
     @classmethod
@@ -322,6 +351,7 @@ class Config(Section):
 SECTIONS: dict[str, type[BaseModel]] = {
     "env": EnvConfig, "train": TrainConfig, "log": LogConfig,
     "checkpoint": CheckpointConfig, "hpo": HPOConfig, "league": LeagueConfig,
+    "backend": BackendConfig,
 }
 
 

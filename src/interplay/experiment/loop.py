@@ -23,7 +23,9 @@ import numpy as np
 import torch
 
 from interplay.algos.base import rng_for
-from interplay.config.schema import Config, to_yaml
+from interplay.backends.ray import require_ray
+from interplay.backends.runners import RayRunners
+from interplay.config.schema import Config, ConfigError, to_yaml
 from interplay.envs.snapshot import capture, restore
 from interplay.errors import UserError, WriteError
 from interplay.experiment.build import (
@@ -41,6 +43,7 @@ from interplay.experiment.checkpoint import (
     CheckpointError,
     save_checkpoint,
 )
+from interplay.experiment.env_runner import num_copies, ray_runners
 from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.league import League, without_league_rows
 from interplay.experiment.learner_means import LearnerMeans
@@ -93,21 +96,41 @@ class Experiment:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.device = resolve_device(cfg.train.device)
-        self.env, copies = make_vec_env(cfg)
+        remote = cfg.backend.name == "ray"
+        if remote:
+            require_ray()
+            if cfg.backend.gpus_for_learner > 0 and self.device != "cuda":
+                raise ConfigError(f"backend.gpus_for_learner is {cfg.backend.gpus_for_learner}, "
+                                  f"but the learner runs on {self.device} (train.device: "
+                                  f"{cfg.train.device})")
+        # With Ray env runners the copies live in the runners: this env is a probe of one.
+        self.env, copies = make_vec_env(cfg, num_envs=1 if remote else None)
+        self.remote: RayRunners | None = None
+        self.runner: Runner  # or the Ray runners, which the loop steps the same way
         try:
             self.specs = make_specs(cfg, self.env)
             self.algo = make_learners(cfg, self.specs, self.device, self.env.turn_based)
             self.actors = make_actors(cfg, self.specs, self.algo, frozen_actor)
             self.eval_actors = dict(self.actors)  # test phases: the policies themselves
+            if remote and cfg.league.snapshot_every > 0:
+                raise ConfigError("league.snapshot_every: a league runs with backend.name: "
+                                  "local only (its opponents act in this process); set "
+                                  "backend.name: local or league.snapshot_every: 0")
             self.league = League(cfg, self) if cfg.league.snapshot_every > 0 else None
             self.callbacks = make_callbacks(
                 cfg, [*callbacks, *([self.league] if self.league is not None else [])])
-            self.storage = self.algo.make_storage(self.env.num_envs)  # the loop's
+            self.storage = self.algo.make_storage(num_copies(cfg))  # the loop's
             collect = ({p for p, s in self.specs.items() if s.trainable}
                        if self.storage is not None else set())
             check_target_metric(cfg, self.specs, self.env.agents, self.callbacks)
-            self.runner = Runner(self.env, self.specs, self.actors, collect, self.callbacks, copies,
-                                 complete_episodes=cfg.train.batch_mode == "complete_episodes")
+            if remote:
+                self.remote = ray_runners(cfg, self, collect, callbacks, self._marks)
+                self.env.close()
+                self.env = self.runner = self.remote  # type: ignore[assignment]
+            else:
+                self.runner = Runner(self.env, self.specs, self.actors, collect, self.callbacks,
+                                     copies,
+                                     complete_episodes=cfg.train.batch_mode == "complete_episodes")
             self.runner.experiment = self  # what callbacks reach through ``runner``
         except BaseException:
             self.env.close()
@@ -123,6 +146,7 @@ class Experiment:
         }
         self.learner = LearnerMeans(self.algo.gauges)
         self.started = False
+        self._stop: StopRequest | None = None
 
     def set_policies_to_train(self, pids: Sequence[str]) -> None:
         """Train only ``pids`` (ids or glob patterns) from now on; the other trained policies
@@ -144,11 +168,23 @@ class Experiment:
             "storage": self.storage.state_dict() if self.storage and self.storage.saved else None,
             "actors": {p: a.state_dict() for p, a in self.actors.items() if hasattr(a, "state_dict")},
             "runner": self.runner.state_dict(),
-            "env": capture(self.env) if getattr(self.env, "snapshot_supported", True) else None,
+            "env": self._env_state(),
             "learner": self.learner.state_dict(),
             "callbacks": self.callbacks.state_dict(),
             "run": run_record(self.cfg, self.algo, self.specs),
         }
+
+    def _env_state(self) -> Any:
+        if self.remote is not None:
+            return self.remote.env_state()
+        return capture(self.env) if getattr(self.env, "snapshot_supported", True) else None
+
+    def _marks(self) -> list[int]:
+        """Env-step counts where the runners must be where the loop is (a checkpoint)."""
+        marks = [self.cfg.train.steps, int(self.counters["next_checkpoint"])]
+        if self._stop is not None and self._stop.requested:  # to end in a checkpoint
+            marks.append(self.runner.env_steps)
+        return marks
 
     def load_state_dict(self, state: dict[str, Any], source: str = "the checkpoint") -> None:
         if state.get("format") != STATE_FORMAT:
@@ -170,6 +206,9 @@ class Experiment:
         if fresh:
             self.runner.reset(derived_seed(self.cfg.train.seed, "resume",
                                            str(state["runner"]["counters"][0])))
+        elif self.remote is not None:
+            self.remote.reset(self.cfg.train.seed)
+            self.remote.restore_env(state["env"])
         else:
             self.runner.reset(self.cfg.train.seed)  # builds everything a snapshot fills back in
             restore(self.env, state["env"])
@@ -195,7 +234,7 @@ class Experiment:
     def run(self, stop: StopRequest | None = None) -> Result:
         """Train to ``train.steps``; a signal that ``stop`` defers ends the run in a checkpoint."""
         cfg, runner, c = self.cfg, self.runner, self.counters
-        stop = stop or StopRequest()
+        stop = self._stop = stop or StopRequest()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         config = self.run_dir / "config.yaml"
         try:
@@ -214,7 +253,7 @@ class Experiment:
                 runner.reset(cfg.train.seed)
                 self.started = True
             while (total < 0 or runner.env_steps < total) and not c["stopped_early"]:
-                if stop.requested:
+                if stop.requested and getattr(runner, "settled", True):
                     result.checkpoint = self.save()
                     raise Interrupted(stop.signum or 0, self.run_dir, result.checkpoint,
                                       runner.env_steps)
@@ -229,6 +268,8 @@ class Experiment:
                 if self.algo.ready(self.storage, runner.env_steps):
                     self.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
                     self.learner.add(self.algo.update(self.storage))
+                    if self.remote is not None:
+                        self.remote.learned()
                 steps = runner.env_steps
                 if steps >= c["next_report"]:
                     c["next_report"] = steps + self.report_every

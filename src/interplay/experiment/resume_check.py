@@ -33,7 +33,7 @@ from interplay.experiment.checkpoint import (
 FREE = ("train.steps", "train.seed", "train.device", "train.torch_threads", "train.test_frequency",
         "train.test_episodes", "train.target", "train.target_metric", "train.callbacks",
         "train.batch_mode", "log.", "checkpoint.", "env.num_workers", "env.step_timeout_s",
-        "env.max_failures", "env.max_restarts", "env.eval_id")
+        "env.max_failures", "env.max_restarts", "env.eval_id", "backend.")
 # Settings whose change means the saved env copies cannot be put back: fresh episodes.
 FRESH = ("env.num_envs", "env.vectorization", "env.id", "env.kwargs", "env.api",
          "train.max_steps_per_episode")
@@ -151,12 +151,25 @@ def fresh_reasons(state: dict[str, Any], exp: Any, changes: dict[str, tuple[Any,
     if not getattr(exp.env, "snapshot_supported", True):
         reasons.append("env.vectorization is async: the env copies live in worker processes, "
                        "whose state a checkpoint cannot hold")
-    elif state["env"] is None and not reasons:
-        reasons.append("the checkpoint holds no env copies (they ran in worker processes)")
     saved_copies = len(state["runner"]["tracker"]["ids"])
+    # Copies per runner: one local runner, or backend.num_env_runners Ray env runners.
+    saved_layout = state["runner"].get("layout", [saved_copies])
+    layout = getattr(exp.runner, "layout", [exp.env.num_envs])
+    if (state["env"] is None and len(saved_layout) == 1 and not reasons
+            and getattr(exp.env, "snapshot_supported", True)):
+        reasons.append("the checkpoint holds no env copies (they ran in worker processes)")
     if saved_copies != exp.env.num_envs and not any(k == "env.num_envs" for k in changes):
         reasons.append(f"env.num_envs changed from {saved_copies} to {exp.env.num_envs}")
+    elif saved_layout != layout:
+        reasons.append(f"the env copies ran as {_runners(saved_layout)} and now run as "
+                       f"{_runners(layout)} (backend.name, backend.num_env_runners, "
+                       "backend.envs_per_runner)")
     return reasons
+
+
+def _runners(layout: list[int]) -> str:
+    return (f"one runner of {layout[0]}" if len(layout) == 1
+            else f"{len(layout)} runners of {layout[0]}")
 
 
 def config_changes(record: dict[str, Any], cfg: Config, algo: Any) -> dict[str, tuple[Any, Any]]:

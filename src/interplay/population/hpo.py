@@ -32,6 +32,8 @@ import torch
 from pydantic import ValidationError
 
 from interplay.algos.base import rng_for
+from interplay.backends import map_members
+from interplay.backends.ray import require_ray
 from interplay.config.schema import Config, ConfigError, load, to_yaml, validate
 from interplay.data.rollout import RolloutStorage
 from interplay.envs.images import is_image
@@ -93,6 +95,7 @@ class Search:
         data["train"].update({"seed": seed, "test_frequency": -1, "steps": 1, "target": None})
         data["checkpoint"].update({"every": 0, "at_end": True})
         data["log"].update({"console": False, "curve": False, "tensorboard": False})
+        data["backend"] = {"name": "local"}  # a member steps its own copies, wherever it runs
         return validate(data)
 
     def _new_id(self) -> str:
@@ -148,10 +151,13 @@ class Search:
             self.populate()
         while self.generation < self.hpo.generations and not self.done:
             self.progress(f"generation {self.generation + 1}/{self.hpo.generations}")
+            until = (self.generation + 1) * self.hpo.evo_steps
             try:
-                train_members(self.members[self.next_member:],
-                              (self.generation + 1) * self.hpo.evo_steps, stop,
-                              on_done=self._trained)
+                if self.cfg.backend.name == "ray":
+                    self._train_on_ray(until)
+                else:
+                    train_members(self.members[self.next_member:], until, stop,
+                                  on_done=self._trained)
             except Interrupted:
                 self.save()
                 raise
@@ -170,15 +176,28 @@ class Search:
 
     def _trained(self, member: Member) -> None:
         self.next_member += 1
-        if self.hpo.fitness == "return":
-            row = member.exp.test_phase(member.exp.counters["wall_s"])
-            value = row.get(self.hpo.metric)
-            if value is None:
-                raise ConfigError(f"hpo.metric: test phases report no {self.hpo.metric!r}; "
-                                  f"they report {sorted(k for k in row if '/' not in k)}")
-            member.scores.append(float(value))
-        member.exp.save()
+        score = finish_member(member.exp, self.hpo.metric if self.hpo.fitness == "return"
+                              else None)
+        if score is not None:
+            member.scores.append(score)
         self.save()
+
+    def _train_on_ray(self, until: int) -> None:
+        """Train the generation's members as Ray tasks, one member per worker: each builds
+        its member from the member's folder, trains it, saves it, and the member here is
+        rebuilt from that checkpoint (a resumed run equals an uninterrupted one)."""
+        todo = self.members[self.next_member:]  # a new member is built there as it was here
+        metric = self.hpo.metric if self.hpo.fitness == "return" else None
+        jobs = [(str(m.exp.run_dir), until, metric) for m in todo]
+        scores = map_members(_train_member, jobs, self.cfg.backend,
+                             num_cpus=self.cfg.backend.cpus_per_runner)
+        for i, (m, score) in enumerate(zip(todo, scores, strict=True)):
+            m.exp.close()
+            m.exp = _load_member(m.exp.run_dir, m.id)
+            if score is not None:
+                m.scores.append(score)
+            self.next_member = len(self.members) - len(todo) + i + 1
+            self.save()
 
     def fitness(self, member: Member) -> float:
         if self.hpo.fitness == "rating":
@@ -277,13 +296,7 @@ class Search:
         self.counter, self.done = state["counter"], state["done"]
         self.rng.bit_generator.state = state["rng"]
         for m in state["members"]:
-            folder = self._dir(m["id"])
-            cfg = load([folder / "config.yaml"], [])
-            exp = Experiment(cfg, folder)
-            checkpoint = latest_valid(folder) if (folder / "checkpoints").is_dir() else None
-            if checkpoint is not None:  # else it had not trained yet: it starts as it did
-                saved, _ = load_checkpoint(checkpoint)
-                exp.load_state_dict(saved, source=f"member {m['id']}")
+            exp = _load_member(self._dir(m["id"]), m["id"])
             self.members.append(Member(m["id"], m["parent"], m["mutation"], exp,
                                        list(m["scores"]), m["rating"]))
         self._share_buffer()
@@ -303,6 +316,44 @@ class Search:
 
 class HPOError(UserError):
     """A search that cannot start or go on."""
+
+
+def _load_member(folder: Path, mid: str) -> Experiment:
+    """Member ``mid`` as its folder's latest checkpoint left it (as built, before training)."""
+    exp = Experiment(load([folder / "config.yaml"], []), folder)
+    checkpoint = latest_valid(folder) if (folder / "checkpoints").is_dir() else None
+    if checkpoint is not None:
+        saved, _ = load_checkpoint(checkpoint)
+        exp.load_state_dict(saved, source=f"member {mid}")
+    return exp
+
+
+def finish_member(exp: Experiment, metric: str | None) -> float | None:
+    """After a member's training: its test phase's ``metric`` (None: no test phase), then a
+    checkpoint."""
+    score = None
+    if metric is not None:
+        row = exp.test_phase(exp.counters["wall_s"])
+        value = row.get(metric)
+        if value is None:
+            raise ConfigError(f"hpo.metric: test phases report no {metric!r}; they report "
+                              f"{sorted(k for k in row if '/' not in k)}")
+        score = float(value)
+    exp.save()
+    return score
+
+
+def _train_member(job: tuple[str, int, str | None]) -> float | None:
+    """One member's generation in a worker: built from its folder, trained to ``until`` env
+    steps, scored and saved there."""
+    folder, until, metric = job
+    exp = _load_member(Path(folder), Path(folder).name)
+    try:
+        exp.cfg.train.steps = until
+        exp.run()
+        return finish_member(exp, metric)
+    finally:
+        exp.close()
 
 
 def train_members(members: Sequence[Member], until: int, stop: StopRequest | None = None,
@@ -341,6 +392,12 @@ def check_search(cfg: Config) -> None:
     if any(p.algo for p in cfg.policies.values()):
         raise ConfigError("hpo: a search mutates the run's algo settings; it does not take "
                           "policies.<pid>.algo")
+    if hpo.shared_buffer and cfg.backend.name == "ray":
+        raise ConfigError("hpo.shared_buffer: members on Ray train in processes of their own, "
+                          "so they cannot share one replay buffer; set backend.name: local or "
+                          "hpo.shared_buffer: false")
+    if cfg.backend.name == "ray":
+        require_ray()
     for opponent in hpo.opponents:
         if opponent != "random" and ":" not in opponent:
             raise ConfigError(f"hpo.opponents: {opponent!r} is neither random nor module:function")

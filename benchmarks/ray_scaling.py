@@ -1,0 +1,66 @@
+"""Training env-steps/s with Ray env runners against the local backend, in one run.
+
+IPPO on mpe2 simple_spread_v3 (a PettingZoo env stepped in Python, so the env is most of the
+cost), 8 env copies in all: local (one process), Ray with one runner of 8 copies, and Ray
+with two runners of 4. The learner is the same in each; the figure is env steps over the
+run's wall time (sampling and learning, Ray's start-up excluded: it is measured from the
+first report on). Prints one JSON line per configuration with ``ratio`` over local, and the
+machine's load average before the run (other work on the same cores lowers the Ray figures
+most). Needs the ``ray`` and ``mpe2`` extras.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from interplay.backends.ray import connect, disconnect
+from interplay.config.schema import BackendConfig, load
+from interplay.experiment.loop import train
+
+STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 24_000
+COMMON = ["env.id=mpe2.simple_spread_v3", "env.num_envs=8", "env.kwargs={max_cycles: 25}",
+          "algo.name=ippo", "algo.rollout=64", "algo.epochs=2", "algo.minibatches=4",
+          f"train.steps={STEPS}", f"log.every={STEPS // 6}", "train.device=cpu",
+          "log.console=false", "log.tensorboard=false", "log.curve=false",
+          "checkpoint.at_end=false"]
+CASES = {
+    "local": [],
+    "ray_1x8": ["backend.name=ray", "backend.num_env_runners=1"],
+    "ray_2x4": ["backend.name=ray", "backend.num_env_runners=2", "backend.envs_per_runner=4"],
+}
+
+
+def rate(rows: list[dict]) -> float:
+    """Env steps per second after the first report (start-up and warm-up left out)."""
+    train_rows = [r for r in rows if r["phase"] == "train"]
+    first, last = train_rows[0], train_rows[-1]
+    return (last["env_steps"] - first["env_steps"]) / (last["wall_s"] - first["wall_s"])
+
+
+def main() -> None:
+    load_before = os.getloadavg()
+    started = connect(BackendConfig(name="ray"), num_cpus=os.cpu_count())
+    try:
+        results = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, extra in CASES.items():
+                t = time.perf_counter()
+                result = train(load([], [*COMMON, *extra]), Path(tmp) / name)
+                results[name] = (rate(result.rows), time.perf_counter() - t)
+        base = results["local"][0]
+        for name, (r, wall) in results.items():
+            print(json.dumps({"bench": "ray_scaling", "config": name, "env_steps": STEPS,
+                              "env_steps_per_s": round(r, 1), "ratio": round(r / base, 3),
+                              "wall_s": round(wall, 1), "cpus": os.cpu_count(),
+                              "load_avg_before": [round(x, 2) for x in load_before]}))
+    finally:
+        disconnect(started)
+
+
+if __name__ == "__main__":
+    main()

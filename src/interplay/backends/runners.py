@@ -1,0 +1,489 @@
+"""Env runners on Ray, offered to the training loop as one runner.
+
+Each :class:`EnvRunner` is a Ray actor holding its own env copies and copies of the policies'
+actors, built from the config by the same builders as a local run. :class:`RayRunners` is
+what the loop steps instead of a local :class:`~interplay.run.runner.Runner`: ``step()``
+hands out, one step at a time, the transitions of every runner's copies (runner by runner,
+each runner's copies renumbered after the ones before), and counts steps, agent steps and
+finished episodes into the same report window. Behind it, each runner steps a block of steps
+per remote call:
+
+* on-policy learners (those whose :meth:`~interplay.Algorithm.steps_to_update` says when
+  they next learn) get blocks that end exactly where they learn, and every runner acts with
+  the weights of the last update: one runner is the local run, step for step;
+* others get blocks of ``backend.steps_per_call`` steps, the next block already under way
+  while the learner learns from this one; the updates the acting weights lag behind are
+  reported as ``policy_lag``.
+
+No block passes a checkpoint or the end of training, so checkpoints hold the runners' state
+at the step the loop is at. The learner's state goes to the runners through Ray's object
+store once per update. A runner whose actor dies is replaced (``runner_restarts``): its
+in-flight block and its episodes under way are dropped, as with an env copy that raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from interplay.algos.base import rng_for
+from interplay.backends.acting import generators, set_states, states, to_cpu
+from interplay.config.schema import BackendConfig
+from interplay.envs.snapshot import capture, restore
+from interplay.errors import UserError
+from interplay.run.episodes import Episode, Window
+from interplay.run.runner import Runner
+from interplay.run.transitions import Transitions, concat
+
+RUNNER_READY_S = 300.0
+"""Seconds runners may take to be placed and built before the run stops."""
+
+
+# What train rows add with Ray env runners, for the glossary (docs/metrics.md).
+RUNNER_DOCS = {
+    "runner_restarts": "`backend.name: ray`: env runner actors that died and were replaced "
+                       "since the run began",
+    "policy_lag": "`backend.name: ray`: the most learner updates the runners' acting weights "
+                  "lagged behind since the previous row (0 for on-policy learners)",
+}
+
+
+class RunnerFailedError(UserError, RuntimeError):
+    """Env runners died more often than ``backend.max_restarts`` allows."""
+
+
+@dataclass
+class Parts:
+    """What a runner actor is built from (see ``interplay.experiment.env_runner``)."""
+
+    runner: Runner
+    algo: Any
+    actors: dict[str, Any]
+
+
+@dataclass
+class Step:
+    """One step of the copies: transitions per policy, counts, and the episodes it ended."""
+
+    out: dict[str, Transitions]
+    env_steps: int
+    agent_steps: int
+    episodes: list[Episode] = field(default_factory=list)
+
+
+class _RecordingWindow(Window):
+    """The runner's report window, keeping each finished episode for the learner's window."""
+
+    def __init__(self, owner: dict[str, str]):
+        super().__init__(owner)
+        self.ended: list[Episode] = []
+
+    def add(self, ep: Episode) -> None:
+        self.ended.append(Episode(id=ep.id, env_index=ep.env_index, length=ep.length,
+                                  returns=dict(ep.returns), custom=list(ep.custom)))
+
+
+class EnvRunner:
+    """One env runner, inside a Ray actor: ``build(index, restarts)`` makes its parts."""
+
+    def __init__(self, build: Callable[[int, int], Parts], index: int, restarts: int):
+        parts = build(index, restarts)
+        self.runner, self.algo, self.actors = parts.runner, parts.algo, parts.actors
+        self.window = self.runner.window = _RecordingWindow(self.runner.window.owner)
+        self.gens = generators(self.algo, self.actors)
+        self.own_rngs = index > 0  # the first runner draws on from the learner's generators
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def reset(self, seed: int, steps: int) -> None:
+        self.runner.reset(seed)
+        self.runner.steps = steps  # the step numbers go on from the other runners'
+        self.window.ended = []
+
+    def run(self, n: int, explore: bool, weights: Any) -> dict[str, Any]:
+        """Step ``n`` times (after taking in ``weights``, when given)."""
+        if weights is not None:
+            self._learn(weights)
+        before = states(self.gens)
+        runner, steps = self.runner, []
+        for _ in range(n):
+            env_steps, agent_steps = runner.env_steps, runner.agent_steps
+            out = runner.step(explore)
+            for pid, batch in out.items():
+                self.algo.collect(pid, batch)
+            steps.append(Step(out, runner.env_steps - env_steps,
+                              runner.agent_steps - agent_steps, self.window.ended))
+            self.window.ended = []
+        after = states(self.gens)
+        stats = getattr(runner.env, "stats", None)
+        return {"steps": steps, "stats": stats() if stats is not None else {},
+                "rngs": {i: s for i, (b, s) in enumerate(zip(before, after, strict=True)) if b != s}}
+
+    def _learn(self, weights: tuple[dict[str, Any], dict[str, Any]]) -> None:
+        algo_state, actor_states = weights
+        kept = states(self.gens) if self.own_rngs else None
+        self.algo.load_state_dict(algo_state)
+        for pid, state in actor_states.items():
+            self.actors[pid].load_state_dict(state)
+        if kept is not None:
+            set_states(self.gens, dict(enumerate(kept)))
+        self.own_rngs = True  # from now on its generators go on where they are
+
+    def env_state(self) -> Any:
+        env = self.runner.env
+        return capture(env) if getattr(env, "snapshot_supported", True) else None
+
+    def state(self) -> dict[str, Any]:
+        return {"state": self.runner.state_dict(), "env": self.env_state(),
+                "rngs": states(self.gens)}
+
+    def restore_env(self, snapshot: Any) -> None:
+        env = self.runner.env
+        restore(env, snapshot)
+        rederive = getattr(env, "restored", None)
+        if rederive is not None:
+            rederive()
+
+    def load(self, state: dict[str, Any], rngs: list[dict[str, Any]] | None,
+             episodes: bool = True) -> None:
+        self.runner.load_state_dict(state, episodes=episodes)
+        if rngs is not None:
+            set_states(self.gens, dict(enumerate(rngs)))
+            self.own_rngs = True
+
+    def close(self) -> None:
+        self.runner.env.close()
+
+
+def runner_seed(seed: int, index: int, restarts: int = 0) -> int:
+    """Runner ``index``'s seed after ``restarts`` replacements: ``seed`` itself for the first
+    runner as first built, one derived from it for every other."""
+    if index == 0 and restarts == 0:
+        return seed
+    return int(rng_for(seed, "runner", str(index), str(restarts)).integers(2**31 - 1))
+
+
+def window_state(w: Window) -> dict[str, Any]:
+    """A report window as :meth:`Runner.state_dict` saves one."""
+    return {"totals": w.totals, "lengths": w.lengths, "by_agent": dict(w.by_agent),
+            "by_policy": dict(w.by_policy),
+            "custom": {k: [r, v] for k, (r, v) in w.custom.items()}}
+
+
+def load_window(w: Window, saved: dict[str, Any]) -> None:
+    w.reset()
+    w.totals, w.lengths = list(saved["totals"]), list(saved["lengths"])
+    w.by_agent.update({k: list(v) for k, v in saved["by_agent"].items()})
+    w.by_policy.update({k: list(v) for k, v in saved["by_policy"].items()})
+    w.custom = {k: (r, list(v)) for k, (r, v) in saved["custom"].items()}
+
+
+class RayRunners:
+    """The loop's runner when ``backend.name`` is ``ray``: see the module's doc.
+
+    ``env`` is the learner's view of the env (its agents and spaces; a probe, built with one
+    copy); ``learner`` is (algorithm, actors) as the loop keeps them; ``steps_to_update``
+    says how many steps the learner may take before it learns (None: it does not say);
+    ``marks`` gives the env-step counts no block may pass (a checkpoint, the end).
+    """
+
+    def __init__(self, cfg: BackendConfig, build: Callable[[int, int], Parts], env: Any,
+                 per_runner: int, seed: int, learner: tuple[Any, dict[str, Any]],
+                 collecting: bool, steps_to_update: Callable[[], int | None],
+                 marks: Callable[[], list[int]], owner: dict[str, str]):
+        from interplay.backends.ray import connect
+
+        self.cfg = cfg
+        self.build = build
+        self.per_runner = per_runner
+        self.num_envs = per_runner * cfg.num_env_runners
+        self.layout = [per_runner] * cfg.num_env_runners
+        self.seed = seed
+        self.algo, self.actors = learner
+        self.gens = generators(self.algo, self.actors)
+        self.collecting = collecting
+        self.steps_to_update = steps_to_update
+        self.marks = marks
+        # The env as the loop knows it: agents, spaces, whether turn-based.
+        self.agents = env.agents
+        self.turn_based = env.turn_based
+        self.snapshot_supported = getattr(env, "snapshot_supported", True)
+        self.window = Window(owner)
+        self.env_steps = self.agent_steps = self.episodes = self.steps = 0
+        self.restarts = 0
+        self.updates = 0  # updates the learner made (told by the loop)
+        self._sent = -1  # the update count of the weights the runners hold; -1: none yet
+        self._lag = 0  # the largest policy lag since the last report
+        self._queue: deque[tuple[Step, int]] = deque()  # (merged step, weights' update count)
+        self._inflight: list[Any] | None = None  # refs of the block under way, if any
+        self._inflight_version = 0
+        self._dead_stats: dict[str, float] = {}
+        self._stats: list[dict[str, float]] = [{} for _ in self.layout]
+        self._started = connect(cfg, at_least=cfg.cpus_per_runner * cfg.num_env_runners)
+        import ray
+
+        self._ray = ray
+        self._actor_cls = ray.remote(num_cpus=cfg.cpus_per_runner, num_gpus=0,
+                                     max_restarts=0)(EnvRunner)
+        self.handles: list[Any] = []
+        try:
+            self.handles = [self._new(r, 0) for r in range(cfg.num_env_runners)]
+            self._wait_ready(self.handles)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- runners --------------------------------------------------------------------------
+    def _new(self, index: int, restarts: int) -> Any:
+        return self._actor_cls.options(name=None).remote(self.build, index, restarts)
+
+    def _wait_ready(self, handles: list[Any]) -> None:
+        ray = self._ray
+        refs = [h.pid.remote() for h in handles]
+        ready, pending = ray.wait(refs, num_returns=len(refs), timeout=RUNNER_READY_S)
+        if pending:
+            need = self.cfg.cpus_per_runner * len(pending)
+            raise RunnerFailedError(
+                f"backend: {len(pending)} env runner(s) were not placed within "
+                f"{RUNNER_READY_S:.0f} s; each asks for backend.cpus_per_runner="
+                f"{self.cfg.cpus_per_runner} CPUs ({need} in all) and the Ray cluster has "
+                f"{ray.cluster_resources().get('CPU', 0)} CPUs")
+        for ref in ready:
+            self._get(ref, None)
+
+    def pids(self) -> list[int]:
+        """The runner actors' process ids."""
+        return self._ray.get([h.pid.remote() for h in self.handles])
+
+    def _runner_seed(self, index: int, restarts: int = 0, base: int | None = None) -> int:
+        """The seed of runner ``index``'s env copies: the run's for the first, so that one
+        runner is the local run; derived from it for the others and for replacements."""
+        base = self.seed if base is None else base
+        return runner_seed(base, index, restarts)
+
+    def _restart(self, index: int, err: BaseException) -> None:
+        self.restarts += 1
+        if self.restarts > self.cfg.max_restarts:
+            raise RunnerFailedError(
+                f"env runner {index} died ({type(err).__name__}: {err}), and "
+                f"{self.restarts - 1} runner(s) were already replaced in this run "
+                f"(backend.max_restarts: {self.cfg.max_restarts})") from err
+        for k, v in self._stats[index].items():
+            self._dead_stats[k] = self._dead_stats.get(k, 0) + v
+        self._stats[index] = {}
+        try:
+            self._ray.kill(self.handles[index])
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        handle = self._new(index, self.restarts)
+        self.handles[index] = handle
+        self._wait_ready([handle])
+        self._get(handle.reset.remote(self._runner_seed(index, self.restarts), self.steps), index)
+
+    def _get(self, ref: Any, index: int | None) -> Any:
+        """The value of ``ref``; an error raised in the runner is raised here as itself."""
+        ray = self._ray
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as err:
+            cause = getattr(err, "cause", None)
+            if isinstance(cause, BaseException):
+                raise cause from None
+            raise
+
+    # -- the runner interface ---------------------------------------------------------------
+    def reset(self, seed: int | None) -> None:
+        """Fresh episodes in every runner, with the counters at zero."""
+        self._drain()
+        self.env_steps = self.agent_steps = self.episodes = self.steps = 0
+        base = self.seed if seed is None else seed
+        refs = [h.reset.remote(self._runner_seed(r, base=base), 0)
+                for r, h in enumerate(self.handles)]
+        for r, ref in enumerate(refs):
+            self._get(ref, r)
+
+    @property
+    def settled(self) -> bool:
+        """No step was taken ahead of the loop: the runners are where the loop is."""
+        return not self._queue and self._inflight is None
+
+    def learned(self) -> None:
+        """The learner updated: its new state goes to the runners with their next block."""
+        self.updates += 1
+
+    def step(self, explore: bool = True) -> dict[str, Transitions]:
+        if not self._queue:
+            self._fetch(explore)
+        step, version = self._queue.popleft()
+        self._lag = max(self._lag, self.updates - version)
+        self.steps += 1
+        self.env_steps += step.env_steps
+        self.agent_steps += step.agent_steps
+        for ep in step.episodes:
+            self.episodes += 1
+            self.window.add(ep)
+        return step.out
+
+    def _block(self, ahead: int = 0) -> int:
+        """Steps the next block may take; ``ahead``: env steps already taken but not yet
+        handed to the loop."""
+        at = self.env_steps + ahead
+        left = [m - at for m in self.marks() if m > 0]
+        n = self.cfg.steps_per_call
+        if left:
+            n = min(n, math.ceil(min(left) / self.num_envs)) if min(left) > 0 else 0
+        hint = self.steps_to_update()
+        return n if hint is None else min(n, max(1, hint))
+
+    def _weights(self) -> Any:
+        if self._sent == self.updates:
+            return None
+        self._sent = self.updates
+        state = (to_cpu(self.algo.state_dict()),
+                 {p: a.state_dict() for p, a in self.actors.items() if hasattr(a, "state_dict")})
+        return self._ray.put(state)
+
+    def _submit(self, n: int, explore: bool) -> list[Any]:
+        weights = self._weights()
+        self._inflight_version = self.updates
+        return [h.run.remote(n, explore, weights) for h in self.handles]
+
+    def _fetch(self, explore: bool) -> None:
+        if self._inflight is None:
+            n = self._block()
+            if n <= 0:  # at a mark already: the loop asks for one more step
+                n = 1
+            self._inflight = self._submit(n, explore)
+        refs, version = self._inflight, self._inflight_version
+        self._inflight = None
+        blocks: list[dict[str, Any] | None] = []
+        for r, ref in enumerate(refs):
+            try:
+                blocks.append(self._get(ref, r))
+            except self._ray.exceptions.RayActorError as err:
+                self._restart(r, err)
+                blocks.append(None)
+        if any(b is None for b in blocks):  # a replaced runner needs the weights again
+            self._sent = -1
+        self._merge(blocks, version)
+        if explore and self.steps_to_update() is None:  # off-policy: sample while it learns
+            ahead = sum(s.env_steps for s, _ in self._queue)
+            n = self._block(ahead)
+            if n > 0:
+                self._inflight = self._submit(n, explore)
+
+    def _merge(self, blocks: list[dict[str, Any] | None], version: int) -> None:
+        live = [(r, b) for r, b in enumerate(blocks) if b is not None]
+        for r, b in live:
+            self._stats[r] = b["stats"]
+        if live and live[0][0] == 0:
+            set_states(self.gens, live[0][1]["rngs"])  # the first runner's draws go on here
+        n = len(live[0][1]["steps"]) if live else 0
+        for i in range(n):
+            parts = [(r * self.per_runner, b["steps"][i]) for r, b in live]
+            if len(parts) == 1 and parts[0][0] == 0:
+                self._queue.append((parts[0][1], version))
+                continue
+            out: dict[str, list[Transitions]] = {}
+            episodes: list[Episode] = []
+            for offset, s in parts:
+                for pid, t in s.out.items():
+                    out.setdefault(pid, []).append(
+                        dataclasses.replace(t, env=t.env + offset) if offset else t)
+                episodes += [dataclasses.replace(ep, env_index=ep.env_index + offset)
+                             for ep in s.episodes]
+            merged = Step({pid: concat(ts) for pid, ts in out.items()},
+                          sum(s.env_steps for _, s in parts),
+                          sum(s.agent_steps for _, s in parts), episodes)
+            self._queue.append((merged, version))
+
+    def _drain(self) -> None:
+        """Forget steps taken ahead of the loop (before a reset)."""
+        if self._inflight is not None:
+            for r, ref in enumerate(self._inflight):
+                try:
+                    self._get(ref, r)
+                except self._ray.exceptions.RayActorError as err:
+                    self._restart(r, err)
+            self._inflight = None
+        self._queue.clear()
+
+    # -- what the loop reads of the env ---------------------------------------------------------
+    def stats(self) -> dict[str, float]:
+        """Runner faults, the policy lag since the last report, and the envs' own fault counts."""
+        out: dict[str, float] = dict(self._dead_stats)
+        for s in self._stats:
+            for k, v in s.items():
+                out[k] = out.get(k, 0) + v
+        out["runner_restarts"] = self.restarts
+        out["policy_lag"] = self._lag
+        self._lag = 0
+        return out
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """As a local runner's, for one runner (its copies are the local run's); else each
+        runner's own, with the counters and window of all."""
+        if not self.settled:
+            raise RuntimeError("a checkpoint of the env runners is taken between blocks only")
+        saved = [self._get(h.state.remote(), r) for r, h in enumerate(self.handles)]
+        counters = [self.env_steps, self.agent_steps, self.episodes, self.steps]
+        if len(saved) == 1:
+            state = saved[0]["state"]
+            state.update(counters=counters, window=window_state(self.window), layout=self.layout)
+            return state
+        ids = [i for s in saved for i in s["state"]["tracker"]["ids"]]
+        return {"counters": counters, "window": window_state(self.window), "layout": self.layout,
+                "tracker": {"ids": ids}, "runners": saved}
+
+    def env_state(self) -> Any:
+        """The env copies' data, for one runner; None for several (kept in ``state_dict``)."""
+        if len(self.handles) != 1:
+            return None
+        return self._get(self.handles[0].env_state.remote(), 0)
+
+    def restore_env(self, snapshot: Any) -> None:
+        if len(self.handles) == 1 and snapshot is not None:
+            self._get(self.handles[0].restore_env.remote(snapshot), 0)
+
+    def load_state_dict(self, state: dict[str, Any], episodes: bool = True) -> None:
+        """Continue from :meth:`state_dict` (or a local runner's, for one runner of as many
+        copies); with ``episodes`` False only the counters and the window come back."""
+        self.env_steps, self.agent_steps, self.episodes, self.steps = state["counters"]
+        load_window(self.window, state["window"])
+        self._sent = -1
+        if not episodes:  # the runners were reset: their step numbers go on from here
+            counters = {"counters": [0, 0, 0, self.steps], "window": window_state(Window({}))}
+            refs = [h.load.remote(counters, None, False) for h in self.handles]
+            for r, ref in enumerate(refs):
+                self._get(ref, r)
+            return
+        if len(self.handles) == 1:
+            self._get(self.handles[0].load.remote(state, None), 0)
+            return
+        refs = []
+        for r, (h, saved) in enumerate(zip(self.handles, state["runners"], strict=True)):
+            if saved["env"] is not None:
+                self._get(h.restore_env.remote(saved["env"]), r)
+            refs.append(h.load.remote(saved["state"], saved["rngs"] if r else None))
+        for r, ref in enumerate(refs):
+            self._get(ref, r)
+
+    def close(self) -> None:
+        from interplay.backends.ray import disconnect
+
+        ray = self._ray if hasattr(self, "_ray") else None
+        if ray is not None:
+            for h in self.handles:
+                try:
+                    ray.kill(h)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+            self.handles = []
+        disconnect(getattr(self, "_started", False))

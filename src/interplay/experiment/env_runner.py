@@ -1,0 +1,73 @@
+"""The pieces of a remote env runner, built from the config as a local run builds its own.
+
+``build_env_runner`` runs inside each Ray actor (see :mod:`interplay.backends.runners`);
+``ray_runners`` is where a run picks Ray env runners instead of its local runner.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+import torch
+
+from interplay.backends.runners import Parts, RayRunners, runner_seed
+from interplay.config.schema import Config
+from interplay.experiment.build import (
+    make_actors,
+    make_callbacks,
+    make_learners,
+    make_specs,
+    make_vec_env,
+    seed_everything,
+)
+from interplay.experiment.policies import frozen_actor
+from interplay.run.callbacks import Callbacks
+from interplay.run.runner import Runner
+
+
+def build_env_runner(cfg: Config, extra: Sequence[Callbacks], collect: Collection[str],
+                     index: int, restarts: int) -> Parts:
+    """Runner ``index``'s env copies, policies and runner; every runner but the first (as
+    first built) draws from seeds of its own."""
+    seed = runner_seed(cfg.train.seed, index, restarts)
+    if seed != cfg.train.seed:
+        cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"seed": seed})})
+    seed_everything(seed)
+    torch.set_num_threads(cfg.train.torch_threads or 1)
+    env, copies = make_vec_env(cfg, num_envs=per_runner(cfg))
+    try:
+        specs = make_specs(cfg, env)
+        algo = make_learners(cfg, specs, "cpu", env.turn_based)
+        actors = make_actors(cfg, specs, algo, frozen_actor)
+        callbacks = make_callbacks(cfg, extra)
+        runner = Runner(env, specs, actors, collect, callbacks, copies,
+                        complete_episodes=cfg.train.batch_mode == "complete_episodes")
+    except BaseException:
+        env.close()
+        raise
+    return Parts(runner, algo, actors)
+
+
+def per_runner(cfg: Config) -> int:
+    """Env copies on each Ray env runner."""
+    return cfg.backend.envs_per_runner or cfg.env.num_envs
+
+
+def num_copies(cfg: Config) -> int:
+    """Env copies the run steps in all: ``env.num_envs``, or every Ray runner's."""
+    if cfg.backend.name != "ray":
+        return cfg.env.num_envs
+    return per_runner(cfg) * cfg.backend.num_env_runners
+
+
+def ray_runners(cfg: Config, exp: Any, collect: Collection[str], extra: Sequence[Callbacks],
+                marks: Callable[[], list[int]]) -> RayRunners:
+    """The Ray env runners of experiment ``exp`` (its env is a probe of one copy)."""
+    build = functools.partial(build_env_runner, cfg, list(extra), set(collect))
+    owner = {a: pid for pid, s in exp.specs.items() for a in s.agents}
+    storage = exp.storage
+    return RayRunners(cfg.backend, build, exp.env, per_runner(cfg), cfg.train.seed,
+                      (exp.algo, exp.actors), bool(collect),
+                      lambda: exp.algo.steps_to_update(storage), marks, owner)

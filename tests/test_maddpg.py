@@ -78,7 +78,7 @@ def test_target_smoothing_noise_is_clipped_and_actions_stay_in_bounds():
 def test_matd3_targets_on_a_batch_match_the_formula():
     _, algo, runner = build(SL, {"name": "matd3", **SMALL})
     drive(runner, algo, 10)
-    _, rows = algo.buffer.sample(8, np.random.default_rng(0))
+    _, rows, _ = algo.buffer.sample(8, np.random.default_rng(0))
     batch = algo._tensors(rows)
     algo.sample_rng = np.random.default_rng(1)
     next_act = algo._target_actions(batch)

@@ -250,7 +250,8 @@ def test_joint_rows_overwrite_the_oldest_sample_uniformly_and_survive_the_codec(
         buf.add(buf.join({"a": a})[1])
     assert len(buf) == 4 and buf.added == 6
     assert sorted(buf.columns["a"]["reward"][:, 0]) == [1.0, 1.0, 2.0, 2.0]
-    index, got = buf.sample(4000, np.random.default_rng(0))
+    index, got, weight = buf.sample(4000, np.random.default_rng(0))
+    assert weight is None  # uniform
     assert np.bincount(index, minlength=4).min() > 900
     np.testing.assert_array_equal(got["a"].obs[:, 0, 0], got["a"].reward[:, 0])
     other = joint_buffer(capacity=4)

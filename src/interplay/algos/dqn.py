@@ -24,7 +24,8 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
+from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
+from interplay.config.algo import PrioritySettings
 from interplay.config.model import ModelSettings
 from interplay.data.memory import check_fits
 from interplay.data.replay import PolicyReplay, ReplayBuffer, Sample
@@ -36,7 +37,7 @@ from interplay.run.actors import ActBatch, masked_uniform
 from interplay.run.mapping import PolicySpec
 
 
-class DQNSettings(AlgoSettings):
+class DQNSettings(PrioritySettings):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr": (1e-5, 1e-2), "batch_size": (16, 512), "gamma": (0.9, 0.999),
         "train_every": (1, 16), "epsilon_end": (0.0, 0.2), "target_every": (50, 5000)}
@@ -80,6 +81,16 @@ class DQNSettings(AlgoSettings):
     model: ModelSettings = Field(
         default_factory=lambda: ModelSettings(hidden=[128, 128], activation="relu"))
     """The Q-networks (``policies.<pid>.model`` overrides any of these for one policy)."""
+
+
+def weighted_huber(q: torch.Tensor, target: torch.Tensor, delta: float,
+                   weight: np.ndarray | None) -> torch.Tensor:
+    """The Huber loss of ``q`` against ``target``; with prioritised replay's importance weights,
+    each row's loss weighted by them."""
+    if weight is None:
+        return nn.functional.huber_loss(q, target, delta=delta)
+    each = nn.functional.huber_loss(q, target, delta=delta, reduction="none")
+    return (each * torch.as_tensor(weight, dtype=each.dtype, device=each.device)).mean()
 
 
 # -- networks ---------------------------------------------------------------------------------
@@ -208,8 +219,11 @@ class DQN(Algorithm):
         check_fits(sum(ReplayBuffer.nbytes(*shape) for shape in shapes.values()),
                    "algo.buffer_size",
                    f"{len(shapes)} replay buffer(s) of {s.buffer_size:,} transitions")
-        return PolicyReplay({pid: ReplayBuffer(*shape) for pid, shape in shapes.items()},
-                            saved=s.save_buffer)
+        buffers = {pid: ReplayBuffer(*shape) for pid, shape in shapes.items()}
+        if s.prioritized:
+            for buffer in buffers.values():
+                buffer.prioritize(s.priority_alpha, s.priority_eps)
+        return PolicyReplay(buffers, saved=s.save_buffer)
 
     def ready(self, storage: PolicyReplay, env_steps: int) -> bool:
         """True when a learning round is due (and some buffer holds a batch)."""
@@ -231,21 +245,25 @@ class DQN(Algorithm):
                 continue
             sums = np.zeros(3)
             for _ in range(steps):
-                batch = buffer.sample(s.batch_size, p.sample_rng, s.n_step, s.gamma)
-                sums += self._learn(pid, p, batch)
+                batch = buffer.sample(s.batch_size, p.sample_rng, s.n_step, s.gamma,
+                                      s.beta(self.schedule.env_steps))
+                figures, errors = self._learn(pid, p, batch)
+                buffer.update_priorities(batch.index, errors)
+                sums += figures
             loss, q_mean, target_mean = sums / steps
             metrics.update({f"loss/{pid}": loss, f"q_mean/{pid}": q_mean,
                             f"target_mean/{pid}": target_mean,
                             f"buffer_size/{pid}": float(len(buffer))})
         return metrics
 
-    def _learn(self, pid: str, p: _Policy, b: Sample) -> np.ndarray:
+    def _learn(self, pid: str, p: _Policy, b: Sample) -> tuple[np.ndarray, np.ndarray]:
+        """One gradient step on ``b``: the loss, Q and target means, and each row's TD error."""
         s = self.settings
         obs = obs_tensor(b.obs, self.device)
         action = _tensor(b.action, self.device).long()
         target = td_target(p.online, p.target, b, s.double, self.device)
         q = p.online(obs).gather(1, action[:, None]).squeeze(1)
-        loss = nn.functional.huber_loss(q, target, delta=s.huber_delta)
+        loss = weighted_huber(q, target, s.huber_delta, b.weight)
         if not torch.isfinite(loss):
             raise NonFiniteError(
                 f"policy {pid!r}: the DQN loss is {loss.item()} at env step "
@@ -264,7 +282,8 @@ class DQN(Algorithm):
                         t.copy_(o)
                     else:
                         t.lerp_(o, s.tau)
-        return np.array([loss.item(), q.mean().item(), target.mean().item()])
+        errors = (target - q).detach().cpu().numpy()
+        return np.array([loss.item(), q.mean().item(), target.mean().item()]), errors
 
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -355,7 +355,7 @@ class MADDPG(Algorithm):
         steps = s.gradient_steps * max(1, self._rounds)
         self._rounds = 0
         for _ in range(steps):
-            _, rows = storage.buffer.sample(s.batch_size, self.sample_rng)
+            _, rows, _ = storage.buffer.sample(s.batch_size, self.sample_rng)
             self.updates += 1
             delayed = self.updates % s.policy_delay == 0
             batch = self._tensors(rows)

@@ -28,7 +28,9 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
+from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
+from interplay.algos.dqn import weighted_huber
+from interplay.config.algo import PrioritySettings
 from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
@@ -40,7 +42,7 @@ from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
 
 
-class VDNSettings(AlgoSettings):
+class VDNSettings(PrioritySettings):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr": (1e-5, 1e-2), "batch_size": (16, 1024), "gamma": (0.9, 0.999),
         "epsilon_end": (0.0, 0.2), "target_every": (50, 5000)}
@@ -222,7 +224,10 @@ class VDN(Algorithm):
                              p.spec.obs_view.dtype) for pid, p in self.policies.items()}
         check_fits(sum(g.nbytes(s.buffer_size) for g in groups.values()), "algo.buffer_size",
                    f"a joint replay buffer of {s.buffer_size:,} steps of {self.n_agents} agents")
-        return JointReplay(JointReplayBuffer(s.buffer_size, groups), f"algo.name: {self.name}",
+        buffer = JointReplayBuffer(s.buffer_size, groups)
+        if s.prioritized:
+            buffer.prioritize(s.priority_alpha, s.priority_eps)
+        return JointReplay(buffer, f"algo.name: {self.name}",
                            {pid: p.spec.agents for pid, p in self.policies.items()},
                            saved=s.save_buffer, absent_ok=True)
 
@@ -241,13 +246,19 @@ class VDN(Algorithm):
         self._rounds = 0
         sums = np.zeros(3)
         for _ in range(steps):
-            _, rows = storage.buffer.sample(s.batch_size, self.sample_rng)
-            sums += self._learn(rows)
+            index, rows, weight = storage.buffer.sample(s.batch_size, self.sample_rng,
+                                                        s.beta(self.schedule.env_steps))
+            figures, errors = self._learn(rows, weight)
+            storage.buffer.update_priorities(index, errors)
+            sums += figures
         loss, q_tot, target = sums / steps
         return {"loss": loss, "q_tot_mean": q_tot, "target_mean": target,
                 "epsilon": self.epsilon(), "buffer_size": float(len(storage))}
 
-    def _learn(self, rows: dict[str, Any]) -> np.ndarray:
+    def _learn(self, rows: dict[str, Any], weight: np.ndarray | None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """One gradient step on joint ``rows`` (importance ``weight``-ed with prioritised
+        replay): the loss, Q and target means, and each row's TD error."""
         s = self.settings
         dev = self.device
         q_parts, next_parts, present, next_present = [], [], [], []
@@ -292,7 +303,7 @@ class VDN(Algorithm):
             next_tot = self._mix(q_next, next_state, self.target_mixer)
             assert terminated is not None
             target = reward + s.gamma * (~terminated).float() * next_tot
-        loss = torch.nn.functional.smooth_l1_loss(q_tot, target)
+        loss = weighted_huber(q_tot, target, 1.0, weight)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"{self.name}: the TD loss is {loss.item()} in update "
                                      f"{self.updates}")
@@ -307,7 +318,8 @@ class VDN(Algorithm):
                 p.target.load_state_dict(p.online.state_dict())
             if self.mixer is not None and self.target_mixer is not None:
                 self.target_mixer.load_state_dict(self.mixer.state_dict())
-        return np.array([loss.item(), q_tot.mean().item(), target.mean().item()])
+        errors = (target - q_tot).detach().cpu().numpy()
+        return np.array([loss.item(), q_tot.mean().item(), target.mean().item()]), errors
 
     def _mix(self, q: torch.Tensor, state: torch.Tensor, mixer: nn.Module | None) -> torch.Tensor:
         return q.sum(dim=1)

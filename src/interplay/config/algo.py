@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from interplay.config.code import load_callable
 from interplay.config.model import refuse_renamed
@@ -31,6 +31,27 @@ class AlgoSettings(BaseModel):
     """The algorithm: a registered name (``ippo``, ``mappo``, ``dqn``, ``maddpg``, ``matd3``,
     ``random``) or ``module:Class`` for an algorithm of your own."""
     supports_recurrent: ClassVar[bool] = False  # whether ``model.recurrent`` may be set
+
+
+class PrioritySettings(AlgoSettings):
+    """Prioritised replay, for the learners that sample a replay buffer."""
+
+    prioritized: bool = False
+    """Draw replay rows in proportion to their TD error (prioritised replay), with importance
+    weights on the loss; false draws uniformly."""
+    priority_alpha: float = Field(0.6, ge=0, le=1)
+    """How much the TD error sets a row's chance: 0 is uniform, 1 proportional."""
+    priority_beta: float = Field(0.4, ge=0, le=1)
+    """Importance-weight exponent at the start; it grows linearly to 1."""
+    priority_beta_steps: int = Field(100_000, ge=1)
+    """Env steps over which ``priority_beta`` grows to 1."""
+    priority_eps: float = Field(1e-6, gt=0)
+    """Added to every |TD error|, so that no row is never drawn."""
+
+    def beta(self, env_steps: int) -> float:
+        """The importance-weight exponent after ``env_steps``."""
+        done = min(1.0, env_steps / self.priority_beta_steps)
+        return self.priority_beta + done * (1.0 - self.priority_beta)
 
 
 SETTINGS: dict[str, type[AlgoSettings]] = {}

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from interplay.data.memory import row_bytes
+from interplay.data.priority import Prioritized
 from interplay.errors import ConfigError
 from interplay.run.transitions import Transitions, stream_order
 
@@ -39,9 +40,10 @@ class Sample:
     truncated: np.ndarray  # [b] bool
     steps: np.ndarray  # [b] int: transitions folded into the return (1..n)
     discount: np.ndarray  # [b] float64: gamma^steps, the weight of a bootstrap at next_obs
+    weight: np.ndarray | None = None  # [b] importance weights of a prioritised draw
 
 
-class ReplayBuffer:
+class ReplayBuffer(Prioritized):
     """``capacity`` transitions of agents whose policies share one observation and action space."""
 
     def __init__(self, capacity: int, obs_dim: int, action_shape: tuple[int, ...] = (),
@@ -105,6 +107,7 @@ class ReplayBuffer:
         self.serial[pos] = serials
         self.next[pos] = -1
         self.added += n
+        self._priorities_added(pos)
 
         last = self._stream_table(source, int(t.env.max()) + 1, int(t.slot.max()) + 1)
         prev = last[t.env, t.slot]
@@ -128,11 +131,13 @@ class ReplayBuffer:
 
     # -- sampling -------------------------------------------------------------------------
     def sample(self, batch_size: int, rng: np.random.Generator, n_step: int = 1,
-               gamma: float = 1.0) -> Sample:
-        """``batch_size`` rows drawn uniformly (with replacement), with n-step returns."""
-        if len(self) == 0:
-            raise ValueError("cannot sample from an empty replay buffer")
-        return self.gather(rng.integers(0, len(self), batch_size), n_step, gamma)
+               gamma: float = 1.0, beta: float = 1.0) -> Sample:
+        """``batch_size`` rows drawn with replacement (uniformly, or by priority with
+        importance weights to the power ``beta``), with n-step returns."""
+        index, weight = self.draw(batch_size, rng, beta)
+        sample = self.gather(index, n_step, gamma)
+        sample.weight = weight
+        return sample
 
     def gather(self, index: np.ndarray, n_step: int = 1, gamma: float = 1.0) -> Sample:
         """The samples starting at rows ``index``, returns folded over up to ``n_step`` rows."""
@@ -161,6 +166,7 @@ class ReplayBuffer:
 
     # -- state ----------------------------------------------------------------------------
     def clear(self) -> None:
+        self._clear_priorities()
         self.serial[:] = -1
         self.next[:] = -1
         self.added = 0
@@ -172,7 +178,8 @@ class ReplayBuffer:
         arrays = {name: getattr(self, name)[:n].copy() for name in _ARRAYS
                   if getattr(self, name) is not None}
         return {"capacity": self.capacity, "added": self.added, "arrays": arrays,
-                "streams": {k: v.copy() for k, v in self.streams.items()}}
+                "streams": {k: v.copy() for k, v in self.streams.items()},
+                **self._priority_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         _check_capacity(state, self.capacity)
@@ -181,6 +188,7 @@ class ReplayBuffer:
             getattr(self, name)[:len(values)] = values
         self.added = int(state["added"])
         self.streams = {k: np.array(v) for k, v in state["streams"].items()}
+        self._load_priorities(state)
 
 
 _ARRAYS = ("obs", "next_obs", "action", "reward", "terminated", "truncated", "mask", "next_mask",
@@ -221,7 +229,7 @@ class GroupRows:
     present: np.ndarray  # bool: the agent closed a transition in that copy and step
 
 
-class JointReplayBuffer:
+class JointReplayBuffer(Prioritized):
     """``capacity`` joint rows: what the agents of several groups did in one env copy and step.
 
     Each step, :meth:`add` takes the transitions every group (a policy, say) closed, joins them
@@ -318,13 +326,14 @@ class JointReplayBuffer:
             for key, values in cols.items():
                 self.columns[name][key][pos] = values
         self.added += n
+        self._priorities_added(pos)
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, dict[str, GroupRows]]:
-        """``batch_size`` rows drawn uniformly with replacement: their indices and contents."""
-        if len(self) == 0:
-            raise ValueError("cannot sample from an empty replay buffer")
-        index = rng.integers(0, len(self), batch_size)
-        return index, self.gather(index)
+    def sample(self, batch_size: int, rng: np.random.Generator, beta: float = 1.0
+               ) -> tuple[np.ndarray, dict[str, GroupRows], np.ndarray | None]:
+        """``batch_size`` rows drawn with replacement (uniformly, or by priority): their
+        indices, contents and importance weights (None when uniform)."""
+        index, weight = self.draw(batch_size, rng, beta)
+        return index, self.gather(index), weight
 
     def gather(self, index: np.ndarray) -> dict[str, GroupRows]:
         return {name: GroupRows(**{key: cols[key][index] if key in cols else None
@@ -333,6 +342,7 @@ class JointReplayBuffer:
 
     # -- state ----------------------------------------------------------------------------
     def clear(self) -> None:
+        self._clear_priorities()
         self.added = 0
 
     def state_dict(self) -> dict[str, Any]:
@@ -340,7 +350,8 @@ class JointReplayBuffer:
         n = len(self)
         return {"capacity": self.capacity, "added": self.added,
                 "columns": {name: {key: col[:n].copy() for key, col in cols.items()}
-                            for name, cols in self.columns.items()}}
+                            for name, cols in self.columns.items()},
+                **self._priority_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         _check_capacity(state, self.capacity)
@@ -349,6 +360,7 @@ class JointReplayBuffer:
             for key, values in cols.items():
                 self.columns[name][key][:len(values)] = values
         self.added = int(state["added"])
+        self._load_priorities(state)
 
 
 def _check_capacity(state: dict[str, Any], capacity: int) -> None:

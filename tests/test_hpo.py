@@ -34,6 +34,18 @@ def test_a_search_writes_a_row_per_member_per_generation_and_keeps_the_elite(tmp
         assert all(r["env_steps"] == 1000 * (g + 2) for r in nxt)
     assert len({r["hyperparameters"]["lr"] for r in got if r["generation"] == 0}) == 3
     assert (best / "checkpoints").is_dir() and json.loads((best / "member.json").read_text())
+    assert (tmp_path / "s" / "lineage.png").stat().st_size > 1000
+
+
+def test_the_command_shows_a_leaderboard_per_generation(tmp_path, capsys):
+    from interplay.cli import main
+
+    code = main(["hpo", "--run-dir", str(tmp_path / "s"), *[a for o in SPREAD for a in ("-s", o)],
+                 "-s", "hpo.generations=2"])
+    assert code == 0
+    shown = capsys.readouterr()
+    assert "generation 1" in shown.err and "fitness" in shown.err and "none (elite)" in shown.err
+    assert (tmp_path / "s" / "lineage.png").is_file() and (tmp_path / "s" / "best").is_dir()
 
 
 class StopAfter:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -64,6 +64,12 @@ class VDNSettings(PrioritySettings):
     """Gradient steps per learning round."""
     target_every: int = Field(200, ge=1)
     """Gradient steps between copies of the online networks into the target networks."""
+    tau: float = Field(1.0, gt=0, le=1)
+    """Each target update moves the target networks this far towards the online ones (1 =
+    copy; with a small ``tau``, update every gradient step: ``target_every: 1``)."""
+    team_reward: Literal["sum", "mean"] = "sum"
+    """The team's reward in a step: the sum of its present agents' rewards, or their mean
+    (for envs that pay every agent about the same shared reward)."""
     double: bool = True
     """Double Q: the online networks choose the next actions the targets value."""
     epsilon_start: float = Field(1.0, ge=0, le=1)
@@ -264,7 +270,7 @@ class VDN(Algorithm):
         q_parts, next_parts, present, next_present = [], [], [], []
         obs_parts, next_obs_parts = [], []
         reward = 0.0
-        terminated = None
+        count = 0.0
         for pid, p in self.policies.items():
             r = rows[pid]
             b, k = r.present.shape
@@ -283,13 +289,14 @@ class VDN(Algorithm):
                 best = chooser.argmax(dim=2, keepdim=True)
                 next_parts.append(target_all.gather(2, best).squeeze(2))
             here = torch.as_tensor(r.present, device=dev)
-            ended = torch.as_tensor(r.terminated | r.truncated, device=dev)
             present.append(here)
-            next_present.append(here & ~ended)
+            # an agent whose episode was cut short (truncated) is still valued at its last
+            # observation; one that ended (terminated) is out of the next step's mix
+            next_present.append(here & ~torch.as_tensor(r.terminated, device=dev))
             reward = reward + torch.as_tensor((r.reward * r.present).sum(axis=1), device=dev,
                                               dtype=torch.float32)
-            term = torch.as_tensor((r.terminated & r.present).any(axis=1), device=dev)
-            terminated = term if terminated is None else terminated | term
+            count = count + torch.as_tensor(r.present.sum(axis=1), device=dev,
+                                            dtype=torch.float32)
             obs_parts.append(obs.view(b, -1).float())
             next_obs_parts.append(nxt.view(b, -1).float())
         here_all = torch.cat(present, dim=1).float()
@@ -299,10 +306,12 @@ class VDN(Algorithm):
         state = torch.cat(obs_parts, dim=1)
         next_state = torch.cat(next_obs_parts, dim=1)
         q_tot = self._mix(q, state, self.mixer)
+        if s.team_reward == "mean":
+            reward = reward / torch.clamp(torch.as_tensor(count), min=1.0)
         with torch.no_grad():
             next_tot = self._mix(q_next, next_state, self.target_mixer)
-            assert terminated is not None
-            target = reward + s.gamma * (~terminated).float() * next_tot
+            goes_on = (next_all.sum(dim=1) > 0).float()  # some agent of the team goes on
+            target = reward + s.gamma * goes_on * next_tot
         loss = weighted_huber(q_tot, target, 1.0, weight)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"{self.name}: the TD loss is {loss.item()} in update "
@@ -314,10 +323,16 @@ class VDN(Algorithm):
         self.optimizer.step()
         self.updates += 1
         if self.updates % s.target_every == 0:
-            for p in self.policies.values():
-                p.target.load_state_dict(p.online.state_dict())
+            pairs = [(p.target, p.online) for p in self.policies.values()]
             if self.mixer is not None and self.target_mixer is not None:
-                self.target_mixer.load_state_dict(self.mixer.state_dict())
+                pairs.append((self.target_mixer, self.mixer))
+            with torch.no_grad():
+                for target_net, online in pairs:
+                    for t, o in zip(target_net.parameters(), online.parameters(), strict=True):
+                        if s.tau == 1.0:
+                            t.copy_(o)
+                        else:
+                            t.lerp_(o, s.tau)
         errors = (target - q_tot).detach().cpu().numpy()
         return np.array([loss.item(), q_tot.mean().item(), target.mean().item()]), errors
 

@@ -76,7 +76,8 @@ class Member:
 
 
 class Search:
-    def __init__(self, cfg: Config, run_dir: Path, progress: Callable[[str], None] | None = None):
+    def __init__(self, cfg: Config, run_dir: Path, progress: Callable[[str], None] | None = None,
+                 on_generation: Callable[[list[dict[str, Any]]], None] | None = None):
         self.cfg = cfg
         self.hpo = cfg.hpo
         self.run_dir = Path(run_dir)
@@ -86,6 +87,7 @@ class Search:
         self.counter = 0  # member ids handed out
         self.members: list[Member] = []
         self.progress = progress or (lambda _: None)
+        self.on_generation = on_generation or (lambda _: None)
         self.done = False
         check_search(cfg)
 
@@ -218,14 +220,15 @@ class Search:
             member.scores.append(member.rating)
 
     def _log(self) -> None:
+        rows = [{"generation": self.generation, "member": m.id, "parent": m.parent,
+                 "mutation": m.mutation, "fitness": self.fitness(m),
+                 "env_steps": m.exp.runner.env_steps, "hyperparameters": hyperparameters(m.cfg)}
+                for m in self.members]
         with open(self.run_dir / "hpo.jsonl", "a") as f:
-            for m in self.members:
-                f.write(json.dumps({
-                    "generation": self.generation, "member": m.id, "parent": m.parent,
-                    "mutation": m.mutation, "fitness": self.fitness(m),
-                    "env_steps": m.exp.runner.env_steps,
-                    "hyperparameters": hyperparameters(m.cfg),
-                }) + "\n")
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+        plot_lineage(self.run_dir)
+        self.on_generation(rows)
 
     # -- selection and mutation -----------------------------------------------------------
     def _next_generation(self) -> None:
@@ -312,6 +315,54 @@ class Search:
         for m in self.members:
             m.exp.close()
         return dest
+
+
+def plot_lineage(run_dir: Path) -> None:
+    """``lineage.png``: every member's fitness by generation, a line from each to its parent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = [json.loads(x) for x in (run_dir / "hpo.jsonl").read_text().splitlines() if x]
+    where = {r["member"]: (r["generation"], r["fitness"]) for r in lines}
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for r in lines:
+        parent = where.get(r["parent"]) if r["parent"] else None
+        if parent is not None and math.isfinite(parent[1]) and math.isfinite(r["fitness"]):
+            ax.plot([parent[0], r["generation"]], [parent[1], r["fitness"]], color="0.7",
+                    linewidth=0.8, zorder=1)
+    finite = [r for r in lines if math.isfinite(r["fitness"])]
+    ax.scatter([r["generation"] for r in finite], [r["fitness"] for r in finite], s=18,
+               c=["tab:red" if r["mutation"] == "none (elite)" else "tab:blue" for r in finite],
+               zorder=2)
+    best: dict[int, float] = {}
+    for r in finite:
+        best[r["generation"]] = max(best.get(r["generation"], -math.inf), r["fitness"])
+    ax.plot(list(best), list(best.values()), color="black", linewidth=1.5, label="best")
+    ax.set_xlabel("generation")
+    ax.set_ylabel("fitness")
+    ax.set_title("members by generation (red: the elite; grey: from parent to child)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = run_dir / "lineage.png.tmp.png"
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    tmp.replace(run_dir / "lineage.png")
+
+
+def leaderboard(rows: list[dict[str, Any]]) -> Any:
+    """A generation's members as a table, fittest first."""
+    from rich.table import Table
+
+    gen = rows[0]["generation"] if rows else 0
+    table = Table(title=f"generation {gen}")
+    for col in ("member", "parent", "mutation", "fitness", "env steps"):
+        table.add_column(col, justify="right" if col in ("fitness", "env steps") else "left")
+    for r in sorted(rows, key=lambda r: -r["fitness"]):
+        table.add_row(r["member"], r["parent"] or "", r["mutation"], f"{r['fitness']:.2f}",
+                      f"{r['env_steps']:,}")
+    return table
 
 
 class HPOError(UserError):
@@ -591,19 +642,31 @@ def run_search(configs: Sequence[str], overrides: Sequence[str], run_dir: str | 
     else:
         cfg = load(list(configs), list(overrides))
         folder = Path(run_dir) if run_dir else new_run_dir(cfg)
-    with hold(folder), StopRequest() as stop:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("generations"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), console=console, disable=not console.is_terminal)
+    task = bar.add_task("search", total=cfg.hpo.generations)
+
+    def shown(rows: list[dict[str, Any]]) -> None:
+        bar.update(task, completed=rows[0]["generation"] + 1 if rows else 0)
+        console.print(leaderboard(rows))
+
+    with hold(folder), StopRequest() as stop, bar:
         if not resume_dir:
             start_afresh(folder, False)
         with stop.deferring():
-            return search(cfg, folder, bool(resume_dir), console.print, stop)
+            return search(cfg, folder, bool(resume_dir), None, stop, shown)
 
 
 def search(cfg: Config, run_dir: Path, resume: bool = False,
            progress: Callable[[str], None] | None = None,
-           stop: StopRequest | None = None) -> Path:
-    """Run (or with ``resume``, continue) the search in ``run_dir``; the best member's folder."""
+           stop: StopRequest | None = None,
+           on_generation: Callable[[list[dict[str, Any]]], None] | None = None) -> Path:
+    """Run (or with ``resume``, continue) the search in ``run_dir``; the best member's folder.
+    ``on_generation`` gets each generation's ``hpo.jsonl`` rows as they are written."""
     run_dir = Path(run_dir)
-    s = Search(cfg, run_dir, progress)
+    s = Search(cfg, run_dir, progress, on_generation)
     if resume:
         s.restore()
     else:

@@ -74,3 +74,40 @@ def test_a_team_learner_improves_on_spread(tmp_path, name):
     per_agent = test["episode_return_mean"] / 3
     print(f"{name} on spread after 60k env steps: {per_agent:.1f} per agent (random: about -26)")
     assert per_agent > -23.0
+
+
+def test_team_n_step_targets_fold_the_team_reward_within_the_episode():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from interplay.algos.qmix import VDN, VDNSettings
+    from interplay.data.replay import Group, JointReplayBuffer
+    from interplay.run.transitions import Transitions
+
+    buf = JointReplayBuffer(16, {"a": Group(2, 1)})
+    for t, (rewards, present, done) in enumerate([((1.0, 3.0), (1, 1), (0, 0)),
+                                                  ((2.0, 0.0), (1, 0), (0, 0)),
+                                                  ((4.0, 4.0), (1, 1), (1, 1)),
+                                                  ((8.0, 8.0), (1, 1), (0, 0))]):
+        slots = [i for i in range(2) if present[i]]
+        n = len(slots)
+        tr = Transitions(
+            obs=np.zeros((n, 1), np.float32), action=np.zeros(n, np.int64),
+            reward=np.array([rewards[i] for i in slots]), next_obs=np.zeros((n, 1), np.float32),
+            terminated=np.array([bool(done[i]) for i in slots]), truncated=np.zeros(n, bool),
+            env=np.zeros(n, np.int64), slot=np.array(slots), mask=None, next_mask=None,
+            extras={}, step=np.full(n, t), first=np.full(n, t in (0, 3)))
+        copies, joined = buf.join({"a": tr})
+        buf.add(joined, copies, buf._starts)
+    for mode, team in (("sum", [4.0, 2.0, 8.0, 16.0]), ("mean", [2.0, 2.0, 4.0, 8.0])):
+        fake = SimpleNamespace(settings=VDNSettings(n_step=3, gamma=0.5, team_reward=mode),
+                               policies={"a": None})
+        fake._team_reward = lambda b, pos, f=fake: VDN._team_reward(f, b, pos)
+        end, ret, discount = VDN._fold(fake, buf, np.array([0, 1, 2, 3]))
+        # rows 0-2 are one episode (it ends at row 2), row 3 starts the next
+        assert end.tolist() == [2, 2, 2, 3]
+        expected = [team[0] + 0.5 * team[1] + 0.25 * team[2], team[1] + 0.5 * team[2],
+                    team[2], team[3]]
+        assert np.allclose(ret, expected), mode
+        assert np.allclose(discount, [0.125, 0.25, 0.5, 0.5])

@@ -277,3 +277,28 @@ def test_a_saved_buffer_of_another_size_is_refused_naming_both_sizes():
         ReplayBuffer(16, 1).load_state_dict(saved)
     with pytest.raises(ValueError, match="holds 8 rows, this one 4; keep the buffer size"):
         joint_buffer(capacity=4).load_state_dict(joint_buffer(capacity=8).state_dict())
+
+
+def test_joint_rows_link_within_a_copys_episode_for_n_step_folds():
+    buf = JointReplayBuffer(16, {"a": Group(1, 1)})
+
+    def step(t, envs, done=(), first=()):
+        n = len(envs)
+        a = rows([t] * n, [t + 1] * n, [1.0] * n, env=envs, step=t,
+                 truncated=[e in done for e in envs], first=[e in first for e in envs])
+        copies, joined = buf.join({"a": a})
+        buf.add(joined, copies, buf._starts)
+
+    step(0, [0, 1], first=(0, 1))
+    step(1, [0, 1], done=(0,))  # copy 0's episode ends here
+    step(2, [0, 1], first=(0,))
+    step(3, [1], first=(1,))  # copy 1's episode was dropped: a new one starts
+    # rows: 0 (c0 t0), 1 (c1 t0), 2 (c0 t1 end), 3 (c1 t1), 4 (c0 t2), 5 (c1 t2), 6 (c1 t3)
+    nxt, ok = buf.follow(np.arange(7))
+    assert ok.tolist() == [True, True, False, True, False, False, False]
+    assert nxt[ok].tolist() == [2, 3, 5]
+    assert buf.episode_ended(np.array([2, 3])).tolist() == [True, False]
+    saved = decode(encode(buf.state_dict()))
+    again = JointReplayBuffer(16, {"a": Group(1, 1)})
+    again.load_state_dict(saved)
+    assert np.array_equal(again.follow(np.arange(7))[0], nxt)

@@ -50,6 +50,9 @@ class VDNSettings(PrioritySettings):
     """Adam's learning rate (agents' networks and mixer together)."""
     gamma: float = Field(0.99, ge=0, le=1)
     """Discount per env step."""
+    n_step: int = Field(1, ge=1)
+    """Team rewards of this many steps of one env copy folded into each target before
+    bootstrapping (fewer where the episode ends)."""
     batch_size: int = Field(128, ge=1)
     """Joint rows per gradient step."""
     buffer_size: int = Field(50_000, ge=1)
@@ -252,51 +255,77 @@ class VDN(Algorithm):
         self._rounds = 0
         sums = np.zeros(3)
         for _ in range(steps):
-            index, rows, weight = storage.buffer.sample(s.batch_size, self.sample_rng,
-                                                        s.beta(self.schedule.env_steps))
-            figures, errors = self._learn(rows, weight)
-            storage.buffer.update_priorities(index, errors)
+            buffer = storage.buffer
+            index, rows, weight = buffer.sample(s.batch_size, self.sample_rng,
+                                                s.beta(self.schedule.env_steps))
+            end, ret, discount = self._fold(buffer, index)
+            last = rows if s.n_step == 1 else buffer.gather(end)
+            figures, errors = self._learn(rows, last, ret, discount, weight)
+            buffer.update_priorities(index, errors)
             sums += figures
         loss, q_tot, target = sums / steps
         return {"loss": loss, "q_tot_mean": q_tot, "target_mean": target,
                 "epsilon": self.epsilon(), "buffer_size": float(len(storage))}
 
-    def _learn(self, rows: dict[str, Any], weight: np.ndarray | None
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """One gradient step on joint ``rows`` (importance ``weight``-ed with prioritised
-        replay): the loss, Q and target means, and each row's TD error."""
+    def _team_reward(self, buffer: JointReplayBuffer, pos: np.ndarray) -> np.ndarray:
+        """The team's reward in the rows at ``pos``: its present agents' sum or mean."""
+        total = np.zeros(len(pos))
+        count = np.zeros(len(pos))
+        for pid in self.policies:
+            cols = buffer.columns[pid]
+            present = cols["present"][pos]
+            total += (cols["reward"][pos] * present).sum(axis=1)
+            count += present.sum(axis=1)
+        return total / np.maximum(count, 1) if self.settings.team_reward == "mean" else total
+
+    def _fold(self, buffer: JointReplayBuffer, index: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For rows ``index``: the row each n-step target bootstraps from, the discounted team
+        rewards up to it, and the discount of that bootstrap."""
+        gamma = self.settings.gamma
+        ret = self._team_reward(buffer, index)
+        discount = np.full(len(index), gamma)
+        end = np.asarray(index)
+        for _ in range(self.settings.n_step - 1):
+            nxt, ok = buffer.follow(end)
+            if not ok.any():
+                break
+            ret = ret + np.where(ok, discount * self._team_reward(buffer, nxt), 0.0)
+            end = nxt
+            discount = np.where(ok, discount * gamma, discount)
+        return end, ret, discount
+
+    def _learn(self, rows: dict[str, Any], last: dict[str, Any], ret: np.ndarray,
+               discount: np.ndarray, weight: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """One gradient step on joint ``rows``, their targets bootstrapped from the rows
+        ``last`` (the same rows for 1-step targets) with the folded team rewards ``ret`` and
+        ``discount`` (importance ``weight``-ed with prioritised replay): the loss, Q and target
+        means, and each row's TD error."""
         s = self.settings
         dev = self.device
         q_parts, next_parts, present, next_present = [], [], [], []
         obs_parts, next_obs_parts = [], []
-        reward = 0.0
-        count = 0.0
         for pid, p in self.policies.items():
-            r = rows[pid]
+            r, e = rows[pid], last[pid]
             b, k = r.present.shape
             slot = torch.arange(k, device=dev).repeat(b)
             obs = obs_tensor(r.obs.reshape(b * k, -1), dev)
-            nxt = obs_tensor(r.next_obs.reshape(b * k, -1), dev)
+            nxt = obs_tensor(e.next_obs.reshape(b * k, -1), dev)
             q_all = p.online(obs, slot).view(b, k, -1)
             act = torch.as_tensor(r.action, device=dev).long().view(b, k, 1)
             q_parts.append(q_all.gather(2, act).squeeze(2))
             with torch.no_grad():
                 target_all = p.target(nxt, slot).view(b, k, -1)
                 chooser = p.online(nxt, slot).view(b, k, -1) if s.double else target_all
-                if r.next_mask is not None:
-                    legal = torch.as_tensor(r.next_mask, device=dev)
+                if e.next_mask is not None:
+                    legal = torch.as_tensor(e.next_mask, device=dev)
                     chooser = chooser.masked_fill(~legal, -torch.inf)
                 best = chooser.argmax(dim=2, keepdim=True)
                 next_parts.append(target_all.gather(2, best).squeeze(2))
-            here = torch.as_tensor(r.present, device=dev)
-            present.append(here)
-            # an agent whose episode was cut short (truncated) is still valued at its last
-            # observation; one that ended (terminated) is out of the next step's mix
-            next_present.append(here & ~torch.as_tensor(r.terminated, device=dev))
-            reward = reward + torch.as_tensor((r.reward * r.present).sum(axis=1), device=dev,
-                                              dtype=torch.float32)
-            count = count + torch.as_tensor(r.present.sum(axis=1), device=dev,
-                                            dtype=torch.float32)
+            present.append(torch.as_tensor(r.present, device=dev))
+            # after the last folded row: an agent whose episode was cut short (truncated) is
+            # still valued at its last observation; one that ended (terminated) is out of the mix
+            next_present.append(torch.as_tensor(e.present & ~e.terminated, device=dev))
             obs_parts.append(obs.view(b, -1).float())
             next_obs_parts.append(nxt.view(b, -1).float())
         here_all = torch.cat(present, dim=1).float()
@@ -306,12 +335,12 @@ class VDN(Algorithm):
         state = torch.cat(obs_parts, dim=1)
         next_state = torch.cat(next_obs_parts, dim=1)
         q_tot = self._mix(q, state, self.mixer)
-        if s.team_reward == "mean":
-            reward = reward / torch.clamp(torch.as_tensor(count), min=1.0)
         with torch.no_grad():
             next_tot = self._mix(q_next, next_state, self.target_mixer)
             goes_on = (next_all.sum(dim=1) > 0).float()  # some agent of the team goes on
-            target = reward + s.gamma * goes_on * next_tot
+            target = (torch.as_tensor(ret, device=dev, dtype=torch.float32)
+                      + torch.as_tensor(discount, device=dev, dtype=torch.float32)
+                      * goes_on * next_tot)
         loss = weighted_huber(q_tot, target, 1.0, weight)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"{self.name}: the TD loss is {loss.item()} in update "

@@ -260,6 +260,11 @@ class JointReplayBuffer(Prioritized):
                 cols["next_mask"] = np.ones((capacity, k, g.mask_dim), bool)
             self.columns[name] = cols
         self.added = 0  # rows ever added
+        # Rows of one env copy linked in time order, within an episode, for n-step returns.
+        self.serial = np.full(capacity, -1, np.int64)  # which added row sits here (0, 1, ...)
+        self.next = np.full(capacity, -1, np.int64)  # serial of the copy's next row, or -1
+        self.last = np.full(0, -1, np.int64)  # per env copy: serial of its newest row
+        self._starts = np.zeros(0, bool)  # of the rows the last join made
 
     def __len__(self) -> int:
         return min(self.added, self.capacity)
@@ -280,6 +285,7 @@ class JointReplayBuffer(Prioritized):
 
         keys = np.unique(np.concatenate([when(t) for t in filled])) if filled else np.zeros(0, int)
         copies = keys % width
+        starts = np.zeros(len(copies), bool)  # a row in which some agent began its episode
         out: dict[str, dict[str, np.ndarray]] = {}
         for name, g in self.groups.items():
             cols = {key: np.zeros((len(copies), *col.shape[1:]), col.dtype)
@@ -303,30 +309,75 @@ class JointReplayBuffer(Prioritized):
                 cols["terminated"][row, t.slot] = t.terminated
                 cols["truncated"][row, t.slot] = t.truncated
                 cols["present"][row, t.slot] = True
+                if t.first is not None:
+                    starts[row] |= t.first
                 if g.mask_dim:
                     if t.mask is not None:
                         cols["mask"][row, t.slot] = t.mask
                     if t.next_mask is not None:
                         cols["next_mask"][row, t.slot] = t.next_mask
             out[name] = cols
+        self._starts = starts
         return copies, out
 
-    def add(self, joined: dict[str, dict[str, np.ndarray]]) -> None:
-        """Store rows made by :meth:`join` (the oldest rows go first)."""
+    def add(self, joined: dict[str, dict[str, np.ndarray]], copies: np.ndarray | None = None,
+            starts: np.ndarray | None = None) -> None:
+        """Store rows made by :meth:`join` (the oldest rows go first). With their env
+        ``copies`` (and the rows that ``starts`` an episode), each row is linked to the next
+        row of its copy in the same episode, for :meth:`follow`."""
         n = len(next(iter(joined.values()))["present"]) if joined else 0
         if n == 0:
             return
         if n > self.capacity:  # more rows than room: the newest overwrite the oldest
             for start in range(0, n, self.capacity):
-                self.add({name: {key: col[start:start + self.capacity] for key, col in cols.items()}
-                          for name, cols in joined.items()})
+                part = slice(start, start + self.capacity)
+                self.add({name: {key: col[part] for key, col in cols.items()}
+                          for name, cols in joined.items()},
+                         None if copies is None else copies[part],
+                         None if starts is None else starts[part])
             return
-        pos = (self.added + np.arange(n)) % self.capacity
+        serials = self.added + np.arange(n)
+        pos = serials % self.capacity
         for name, cols in joined.items():
             for key, values in cols.items():
                 self.columns[name][key][pos] = values
+        self.serial[pos] = serials
+        self.next[pos] = -1
         self.added += n
         self._priorities_added(pos)
+        if copies is not None:
+            self._link(np.asarray(copies, np.int64), serials,
+                       np.zeros(n, bool) if starts is None else np.asarray(starts, bool))
+
+    def _link(self, copies: np.ndarray, serials: np.ndarray, starts: np.ndarray) -> None:
+        if len(self.last) <= int(copies.max()):
+            self.last = np.concatenate([self.last, np.full(int(copies.max()) + 1 - len(self.last),
+                                                           -1, np.int64)])
+        rank = stream_order(copies)[1]
+        for r in range(int(rank.max()) + 1):  # a copy's rows one at a time, in time order
+            now = rank == r
+            c, serial = copies[now], serials[now]
+            prev = self.last[c]
+            ppos = prev % self.capacity
+            linked = (prev >= 0) & (self.serial[ppos] == prev) & ~starts[now]
+            linked &= ~self.episode_ended(ppos)
+            self.next[ppos[linked]] = serial[linked]
+            self.last[c] = serial
+
+    def episode_ended(self, pos: np.ndarray) -> np.ndarray:
+        """Whether no agent present in the rows at ``pos`` goes on in its episode."""
+        goes_on = np.zeros(len(pos), bool)
+        for cols in self.columns.values():
+            done = cols["terminated"][pos] | cols["truncated"][pos]
+            goes_on |= (cols["present"][pos] & ~done).any(axis=1)
+        return ~goes_on
+
+    def follow(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows after those at ``pos`` in their copy's episode, and which have one."""
+        nxt = self.next[pos]
+        npos = nxt % self.capacity
+        ok = (nxt >= 0) & (self.serial[npos] == nxt)
+        return np.where(ok, npos, pos), ok
 
     def sample(self, batch_size: int, rng: np.random.Generator, beta: float = 1.0
                ) -> tuple[np.ndarray, dict[str, GroupRows], np.ndarray | None]:
@@ -344,6 +395,9 @@ class JointReplayBuffer(Prioritized):
     def clear(self) -> None:
         self._clear_priorities()
         self.added = 0
+        self.serial[:] = -1
+        self.next[:] = -1
+        self.last = np.full(0, -1, np.int64)
 
     def state_dict(self) -> dict[str, Any]:
         """The filled rows only, so an early checkpoint stays small."""
@@ -351,6 +405,8 @@ class JointReplayBuffer(Prioritized):
         return {"capacity": self.capacity, "added": self.added,
                 "columns": {name: {key: col[:n].copy() for key, col in cols.items()}
                             for name, cols in self.columns.items()},
+                "links": {"serial": self.serial[:n].copy(), "next": self.next[:n].copy(),
+                          "last": self.last.copy()},
                 **self._priority_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -360,6 +416,11 @@ class JointReplayBuffer(Prioritized):
             for key, values in cols.items():
                 self.columns[name][key][:len(values)] = values
         self.added = int(state["added"])
+        links = state.get("links")
+        if links is not None:
+            self.serial[:len(links["serial"])] = links["serial"]
+            self.next[:len(links["next"])] = links["next"]
+            self.last = np.array(links["last"], np.int64)
         self._load_priorities(state)
 
 
@@ -430,6 +491,7 @@ class JointReplay:
         if not batches:
             return
         copies, joined = self.buffer.join(batches)
+        starts = self.buffer._starts
         for pid, cols in ({} if self.absent_ok else joined).items():
             absent = np.argwhere(~cols["present"])
             if len(absent):
@@ -439,7 +501,7 @@ class JointReplay:
                     f"agent {self.agents[pid][slot]!r} (policy {pid!r}) closed no transition in env copy "
                     f"{copies[row]} at env step {env_steps} while others did (turn-based env, "
                     "or agents that leave or join); use ippo or mappo for this env")
-        self.buffer.add(joined)
+        self.buffer.add(joined, copies, starts)
 
     def state_dict(self) -> dict[str, Any]:
         return self.buffer.state_dict()

@@ -29,7 +29,6 @@ from pydantic import Field
 from torch import nn
 
 from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
-from interplay.algos.dqn import weighted_huber
 from interplay.config.algo import PrioritySettings
 from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError
@@ -172,7 +171,7 @@ class VDN(Algorithm):
     turn_based = False
     gauges = frozenset({"epsilon", "buffer_size"})
     metric_docs: ClassVar[dict[str, str]] = {
-        "loss": "TD loss of the team's value (Huber)",
+        "loss": "squared TD error of the team's value (importance-weighted with prioritised replay)",
         "q_tot_mean": "the team's value of the sampled rows, mean",
         "target_mean": "the TD target, mean",
         "epsilon": "exploration now",
@@ -341,7 +340,9 @@ class VDN(Algorithm):
             target = (torch.as_tensor(ret, device=dev, dtype=torch.float32)
                       + torch.as_tensor(discount, device=dev, dtype=torch.float32)
                       * goes_on * next_tot)
-        loss = weighted_huber(q_tot, target, 1.0, weight)
+        td = q_tot - target
+        loss = (td ** 2).mean() if weight is None else (
+            torch.as_tensor(weight, dtype=td.dtype, device=dev) * td ** 2).mean()
         if not torch.isfinite(loss):
             raise FloatingPointError(f"{self.name}: the TD loss is {loss.item()} in update "
                                      f"{self.updates}")

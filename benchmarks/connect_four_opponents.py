@@ -52,21 +52,26 @@ def _planes(observation: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return planes[:, :, 0], planes[:, :, 1], np.asarray(observation["action_mask"]).astype(bool)
 
 
-def one_ply(observation: dict, agent_id: str) -> int:
-    mine, theirs, legal = _planes(observation)
+def _forced(mine: np.ndarray, theirs: np.ndarray, legal: np.ndarray) -> int | None:
+    """A column that wins at once, else one that blocks the other player's win, else None."""
     for options in (_winning_columns(mine, theirs), _winning_columns(theirs, mine)):
         options = [c for c in options if legal[c]]
         if options:
             return options[0]
-    return int(_rng.choice(np.flatnonzero(legal)))
+    return None
+
+
+def one_ply(observation: dict, agent_id: str) -> int:
+    mine, theirs, legal = _planes(observation)
+    forced = _forced(mine, theirs, legal)
+    return forced if forced is not None else int(_rng.choice(np.flatnonzero(legal)))
 
 
 def two_ply(observation: dict, agent_id: str) -> int:
     mine, theirs, legal = _planes(observation)
-    for options in (_winning_columns(mine, theirs), _winning_columns(theirs, mine)):
-        options = [c for c in options if legal[c]]
-        if options:
-            return options[0]
+    forced = _forced(mine, theirs, legal)
+    if forced is not None:
+        return forced
     safe = []
     for col in np.flatnonzero(legal):
         cell = _drop(mine, theirs, int(col))

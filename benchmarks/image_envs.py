@@ -95,7 +95,8 @@ def main() -> None:
     p.add_argument("--full-size", action="store_true")
     p.add_argument("--pistonball-learning", type=int, default=0)
     args = p.parse_args()
-    piston_kw = {"max_cycles": 125}
+    # without a render mode pistonball's frames never show the ball or the pistons moving
+    piston_kw = {"max_cycles": 125, "render_mode": "rgb_array"}
     prep = {"resize": [64, 64], "grayscale": True}
     stack = {"piston": {"stack_size": 3}}
     piston_algo = {"rollout": 64, "epochs": 4, "minibatches": 4, "lr": 3e-4}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
+from interplay.envs.pixels import ColorMatch
 from interplay.envs.toy import Move, ScriptedTurnGame, ShiftingCrowd
 
 
@@ -284,3 +285,21 @@ class ObjectInfo(ShiftingCrowd):
 
 def object_info():
     return ObjectInfo()
+
+
+class UndrawnFrames(ColorMatch):
+    """Image observations that show the same blank picture at every step, as pistonball_v6's
+    do without a render mode; ``drawn=True`` gives each step's own frames."""
+
+    def __init__(self, drawn: bool = False):
+        super().__init__(max_cycles=8)
+        self.drawn = drawn
+        self._blank = np.full((self.size, self.size, 3), 30, np.uint8)
+
+    def _draw(self):
+        frames = super()._draw()
+        return frames if self.drawn else {a: self._blank.copy() for a in frames}
+
+
+def undrawn_frames(**kwargs):
+    return UndrawnFrames(**kwargs)

@@ -52,6 +52,26 @@ def test_each_distinct_warning_is_shown_once_with_its_count(capsys):
     assert warned and len(warned) == len(set(warned))
 
 
+def test_image_observations_that_never_change_are_named_with_the_render_mode_fix(capsys):
+    code, out = check(capsys, "broken_envs:undrawn_frames")
+    assert code == 1
+    assert ("the image observation of 'eye_0' (and 1 other agent) stayed the same picture "
+            "through every episode (35 steps of random actions)") in out
+    assert "-s env.kwargs.render_mode=rgb_array" in out
+    code, out = check(capsys, "broken_envs:undrawn_frames", "-s", "env.kwargs.drawn=true")
+    assert code == 0, out
+
+
+def test_pistonball_without_a_render_mode_is_caught_showing_the_same_frame(capsys):
+    pytest.importorskip("pettingzoo.butterfly")
+    env = "pettingzoo.butterfly.pistonball_v6"
+    code, out = check(capsys, env, "-s", "env.kwargs.n_pistons=3")
+    assert code == 1 and "'piston_0' (and 2 other agents) stayed the same picture" in out
+    code, out = check(capsys, env, "-s", "env.kwargs.n_pistons=3", "-s",
+                      "env.kwargs.render_mode=rgb_array")
+    assert code == 0, out
+
+
 def test_an_env_that_raises_while_checked_is_a_problem_not_a_crash(capsys):
     code, out = check(capsys, "faulty_envs:flaky_counter", "-s", "env.kwargs.p=1.0")
     assert code == 1 and "the env raised RuntimeError: flaky step" in out

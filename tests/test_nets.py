@@ -128,6 +128,22 @@ def test_grayscale_and_resize_give_the_shapes_and_values_asked_for():
     assert chw.space.shape == (3, 5, 5) and chw.space.dtype == np.float32
 
 
+@pytest.mark.parametrize("layout", ["hwc", "chw"])
+def test_grayscale_then_resize_is_the_luminance_averaged_over_each_area(layout):
+    # tall frames like pistonball's, shrunk by whole factors: each output pixel is the mean
+    # luminance of its block, in either channel layout
+    rng = np.random.default_rng(1)
+    frames = rng.integers(0, 256, (2, 5, 48, 30, 3), dtype=np.uint8)  # [envs, agents, H, W, C]
+    luma = frames.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+    want = luma.reshape(2, 5, 8, 6, 5, 6).mean(axis=(3, 5))
+    shape = (48, 30, 3) if layout == "hwc" else (3, 48, 30)
+    rows = frames if layout == "hwc" else frames.transpose(0, 1, 4, 2, 3)
+    prep = ImagePrep(spaces.Box(0, 255, shape, np.uint8), layout, [8, 5], True, "algo.model")
+    out = prep(np.ascontiguousarray(rows).reshape(2, 5, -1))
+    assert out.dtype == np.uint8 and prep.space.shape == ((8, 5, 1) if layout == "hwc" else (1, 8, 5))
+    assert np.abs(out.reshape(2, 5, 8, 5).astype(np.float64) - want).max() <= 0.5 + 1e-4
+
+
 def test_preprocessing_runs_per_policy_between_env_and_stacking():
     algo, specs = build({**PIXELS, "kwargs": {"size": 42}}, {"name": "ippo"},
                         {"eye": {"stack_size": 3, "model": {"resize": [40, 40],

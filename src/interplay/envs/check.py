@@ -16,6 +16,7 @@ from gymnasium import spaces
 
 from interplay.config.schema import Config, ConfigError
 from interplay.envs.adapters import CopyStep, EnvContractError, adapt, is_aec
+from interplay.envs.images import is_image
 from interplay.envs.registry import env_factory, native_env_class
 from interplay.envs.spaces import MASK_KEY, SpaceError, action_view, obs_view
 
@@ -151,6 +152,12 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> Non
                  f"{int(np.prod(declared.shape))} entries, its action space {act_spaces[a]} "
                  f"needs {width}", "make the mask one entry per action")
 
+    # an env that draws its frames only when rendering (pistonball_v6 without a render_mode)
+    # hands out the same picture at every step of an episode: nothing can be learned from it
+    last_frame: dict[str, np.ndarray] = {}  # this episode's
+    steps_seen: dict[str, int] = {}
+    moving: set[str] = set()
+
     def inspect(cs: CopyStep, t: int, done: set[str]) -> None:
         for a, r in cs.rewards.items():
             if not np.isfinite(r):
@@ -181,6 +188,14 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> Non
                 elif not mask.any():
                     once(f"mask0-{a}", f"step {t}: action_mask of {a!r} allows no action",
                          "an agent asked to act needs at least one legal action")
+        for a, o in cs.obs.items():
+            if a in moving or not is_image(obs_spaces[a]) or o is None:
+                continue
+            if a in last_frame:
+                steps_seen[a] = steps_seen.get(a, 0) + 1
+                if not np.array_equal(last_frame[a], o):
+                    moving.add(a)
+            last_frame[a] = np.array(o, copy=True)
         for a in [*cs.terminated, *cs.truncated]:
             done.add(a)
 
@@ -203,9 +218,22 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> Non
         inspect(cs, t, done)
         if cs.over:
             done = set()
+            last_frame.clear()
             cs = copy.reset(seed=None)
             inspect(cs, t, done)
     copy.close()
+    still = [a for a, n in steps_seen.items() if a not in moving and n >= STILL_STEPS]
+    if still:
+        n = len(still) - 1
+        others = f" (and {n} other agent{'s' * (n > 1)})" if n else ""
+        problem(f"the image observation of {still[0]!r}{others} stayed the same picture "
+                f"through every episode ({steps_seen[still[0]]} steps of random actions)",
+                "an env that draws its frames only when rendering needs a render mode: "
+                "-s env.kwargs.render_mode=rgb_array (pistonball_v6 is one)")
+
+
+STILL_STEPS = 10
+"""Steps within episodes after which an agent whose image never changed is named."""
 
 
 def _mask_of(obs: Any, info: dict, has_key: bool) -> np.ndarray | None:

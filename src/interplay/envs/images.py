@@ -74,17 +74,22 @@ class ImagePrep:
         high = float(np.max(space.high)) if np.isfinite(space.high).all() else np.inf
         self.space = spaces.Box(low, high, self.out_shape,
                                 np.uint8 if self.dtype == np.uint8 else np.float32)
-        self._luma = torch.tensor(LUMA).reshape(1, 3, 1, 1)
+        self._luma = torch.tensor(LUMA)
 
     def __call__(self, rows: np.ndarray) -> np.ndarray:
         lead = rows.shape[:-1]
         # torch wants memory it may write to: the env's read-only views are copied
         x = torch.from_numpy(np.require(rows, requirements=("C", "W"))).reshape(-1, *self.shape)
-        if self.layout == "hwc":
-            x = x.permute(0, 3, 1, 2)
         x = x.float()
         if self.grayscale:
-            x = (x * self._luma).sum(dim=1, keepdim=True)
+            # luminance summed over the channels where the env keeps them, one plane per frame:
+            # permuting hwc frames first took about three times as long on pistonball's frames
+            if self.layout == "hwc":
+                x = (x @ self._luma).unsqueeze(1)
+            else:
+                x = (x * self._luma.reshape(1, 3, 1, 1)).sum(dim=1, keepdim=True)
+        elif self.layout == "hwc":
+            x = x.permute(0, 3, 1, 2)
         if self.resize:
             x = torch.nn.functional.interpolate(x, size=self.size, mode=self.mode)
         if self.dtype == np.uint8:

@@ -49,7 +49,7 @@ TOY_ENVS = {
 
 # Centralised critics over every agent's action: agents that come and go are refused when
 # the first one is missing.
-EVERY_AGENT_EVERY_STEP = {"maddpg", "matd3"}
+EVERY_AGENT_EVERY_STEP = {"maddpg", "matd3", "masac"}
 
 
 def build(env: dict, algo: dict, seed: int = 0, policies: dict | None = None, **train_kw):

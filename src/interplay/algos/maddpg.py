@@ -47,7 +47,7 @@ from pydantic import Field, field_validator
 from torch import nn
 
 from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
-from interplay.config.model import ModelSettings
+from interplay.config.model import ModelSettings, same_view_as_actors
 from interplay.data.memory import check_fits
 from interplay.data.replay import Group, GroupRows, JointReplay, JointReplayBuffer
 from interplay.errors import NonFiniteError
@@ -123,11 +123,7 @@ class MADDPGSettings(AlgoSettings):
     @field_validator("critic_model")
     @classmethod
     def _critics_see_what_actors_see(cls, value: ModelSettings) -> ModelSettings:
-        for key in ("resize", "grayscale", "layout"):
-            if getattr(value, key) != ModelSettings.model_fields[key].default:
-                raise ValueError(f"{key}: critics see the observations as the actors do; set "
-                                 f"algo.model.{key} instead")
-        return value
+        return same_view_as_actors(value)
 
 
 class MATD3Settings(MADDPGSettings):

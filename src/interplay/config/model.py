@@ -1,7 +1,7 @@
 """The ``model`` settings: which network a policy gets, and how its observations are prepared.
 
-``algo.model`` holds them for every policy an algorithm trains (MADDPG and MATD3 also have
-``algo.critic_model``); ``policies.<pid>.model`` holds a partial override, merged over
+``algo.model`` holds them for every policy an algorithm trains (MADDPG, MATD3, ISAC and MASAC
+also have ``algo.critic_model``); ``policies.<pid>.model`` holds a partial override, merged over
 ``algo.model`` for that policy. The networks themselves are built by :mod:`interplay.nets`.
 """
 
@@ -100,6 +100,16 @@ def check_type(value: str) -> None:
         hint = f"did you mean {near[0]!r}? " if near else ""
         raise ValueError(f"{value!r} is not a network; {hint}use auto, mlp, cnn or "
                          "module:Class")
+
+
+def same_view_as_actors(critic_model: ModelSettings) -> ModelSettings:
+    """Refuse critic settings that would prepare observations differently from the actors'
+    (critics reuse the observations as the actors see them)."""
+    for key in ("resize", "grayscale", "layout"):
+        if getattr(critic_model, key) != ModelSettings.model_fields[key].default:
+            raise ValueError(f"{key}: critics see the observations as the actors do; set "
+                             f"algo.model.{key} instead")
+    return critic_model
 
 
 def _optional(name: str) -> Any:

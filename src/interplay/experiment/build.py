@@ -101,7 +101,7 @@ def make_algorithm(cfg: Config, specs: dict[str, PolicySpec], device: str,
     return cls(settings, specs, device, cfg.train.seed)
 
 
-CENTRALISED_ACTIONS = ("maddpg", "matd3")  # critics that take every learner agent's action
+CENTRALISED_ACTIONS = ("maddpg", "matd3", "masac")  # critics that take every learner agent's action
 
 
 def make_learners(cfg: Config, specs: dict[str, PolicySpec], device: str,

@@ -120,8 +120,8 @@ class Search:
         shared = self.members[0].exp.storage
         if shared is None or isinstance(shared, RolloutStorage):
             raise ConfigError(f"hpo.shared_buffer: {self.cfg.algo.name} learns on-policy from "
-                              "its own rollouts; only replay buffers (dqn, maddpg, matd3) can "
-                              "be shared")
+                              "its own rollouts; only replay buffers (dqn, vdn, qmix, maddpg, "
+                              "matd3, isac, masac) can be shared")
         for m in self.members[1:]:
             m.exp.storage = m.exp.algo.storage = shared
 

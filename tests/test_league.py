@@ -11,6 +11,7 @@ from helpers import read_metrics
 
 import interplay
 from interplay.config.schema import ConfigError, load
+from interplay.errors import ScriptedPolicyError
 from interplay.experiment.league import League, league_report
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.experiment.policies import PolicyLoadError
@@ -140,6 +141,43 @@ def test_a_league_resumes_exactly(tmp_path):
     la = (tmp_path / "straight" / "league.jsonl").read_text().splitlines()
     lb = (tmp_path / "split" / "league.jsonl").read_text().splitlines()
     assert la == lb
+
+
+SEEN: list[object] = []
+
+
+def legal_at_random(observation, agent_id):
+    """A scripted member: any legal square, drawn from NumPy's global generator."""
+    SEEN.append(observation)
+    return int(np.random.choice(np.flatnonzero(observation["action_mask"])))
+
+
+def test_a_scripted_member_plays_on_the_envs_own_observations_and_resumes_exactly(tmp_path):
+    common = [*LEAGUE, "league.fixed=[random, 'test_league:legal_at_random']",
+              "train.test_frequency=-1"]
+    SEEN.clear()
+    train(load([], [*common, "train.steps=2400"]), tmp_path / "straight")
+    assert SEEN and all(isinstance(o, dict) and o["observation"].shape == (3, 3, 2)
+                        for o in SEEN)
+    train(load([], [*common, "train.steps=1200"]), tmp_path / "split")
+    resume(tmp_path / "split", ["train.steps=2400"])
+    la = (tmp_path / "straight" / "league.jsonl").read_text().splitlines()
+    lb = (tmp_path / "split" / "league.jsonl").read_text().splitlines()
+    assert la == lb
+    scripted = [m for m in json.loads(la[-1])["members"]
+                if m["name"] == "test_league:legal_at_random"]
+    assert scripted[0]["kind"] == "scripted" and scripted[0]["games"] > 0
+
+
+def broken_member(observation, agent_id):
+    return observation["no_such_key"]
+
+
+def test_a_scripted_member_that_raises_is_named_with_the_agent(tmp_path):
+    with pytest.raises(ScriptedPolicyError, match=r"scripted policy 'test_league:broken_member' "
+                       r"raised KeyError: 'no_such_key' when acting for agent 'player_\d'"):
+        train(load([], [*LEAGUE, "league.fixed=['test_league:broken_member']",
+                        "train.steps=1200"]), tmp_path / "run")
 
 
 def test_pfsp_draws_the_members_the_learner_loses_to_more_often(tmp_path):

@@ -20,6 +20,10 @@ class NonFiniteError(UserError, FloatingPointError):
     """NaN or inf where a number was expected, with where it came from."""
 
 
+class ScriptedPolicyError(UserError, ValueError):
+    """A user's scripted policy raised, or returned an action outside its action space."""
+
+
 class WriteError(UserError):
     """A file could not be written (disk full, quota, read-only disk, permissions)."""
 

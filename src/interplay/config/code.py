@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from interplay.errors import ConfigError
@@ -25,3 +26,10 @@ def load_callable(path: str, what: str) -> Callable[..., Any]:
     if fn is None or not callable(fn):
         raise ConfigError(f"{what}: module {module_path!r} has no callable {attr!r}")
     return fn
+
+
+def names_code(entry: str) -> bool:
+    """Whether ``entry`` (a ``league.fixed`` member, say) names ``module:attribute`` rather than
+    a run folder or checkpoint (``RUN_DIR[:policy_id]``, which exists on disk)."""
+    return (":" in entry and not Path(entry).exists()
+            and not Path(entry.rpartition(":")[0]).exists())

@@ -17,6 +17,7 @@ import torch
 from interplay.algos import algorithm_class
 from interplay.algos.base import Algorithm, rng_for
 from interplay.algos.learners import Learners
+from interplay.config.code import names_code
 from interplay.config.model import check_models
 from interplay.config.schema import Config, ConfigError, policy_settings, validate_section
 from interplay.envs.async_vec import AsyncVecEnv
@@ -55,7 +56,9 @@ def make_vec_env(cfg: Config, num_envs: int | None = None,
             raise EnvSpecError(f"env.kwargs: {err}") from err
         return env, None
     make = env_factory(env_id, cfg.env.kwargs, cfg.env.api)
-    scripted = any(p.type == "scripted" for p in cfg.policies.values())  # reads raw obs
+    # scripted policies and scripted league members read the env's own observations
+    scripted = (any(p.type == "scripted" for p in cfg.policies.values())
+                or any(names_code(entry) for entry in cfg.league.fixed))
     if cfg.env.vectorization == "async":
         return AsyncVecEnv(
             make, n, cfg.train.max_steps_per_episode, num_workers=cfg.env.num_workers,

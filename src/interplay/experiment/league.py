@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from interplay.algos.base import rng_for
+from interplay.config.code import names_code
 from interplay.config.schema import Config, ConfigError
 from interplay.experiment.statecodec import decode, encode
 from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor
@@ -60,7 +61,9 @@ class LeagueActor:
         self.league = league
         self.learner = learner
         self.squashed = learner.squashed
-        self.wants_env_obs = False
+        # Scripted members are handed the env's own observations, like scripted policies.
+        self.wants_env_obs = any(getattr(m.actor, "wants_env_obs", False)
+                                 for m in league.members)
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         lg = self.league
@@ -182,7 +185,7 @@ class League(Callbacks):
         if entry == "random":
             return Member("random", "random", 0, RandomActor(spec, rng_for(
                 self.cfg.train.seed, "league", "random")))
-        if ":" in entry and not Path(entry).exists() and not Path(entry.rpartition(":")[0]).exists():
+        if names_code(entry):
             fn = load_callable(entry, "league.fixed")
             return Member(entry, "scripted", 0, ScriptedActor(spec, fn))
         from interplay.experiment.policies import frozen_actor
@@ -351,7 +354,8 @@ def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, An
     table = Table(title=f"league at {last['env_steps']:,} env steps (win/draw/loss: the "
                         "learner's games against each member)")
     for col in ("member", "kind", "env steps at snapshot", "rating", "games", "win", "draw", "loss"):
-        table.add_column(col, justify="left" if col in ("member", "kind") else "right")
+        table.add_column(col, justify="left" if col in ("member", "kind") else "right",
+                         overflow="fold" if col == "member" else "ellipsis")
     rows = [{"member": LEARNER, "kind": "learner", "env_steps": last["env_steps"],
              "rating": last["ratings"][LEARNER], "games": None, "wdl": None}]
     for m in last["members"]:

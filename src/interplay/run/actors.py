@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from interplay.errors import ScriptedPolicyError
 from interplay.run.mapping import PolicySpec
 
 
@@ -109,21 +110,31 @@ class ScriptedActor:
         self._all_legal = np.ones(self.view.mask_dim, bool)
         self._all_legal.flags.writeable = False
 
+    def _name(self) -> str:
+        return self.spec.config.fn or f"{self.fn.__module__}:{self.fn.__qualname__}"
+
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         out = np.zeros((len(batch.agent_ids), *self.view.shape), self.view.dtype)
         space = self.spec.action_space
         masked = self.takes_mask and self.view.mask_dim > 0
         for i, (obs, agent) in enumerate(zip(batch.env_obs, batch.agent_ids, strict=True)):
-            if not self.takes_mask:
-                action = self.fn(obs, agent)
-            elif not masked:
-                action = self.fn(obs, agent, action_mask=None)
-            else:
-                legal = batch.mask[i].copy() if batch.mask is not None else self._all_legal
-                action = self.fn(obs, agent, action_mask=legal)
+            try:
+                if not self.takes_mask:
+                    action = self.fn(obs, agent)
+                elif not masked:
+                    action = self.fn(obs, agent, action_mask=None)
+                else:
+                    legal = batch.mask[i].copy() if batch.mask is not None else self._all_legal
+                    action = self.fn(obs, agent, action_mask=legal)
+            except Exception as exc:
+                raise ScriptedPolicyError(
+                    f"scripted policy {self._name()!r} raised {type(exc).__name__}: {exc} when "
+                    f"acting for agent {agent!r} on an observation of type "
+                    f"{type(obs).__name__}"
+                ) from exc
             if not space.contains(_as_env_value(action, space)):
-                raise ValueError(
-                    f"scripted policy {self.spec.config.fn!r} returned {action!r} for agent "
+                raise ScriptedPolicyError(
+                    f"scripted policy {self._name()!r} returned {action!r} for agent "
                     f"{agent!r}, which is not in its action space {space}"
                 )
             out[i] = np.asarray(action) - (space.start if self.view.kind != "box" else 0)

@@ -1,13 +1,16 @@
-"""Scripted connect four players that look ahead, to play a trained policy against.
+"""Scripted connect four players that look ahead: opponents in a league's pool
+(``league.fixed: [interplay.envs.connect_four:one_ply]``) and yardsticks for a trained policy:
 
-    PYTHONPATH=benchmarks interplay eval RUN_DIR --vs connect_four_opponents:one_ply --episodes 500
-    PYTHONPATH=benchmarks interplay eval RUN_DIR --vs connect_four_opponents:two_ply --episodes 500
+    interplay eval RUN_DIR --vs interplay.envs.connect_four:one_ply --episodes 500
+    interplay eval RUN_DIR --vs interplay.envs.connect_four:two_ply --episodes 500
 
 ``one_ply`` wins at once when it can, else blocks a column where the other player would win at
 once, else plays a random legal column. ``two_ply`` does the same, but among the remaining
 columns avoids those that let the other player win at once on top of its piece. Each takes
 PettingZoo's connect four observation (``observation``: 6x7x2 planes, the mover's pieces
-first; ``action_mask``) and the agent id, and returns a column.
+first; ``action_mask``) and the agent id, and returns a column. Their random choices come from
+NumPy's global generator, which a run seeds and checkpoints, so a league with them resumes
+exactly.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 
 ROWS, COLS = 6, 7
-_rng = np.random.default_rng(0)
 
 
 def _wins(board: np.ndarray) -> bool:
@@ -64,7 +66,7 @@ def _forced(mine: np.ndarray, theirs: np.ndarray, legal: np.ndarray) -> int | No
 def one_ply(observation: dict, agent_id: str) -> int:
     mine, theirs, legal = _planes(observation)
     forced = _forced(mine, theirs, legal)
-    return forced if forced is not None else int(_rng.choice(np.flatnonzero(legal)))
+    return forced if forced is not None else int(np.random.choice(np.flatnonzero(legal)))
 
 
 def two_ply(observation: dict, agent_id: str) -> int:
@@ -80,4 +82,4 @@ def two_ply(observation: dict, agent_id: str) -> int:
         after[cell] = 1
         if not _winning_columns(theirs, after):
             safe.append(int(col))
-    return int(_rng.choice(safe if safe else np.flatnonzero(legal)))
+    return int(np.random.choice(safe if safe else np.flatnonzero(legal)))

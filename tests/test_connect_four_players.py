@@ -1,0 +1,60 @@
+"""The scripted connect four players: they take a win, block one, and (two-ply) never hand one over."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pettingzoo.classic import connect_four_v3
+
+from interplay.envs.connect_four import one_ply, two_ply
+
+
+def position(mine: list[tuple[int, int]], theirs: list[tuple[int, int]]) -> dict:
+    """An observation for the mover; cells are (row, column), row 5 the bottom."""
+    planes = np.zeros((6, 7, 2), np.int8)
+    for r, c in mine:
+        planes[r, c, 0] = 1
+    for r, c in theirs:
+        planes[r, c, 1] = 1
+    legal = (planes.sum(axis=2)[0] == 0).astype(np.int8)
+    return {"observation": planes, "action_mask": legal}
+
+
+@pytest.mark.parametrize("player", [one_ply, two_ply])
+def test_a_player_takes_a_win_before_blocking_one(player):
+    obs = position(mine=[(5, 0), (5, 1), (5, 2)], theirs=[(4, 0), (4, 1), (4, 2)])
+    assert all(player(obs, "player_0") == 3 for _ in range(20))
+
+
+@pytest.mark.parametrize("player", [one_ply, two_ply])
+def test_a_player_blocks_the_other_players_win(player):
+    obs = position(mine=[(5, 0), (5, 1), (5, 6)], theirs=[(5, 3), (4, 3), (3, 3)])
+    assert all(player(obs, "player_1") == 3 for _ in range(20))
+
+
+def test_two_ply_does_not_play_under_the_other_players_win():
+    # the other player's three in row 4 wins at (4, 1) or (4, 5) once a piece lies below it
+    obs = position(mine=[(5, 2), (5, 4)], theirs=[(5, 3), (4, 2), (4, 3), (4, 4)])
+    picks = {two_ply(obs, "player_0") for _ in range(200)}
+    assert picks == {0, 2, 3, 4, 6}
+    assert {one_ply(obs, "player_0") for _ in range(200)} >= {1, 5}
+
+
+def test_one_ply_beats_random_moves_in_real_games():
+    env = connect_four_v3.env()
+    rng = np.random.default_rng(0)
+    wins = 0
+    for game in range(40):
+        env.reset(seed=game)
+        scripted = env.possible_agents[game % 2]
+        for agent in env.agent_iter():
+            obs, reward, term, trunc, _ = env.last()
+            if term or trunc:
+                if agent == scripted and reward > 0:
+                    wins += 1
+                env.step(None)
+                continue
+            move = one_ply(obs, agent) if agent == scripted else int(
+                rng.choice(np.flatnonzero(obs["action_mask"])))
+            env.step(move)
+    assert wins >= 32

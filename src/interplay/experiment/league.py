@@ -364,11 +364,19 @@ def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, An
                      "wdl": m["learner_win_draw_loss"]})
     for r in sorted(rows, key=lambda r: -r["rating"]):
         wdl = r["wdl"] or ["", "", ""]
-        table.add_row(r["member"], r["kind"], f"{r['env_steps']:,}", f"{r['rating']:.1f}",
+        table.add_row(_short(r["member"], r["kind"]), r["kind"], f"{r['env_steps']:,}", f"{r['rating']:.1f}",
                       "" if r["games"] is None else str(r["games"]), *map(str, wdl))
     (console or Console()).print(table)
     _plot(lines, Path(run_dir) / "ratings.png")
     return rows
+
+
+def _short(name: str, kind: str) -> str:
+    """A scripted member's name without its package path (``connect_four:one_ply``)."""
+    if kind != "scripted":
+        return name
+    module, _, fn = name.partition(":")
+    return f"{module.rpartition('.')[2]}:{fn}"
 
 
 def _plot(lines: list[dict[str, Any]], dest: Path) -> None:

@@ -27,8 +27,7 @@ from torch import nn
 from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
 from interplay.config.algo import PrioritySettings
 from interplay.config.model import ModelSettings
-from interplay.data.memory import check_fits
-from interplay.data.replay import PolicyReplay, ReplayBuffer, Sample
+from interplay.data.replay import PolicyReplay, Sample, policy_replay
 from interplay.errors import NonFiniteError
 from interplay.nets.build import encoder, head_settings, model_key, obs_input, policy_model
 from interplay.nets.inputs import obs_tensor
@@ -213,17 +212,9 @@ class DQN(Algorithm):
     def make_storage(self, num_envs: int) -> PolicyReplay:
         """A replay buffer per trained policy, refused up front if the machine cannot hold them."""
         s = self.settings
-        shapes = {pid: (s.buffer_size, p.spec.obs_dim, p.spec.action_view.shape,
-                        p.spec.action_view.dtype, p.spec.action_view.mask_dim, p.spec.obs_view.dtype)
-                  for pid, p in self.policies.items()}
-        check_fits(sum(ReplayBuffer.nbytes(*shape) for shape in shapes.values()),
-                   "algo.buffer_size",
-                   f"{len(shapes)} replay buffer(s) of {s.buffer_size:,} transitions")
-        buffers = {pid: ReplayBuffer(*shape) for pid, shape in shapes.items()}
-        if s.prioritized:
-            for buffer in buffers.values():
-                buffer.prioritize(s.priority_alpha, s.priority_eps)
-        return PolicyReplay(buffers, saved=s.save_buffer)
+        return policy_replay({pid: p.spec for pid, p in self.policies.items()}, s.buffer_size,
+                             s.save_buffer,
+                             (s.priority_alpha, s.priority_eps) if s.prioritized else None)
 
     def ready(self, storage: PolicyReplay, env_steps: int) -> bool:
         """True when a learning round is due (and some buffer holds a batch)."""

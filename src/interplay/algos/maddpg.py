@@ -216,7 +216,9 @@ class MADDPGActor:
     squashed = True  # Box actions live in [-1, 1]; the runner maps them onto the bounds
     wants_env_obs = False
 
-    def __init__(self, algo: MADDPG, policy: _Policy):
+    def __init__(self, algo: Any, policy: Any):
+        # MADDPG's algorithm and policy, or those of another actor-critic (SAC) whose policy
+        # has the same ``actor``, ``act_rng``, ``discrete`` and ``spec``
         self.algo = algo
         self.policy = policy
 
@@ -229,10 +231,14 @@ class MADDPGActor:
             if explore:
                 out = out + gumbel_noise(p.act_rng, out.shape)
             return np.where(legal, out, -np.inf).argmax(axis=1), {}
-        action = out
-        if explore:
-            action = np.clip(action + self.algo.noise(p, batch), -1.0, 1.0)
+        action = self.box(out, batch, explore)
         return action.astype(np.float32).reshape(-1, *p.spec.action_view.shape), {}
+
+    def box(self, out: np.ndarray, batch: ActBatch, explore: bool) -> np.ndarray:
+        """Box actions in [-1, 1] from the actor's output ``out``."""
+        if explore:
+            return np.clip(out + self.algo.noise(self.policy, batch), -1.0, 1.0)
+        return out
 
 
 # -- the algorithm: collect, join, learn ------------------------------------------------------

@@ -51,7 +51,7 @@ from pydantic import Field, field_validator
 from torch import nn
 
 from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
-from interplay.algos.maddpg import gumbel_noise, soft_update
+from interplay.algos.maddpg import MADDPGActor, gumbel_noise, soft_update
 from interplay.config.algo import PrioritySettings
 from interplay.config.model import ModelSettings, same_view_as_actors
 from interplay.data.memory import check_fits
@@ -60,7 +60,7 @@ from interplay.data.replay import (
     JointReplay,
     JointReplayBuffer,
     PolicyReplay,
-    ReplayBuffer,
+    policy_replay,
 )
 from interplay.errors import NonFiniteError
 from interplay.nets.build import ObsInput, Part, model_key, network, obs_input, policy_model
@@ -255,31 +255,17 @@ class _Policy:
 
 
 # -- acting ---------------------------------------------------------------------------------------
-class SACActor:
+class SACActor(MADDPGActor):
     """Draws from the policy when exploring; its mean (Box) or most likely legal action when not."""
 
-    squashed = True  # Box actions live in [-1, 1]; the runner maps them onto the bounds
-    wants_env_obs = False
-
-    def __init__(self, algo: ISAC, policy: _Policy):
-        self.algo = algo
-        self.policy = policy
-
-    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def box(self, out: np.ndarray, batch: ActBatch, explore: bool) -> np.ndarray:
         p = self.policy
-        with torch.no_grad():
-            out = p.actor(obs_tensor(batch.obs, self.algo.device)).cpu().numpy()
-        if p.discrete:
-            legal = batch.mask if batch.mask is not None else np.ones(out.shape, bool)
-            if explore:
-                out = out + gumbel_noise(p.act_rng, out.shape)
-            return np.where(legal, out, -np.inf).argmax(axis=1), {}
         mean, log_std = np.split(out, 2, axis=1)
         u = mean
         if explore:
             std = np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX))
             u = mean + std * p.act_rng.standard_normal(mean.shape, np.float32)
-        return np.tanh(u).astype(np.float32).reshape(-1, *p.spec.action_view.shape), {}
+        return np.tanh(u)
 
 
 # -- the algorithm: collect, learn ----------------------------------------------------------------
@@ -368,17 +354,9 @@ class ISAC(Algorithm):
     def make_storage(self, num_envs: int) -> PolicyReplay:
         """A replay buffer per trained policy, refused up front if the machine cannot hold them."""
         s = self.settings
-        shapes = {pid: (s.buffer_size, p.spec.obs_dim, p.spec.action_view.shape,
-                        p.spec.action_view.dtype, p.spec.action_view.mask_dim,
-                        p.spec.obs_view.dtype) for pid, p in self.policies.items()}
-        check_fits(sum(ReplayBuffer.nbytes(*shape) for shape in shapes.values()),
-                   "algo.buffer_size",
-                   f"{len(shapes)} replay buffer(s) of {s.buffer_size:,} transitions")
-        buffers = {pid: ReplayBuffer(*shape) for pid, shape in shapes.items()}
-        if s.prioritized:
-            for buffer in buffers.values():
-                buffer.prioritize(s.priority_alpha, s.priority_eps)
-        return PolicyReplay(buffers, saved=s.save_buffer)
+        return policy_replay({pid: p.spec for pid, p in self.policies.items()}, s.buffer_size,
+                             s.save_buffer,
+                             (s.priority_alpha, s.priority_eps) if s.prioritized else None)
 
     def ready(self, storage: PolicyReplay, env_steps: int) -> bool:
         """True when a learning round is due (and some buffer holds a batch)."""

@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from interplay.data.memory import row_bytes
+from interplay.data.memory import check_fits, row_bytes
 from interplay.data.priority import Prioritized
 from interplay.errors import ConfigError
+from interplay.run.mapping import PolicySpec
 from interplay.run.transitions import Transitions, stream_order
 
 
@@ -431,6 +432,21 @@ def _check_capacity(state: dict[str, Any], capacity: int) -> None:
 
 
 # -- storages the loop owns ---------------------------------------------------------------------
+def policy_replay(specs: dict[str, PolicySpec], capacity: int, saved: bool = True,
+                  priority: tuple[float, float] | None = None) -> PolicyReplay:
+    """A replay buffer of ``capacity`` transitions for each policy in ``specs``, refused before
+    it is allocated when the machine cannot hold them all; prioritised by ``(alpha, eps)``."""
+    shapes = {pid: (capacity, spec.obs_dim, spec.action_view.shape, spec.action_view.dtype,
+                    spec.action_view.mask_dim, spec.obs_view.dtype) for pid, spec in specs.items()}
+    check_fits(sum(ReplayBuffer.nbytes(*shape) for shape in shapes.values()), "algo.buffer_size",
+               f"{len(shapes)} replay buffer(s) of {capacity:,} transitions")
+    buffers = {pid: ReplayBuffer(*shape) for pid, shape in shapes.items()}
+    if priority is not None:
+        for buffer in buffers.values():
+            buffer.prioritize(*priority)
+    return PolicyReplay(buffers, saved=saved)
+
+
 class PolicyReplay:
     """A replay buffer per policy, each holding its agents' transitions as they close."""
 

@@ -164,3 +164,25 @@ def test_every_name_eval_vs_writes_is_in_the_glossary(tmp_path):
     report = evaluate(run, vs="random", episodes=4)
     assert "win_rate" in report
     assert docs.undocumented(report, [*EVAL_DOCS, *VERSUS_DOCS]) == []
+
+
+def test_every_name_a_league_run_writes_is_in_the_glossary(tmp_path):
+    result = train(load([], ["env.id=pettingzoo.classic.tictactoe_v3", "env.num_envs=2",
+                             "algo.name=dqn", "algo.learning_starts=50", "train.self_play=true",
+                             "train.steps=300", "train.test_frequency=-1", "log.every=100",
+                             "league.snapshot_every=100", "league.fixed=[random]", *QUIET]),
+                   tmp_path / "run")
+    keys = {k for row in result.rows for k in row}
+    assert {"rating/learner", "rating/random"} <= keys and any("snapshot" in k for k in keys)
+    assert docs.undocumented(sorted(keys)) == []
+
+
+def test_every_name_a_run_of_several_learners_writes_is_in_the_glossary(tmp_path):
+    result = train(load([], ["env.id=mpe2.simple_tag_v3", "env.num_envs=2", "algo.name=ippo",
+                             "algo.rollout=16", "policies.adversary.agents=null",
+                             "policies.agent.algo={name: dqn, learning_starts: 32}",
+                             "train.steps=200", "train.test_frequency=-1", "log.every=100",
+                             *QUIET]), tmp_path / "run")
+    keys = {k for row in result.rows for k in row}
+    assert {"lr/adversary", "epsilon/agent"} <= keys
+    assert docs.undocumented(sorted(keys)) == []

@@ -86,6 +86,16 @@ def test_reference_shows_type_bounds_default_and_doc():
     assert "| `algo.model.recurrent` | one of `none`, `gru`, `lstm` | `none` |" in text
 
 
+def test_reference_names_each_setting_as_a_config_writes_it():
+    """A setting with an alias is listed under the name YAML uses and ``config --show`` prints."""
+    text = docs.reference_md()
+    assert "| `policies.<policy>.from` |" in text and "<policy>.source`" not in text
+    shown = load([], ["policies.old.type=frozen", "policies.old.from=runs/x"]).model_dump(
+        mode="json", by_alias=True)["policies"]["old"]
+    for key in shown:
+        assert f"| `policies.<policy>.{key}` |" in text, key
+
+
 # -- command line -----------------------------------------------------------------------------
 def _commands() -> dict[str, argparse.ArgumentParser]:
     return docs._subcommands(_parser())

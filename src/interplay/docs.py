@@ -89,6 +89,7 @@ def _rows(model: type[BaseModel], prefix: str) -> list[tuple[str, FieldInfo]]:
     """Every setting of ``model`` under ``prefix``, nested models flattened into dotted keys."""
     rows: list[tuple[str, FieldInfo]] = []
     for key, field in model.model_fields.items():
+        key = field.alias or key  # the name a config writes (``from`` of a frozen policy)
         rows += _field_rows(f"{prefix}.{key}", key, field)
     return rows
 

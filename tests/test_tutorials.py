@@ -175,3 +175,22 @@ def test_experiment_blocks_run_on_a_tiny_budget(page, i, block, tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     exec(compile(block, f"{page} python block {i}", "exec"), {"__name__": "__main__"})
     assert any(tmp_path.glob("runs/*/checkpoints/step_*"))
+
+
+def test_the_own_env_tutorials_three_mappings_give_the_same_policies(tmp_path, monkeypatch):
+    """Each YAML block of tutorial 3 maps chase's hunters to `hunters` and its runner to `runner`."""
+    from interplay.run.mapping import assign
+
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    import chase
+
+    blocks = _blocks((ROOT / "docs" / "tutorial_own_env.md").read_text(), "yaml")
+    assert len(blocks) == 3
+    agents = chase.Chase().possible_agents
+    for i, block in enumerate(blocks):
+        path = tmp_path / f"mapping{i}.yaml"
+        path.write_text(block)
+        cfg = interplay.load_config([path], overrides=["env.id=chase"])
+        mapping = assign(agents, cfg.policies, cfg.train.policy_mapping_fn, cfg.train.self_play)
+        assert mapping == {"hunter_0": "hunters", "hunter_1": "hunters", "runner_0": "runner"}, i
+        assert cfg.policies["runner"].type == "scripted"

@@ -111,6 +111,13 @@ def test_every_command_and_option_has_help():
     assert all(sub.description for sub in _commands().values())
 
 
+def test_every_option_that_may_be_given_again_says_so():
+    quiet = [f"interplay {name} {a.option_strings[0]}" for name, sub in _commands().items()
+             for a in docs._documented_actions(sub)
+             if isinstance(a, argparse._AppendAction) and "(repeatable)" not in (a.help or "")]
+    assert not quiet, f"options that take several values without saying so: {quiet}"
+
+
 def test_every_command_and_option_is_in_the_cli_page():
     text = (DOCS / "cli.md").read_text()
     for name, sub in _commands().items():

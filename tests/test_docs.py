@@ -86,6 +86,16 @@ def test_reference_shows_type_bounds_default_and_doc():
     assert "| `algo.model.recurrent` | one of `none`, `gru`, `lstm` | `none` |" in text
 
 
+def test_reference_names_each_setting_as_a_config_writes_it():
+    """A setting with an alias is listed under the name YAML uses and ``config --show`` prints."""
+    text = docs.reference_md()
+    assert "| `policies.<policy>.from` |" in text and "<policy>.source`" not in text
+    shown = load([], ["policies.old.type=frozen", "policies.old.from=runs/x"]).model_dump(
+        mode="json", by_alias=True)["policies"]["old"]
+    for key in shown:
+        assert f"| `policies.<policy>.{key}` |" in text, key
+
+
 # -- command line -----------------------------------------------------------------------------
 def _commands() -> dict[str, argparse.ArgumentParser]:
     return docs._subcommands(_parser())
@@ -99,6 +109,13 @@ def test_every_command_and_option_has_help():
                for a in docs._documented_actions(sub) if not (a.help or "").strip()]
     assert not missing, f"options without help text: {missing}"
     assert all(sub.description for sub in _commands().values())
+
+
+def test_every_option_that_may_be_given_again_says_so():
+    quiet = [f"interplay {name} {a.option_strings[0]}" for name, sub in _commands().items()
+             for a in docs._documented_actions(sub)
+             if isinstance(a, argparse._AppendAction) and "(repeatable)" not in (a.help or "")]
+    assert not quiet, f"options that take several values without saying so: {quiet}"
 
 
 def test_every_command_and_option_is_in_the_cli_page():
@@ -164,3 +181,25 @@ def test_every_name_eval_vs_writes_is_in_the_glossary(tmp_path):
     report = evaluate(run, vs="random", episodes=4)
     assert "win_rate" in report
     assert docs.undocumented(report, [*EVAL_DOCS, *VERSUS_DOCS]) == []
+
+
+def test_every_name_a_league_run_writes_is_in_the_glossary(tmp_path):
+    result = train(load([], ["env.id=pettingzoo.classic.tictactoe_v3", "env.num_envs=2",
+                             "algo.name=dqn", "algo.learning_starts=50", "train.self_play=true",
+                             "train.steps=300", "train.test_frequency=-1", "log.every=100",
+                             "league.snapshot_every=100", "league.fixed=[random]", *QUIET]),
+                   tmp_path / "run")
+    keys = {k for row in result.rows for k in row}
+    assert {"rating/learner", "rating/random"} <= keys and any("snapshot" in k for k in keys)
+    assert docs.undocumented(sorted(keys)) == []
+
+
+def test_every_name_a_run_of_several_learners_writes_is_in_the_glossary(tmp_path):
+    result = train(load([], ["env.id=mpe2.simple_tag_v3", "env.num_envs=2", "algo.name=ippo",
+                             "algo.rollout=16", "policies.adversary.agents=null",
+                             "policies.agent.algo={name: dqn, learning_starts: 32}",
+                             "train.steps=200", "train.test_frequency=-1", "log.every=100",
+                             *QUIET]), tmp_path / "run")
+    keys = {k for row in result.rows for k in row}
+    assert {"lr/adversary", "epsilon/agent"} <= keys
+    assert docs.undocumented(sorted(keys)) == []

@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     r = command("resume", "continue a run from its newest valid checkpoint")
     r.add_argument("run_dir", help="the run folder to continue")
     r.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="change a setting, e.g. -s train.steps=2000000")
+                   help="change a setting, e.g. -s train.steps=2000000 (repeatable)")
     r.add_argument("--checkpoint", help="a checkpoints/step_* folder to resume from instead")
     r.add_argument("--trust", action="store_true",
                    help="import and run the modules the run's config names (env, policies, "
@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     c = command("check", "check an env against PettingZoo's API and interplay's rules")
     c.add_argument("env_id", help="module path, registered name, or module:function")
     c.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="env settings, e.g. -s env.kwargs.max_cycles=10")
+                   help="env settings, e.g. -s env.kwargs.max_cycles=10 (repeatable)")
     c.add_argument("--cycles", type=int, default=200,
                    help="env steps to try (default: %(default)s)")
 

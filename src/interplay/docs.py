@@ -33,6 +33,7 @@ from interplay.config.algo import SETTINGS, AlgoSettings
 from interplay.config.schema import Config
 from interplay.envs.vector import STATS_DOCS
 from interplay.experiment.evaluate import EVAL_DOCS
+from interplay.experiment.league import LEAGUE_DOCS
 from interplay.experiment.loop import ROW_DOCS
 from interplay.experiment.versus import VERSUS_DOCS
 from interplay.run.episodes import Window
@@ -88,6 +89,7 @@ def _rows(model: type[BaseModel], prefix: str) -> list[tuple[str, FieldInfo]]:
     """Every setting of ``model`` under ``prefix``, nested models flattened into dotted keys."""
     rows: list[tuple[str, FieldInfo]] = []
     for key, field in model.model_fields.items():
+        key = field.alias or key  # the name a config writes (``from`` of a frozen policy)
         rows += _field_rows(f"{prefix}.{key}", key, field)
     return rows
 
@@ -214,9 +216,11 @@ def learner_docs() -> dict[str, dict[str, str]]:
 
 def metric_patterns() -> dict[str, str]:
     """Every documented ``metrics.jsonl`` name (``<agent>``, ``<policy>`` for ids) and its doc."""
-    out = {**ROW_DOCS, **Window.metric_docs, **STATS_DOCS, **RUNNER_DOCS}
+    out = {**ROW_DOCS, **Window.metric_docs, **STATS_DOCS, **RUNNER_DOCS, **LEAGUE_DOCS}
     for docs in learner_docs().values():
         out.update(docs)
+        # with several learners in a run, a name without a policy gets the learner's policy id
+        out.update({f"{key}/<policy>": doc for key, doc in docs.items() if "/" not in key})
     return out
 
 
@@ -250,12 +254,17 @@ def metrics_md() -> str:
     out += _metric_table(STATS_DOCS)
     out += ["## Ray env runners", "", "In train rows of runs with `backend.name: ray`.", ""]
     out += _metric_table(RUNNER_DOCS)
+    out += ["## League", "", "In train rows of runs with a league "
+            "(`league.snapshot_every` above 0).", ""]
+    out += _metric_table(LEAGUE_DOCS)
     out += ["## Learner metrics", "",
             "In train rows, as each algorithm reports them: the mean over every update since "
             "the previous row, except those marked *last*, which give the value at the row's "
             "last update (a buffer's size, a schedule's value). Once a metric has appeared, "
             "every later train row carries it, `null` when no update in its window reported "
-            "it.", ""]
+            "it. In a run with several learners (`policies.<policy>.algo`), a name below "
+            "that has no `/<policy>` gets one for each policy of the learner that reports it "
+            "(`lr/<policy>`, `epsilon/<policy>`).", ""]
     for name, docs in learner_docs().items():
         out += [f"### {name}", ""]
         if not docs:

@@ -41,6 +41,11 @@ from interplay.run.transitions import Transitions
 
 LEARNER = "learner"
 FOLDER = "league"
+LEAGUE_DOCS = {  # what a league adds to every report (docs/metrics.md)
+    "rating/<member>": "the Elo rating of the learner (`rating/learner`) and of each pool member "
+                       "(`random`, a scripted player, `snapshot_<env steps>`, a frozen policy) "
+                       "after every game so far; `interplay league RUN_DIR` tabulates them",
+}
 
 
 @dataclass

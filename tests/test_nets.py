@@ -81,6 +81,40 @@ def test_a_cnn_on_vectors_or_on_images_it_does_not_fit_is_refused_naming_the_key
     assert blocks(algo.policies["eye"].online) == [ImageBlock]
 
 
+BOARD_CNN = {"type": "cnn", "channels": [8, 8], "kernels": [3, 3], "strides": [1, 1],
+             "hidden": [32]}
+
+
+def test_a_board_beside_an_action_mask_takes_a_cnn_when_asked_and_an_mlp_by_default(tmp_path):
+    c4 = {"id": "pettingzoo.classic.connect_four_v3", "num_envs": 2}
+    algo, _ = build(c4, {"name": "dqn"})
+    pid = next(iter(algo.policies))
+    assert blocks(algo.policies[pid].online) == []  # auto: a flat MLP, no warning
+    algo, specs = build(c4, {"name": "dqn", "model": BOARD_CNN})
+    net = algo.policies[pid].online
+    assert blocks(net) == [ImageBlock]
+    assert specs[pid].obs_view.shape == (6, 7, 2)
+    convs = [m for m in net.modules() if isinstance(m, nn.Conv2d)]
+    assert convs[0].in_channels == 2  # the planes are the channels (HWC board)
+    run = tmp_path / "run"
+    train(config.load([], ["env.id=pettingzoo.classic.connect_four_v3", "env.num_envs=2",
+                           "algo.name=dqn", "algo.learning_starts=64", "algo.batch_size=16",
+                           "algo.model={type: cnn, channels: [8, 8], kernels: [3, 3], "
+                           "strides: [1, 1], hidden: [32]}", "train.self_play=true",
+                           "train.steps=300", "log.console=false"]), run)
+    report = evaluate(run, episodes=4, vs="random")
+    assert report["win_rate"] + report["draw_rate"] + report["loss_rate"] == pytest.approx(1.0)
+
+
+def test_an_image_in_another_integer_dtype_is_stored_as_its_bytes():
+    _, specs = build(PIXELS, {"name": "ippo"})
+    view = specs["eye"].obs_view
+    frame = np.arange(view.dim).reshape(view.shape) % 256  # int64, not uint8
+    rows = np.zeros((2, *view.shape), view.dtype)
+    view.write(frame, rows, 1)
+    assert rows.dtype == np.uint8 and (rows[1] == frame).all()
+
+
 def test_the_network_is_handed_bytes_and_scales_them_on_the_device():
     algo, specs = build(PIXELS, {"name": "ippo"})
     actor = algo.policies["eye"].actor.nets[0][0]

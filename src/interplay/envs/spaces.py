@@ -44,7 +44,8 @@ class ObsView:
     """The policy-side view of one agent's observation space.
 
     Dict/Tuple observations are flattened to one float vector; an ``action_mask`` entry is
-    taken out of the observation and returned separately. A Box observation of any shape is
+    taken out of the observation and returned separately. A Box observation of any shape (or
+    the Box ``observation`` beside an ``action_mask``, as in PettingZoo's board games) is
     kept as it is, row-major, in its own dtype when that is ``uint8`` (image frames stay bytes
     until a network scales them) and as float32 otherwise.
     """
@@ -52,7 +53,7 @@ class ObsView:
     space: spaces.Space
     dim: int
     has_mask_key: bool
-    plain: bool = False  # a Box: the observation is written as it is, no flattening
+    plain: bool = False  # a Box (beside a mask or not): written as it is, no flattening
     shape: tuple[int, ...] = ()  # the Box's shape when plain: what a plain write compares
     dtype: Any = np.float32  # how rows of this observation are stored
 
@@ -125,7 +126,7 @@ def _flatten_into(space: spaces.Space, obs: Any, out: np.ndarray) -> None:
         arr = _numbers(space, obs)
         if arr.shape != space.shape:  # the same size in another shape would pass unseen
             raise ValueError(f"its shape is not {space.shape}")
-        out[:] = arr.reshape(-1)
+        out[:] = arr.reshape(out.shape)  # a flat row, or one kept in the Box's shape
     elif isinstance(space, spaces.Dict):
         if not isinstance(obs, Mapping):
             raise ValueError(f"it is not a dict with keys {list(space.spaces)}")
@@ -165,11 +166,12 @@ def obs_view(space: spaces.Space, agent: str) -> ObsView:
             f"agent {agent!r}: observation space {space} cannot be flattened ({err}); "
             "use Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple spaces"
         ) from err
-    if not isinstance(space, spaces.Box):
+    box = _policy_space(space, has_mask)  # a Box, also one beside an action_mask, keeps its shape
+    if not isinstance(box, spaces.Box):
         return ObsView(space=space, dim=dim, has_mask_key=has_mask)
-    dtype = np.uint8 if space.dtype == np.uint8 else np.float32
+    dtype = np.uint8 if box.dtype == np.uint8 else np.float32
     return ObsView(space=space, dim=dim, has_mask_key=has_mask, plain=True,
-                   shape=tuple(space.shape), dtype=dtype)
+                   shape=tuple(box.shape), dtype=dtype)
 
 
 @dataclass(frozen=True)

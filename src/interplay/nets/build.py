@@ -80,8 +80,11 @@ def policy_model(settings: Any, spec: PolicySpec, field: str = "model") -> Model
 
 def obs_input(spec: PolicySpec, model: ModelSettings, where: str) -> ObsInput:
     view = spec.obs_view
-    image = is_image(spec.obs_space) and view.plain and len(view.shape) == 3
-    layout = image_layout(tuple(spec.obs_space.shape), model.layout, where) if image else None
+    grid = view.plain and len(view.shape) == 3
+    image = grid and is_image(spec.obs_space)
+    # a 3-D Box beside an action_mask (a board: connect four's 6x7x2) takes a CNN when asked
+    layout = (image_layout(tuple(view.shape), model.layout, where)
+              if image or (grid and model.type == "cnn") else None)
     return ObsInput(spec.id, model, where, tuple(view.shape) if view.plain else (view.dim,),
                     spec.config.stack_size, layout, image and view.dtype == np.uint8,
                     spec.action_space)

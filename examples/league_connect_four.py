@@ -68,8 +68,9 @@ def main() -> None:
     run = Path(args.run)
     interplay.train(cfg, run, overwrite=True)
     league_report(run)
-    report = evaluate(run, episodes=20 if args.smoke else 500, vs="random")
-    print(f"against random: {report['win_rate']:.0%} won, {report['loss_rate']:.0%} lost")
+    for opponent, games in (("random", 500), ("interplay.envs.connect_four:one_ply", 200)):
+        report = evaluate(run, episodes=20 if args.smoke else games, vs=opponent)
+        print(f"against {opponent}: {report['win_rate']:.0%} won, {report['loss_rate']:.0%} lost")
     if args.smoke:
         play(run, moves=[3] * 42)
     elif args.play and sys.stdin.isatty():

@@ -30,6 +30,7 @@ from interplay.envs.snapshot import capture, restore
 from interplay.errors import UserError, WriteError
 from interplay.experiment.build import (
     check_target_metric,
+    env_state_space,
     make_actors,
     make_callbacks,
     make_learners,
@@ -109,7 +110,8 @@ class Experiment:
         self.runner: Runner  # or the Ray runners, which the loop steps the same way
         try:
             self.specs = make_specs(cfg, self.env)
-            self.algo = make_learners(cfg, self.specs, self.device, self.env.turn_based)
+            self.algo = make_learners(cfg, self.specs, self.device, self.env.turn_based,
+                                     env_state_space(self.env))
             self.actors = make_actors(cfg, self.specs, self.algo, frozen_actor)
             self.eval_actors = dict(self.actors)  # test phases: the policies themselves
             if remote and cfg.league.snapshot_every > 0:

@@ -304,16 +304,16 @@ class JointReplayBuffer(Prioritized):
         if self.state_dim:  # every agent of a row carries the same state: any one will do
             states = {key: np.zeros((len(copies), self.state_dim), np.float32)
                       for key in STATE_KEYS}
-            for name, t in batches.items():
-                if not len(t):
+            for name, part in batches.items():
+                if not len(part):
                     continue
-                missing = [key for key in STATE_KEYS if key not in t.extras]
+                missing = [key for key in STATE_KEYS if key not in part.extras]
                 if missing:
                     raise ValueError(f"group {name!r}: transitions carry no {missing[0]!r}; "
                                      "this buffer keeps the env's global state with each row")
-                row = np.searchsorted(keys, when(t))
+                at = np.searchsorted(keys, when(part))
                 for key in STATE_KEYS:
-                    states[key][row] = t.extras[key]
+                    states[key][at] = part.extras[key]
             out[STATE_GROUP] = states
         for name, g in self.groups.items():
             cols = {key: np.zeros((len(copies), *col.shape[1:]), col.dtype)

@@ -43,12 +43,15 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def make_vec_env(cfg: Config, num_envs: int | None = None,
-                 env_id: Any = None) -> tuple[VecEnv, Sequence[Any] | None]:
-    """The vector env for a config, and the PettingZoo copies behind it (None if native)."""
+def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
+                 keep_state: bool = True) -> tuple[VecEnv, Sequence[Any] | None]:
+    """The vector env for a config, and the PettingZoo copies behind it (None if native).
+
+    It keeps the env's global state when a learner mixes on it (QMIX's ``algo.state``) and
+    ``keep_state`` (an env that only plays, for tests or evaluation, needs none)."""
     env_id = cfg.env.id if env_id is None else env_id
     n = cfg.env.num_envs if num_envs is None else num_envs
-    state, where = state_wanted(cfg)
+    state, where = state_wanted(cfg) if keep_state else (None, "")
     native = native_env_class(env_id)
     if native is not None:
         try:

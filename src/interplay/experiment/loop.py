@@ -377,7 +377,7 @@ class Experiment:
 
 
 def build_eval_runner(cfg: Config, exp: Experiment, num_envs: int, env_id: Any = None) -> Runner:
-    env, copies = make_vec_env(cfg, num_envs=num_envs, env_id=env_id)
+    env, copies = make_vec_env(cfg, num_envs=num_envs, env_id=env_id, keep_state=False)
     try:
         check_spaces(spaces_of(exp.specs), make_specs(cfg, env), what=f"env {env_id or cfg.env.id!r}")
         return Runner(env, exp.specs, exp.eval_actors, set(), exp.callbacks, copies)

@@ -55,6 +55,28 @@ def test_one_runner_is_the_local_run(tmp_path):
                for r in remote.rows if r["phase"] == "train")
 
 
+def test_qmix_learns_on_the_envs_state_gathered_by_runners(tmp_path):
+    # the env's global state travels with the transitions from the runners to the learner
+    import numpy as np
+
+    exp = Experiment(load([], [
+        "env.id=interplay.envs.toy:hidden_goal", "algo.name=qmix", "algo.state=env",
+        "algo.learning_starts=64", "algo.batch_size=16", "env.num_envs=2", "train.steps=192",
+        "train.test_frequency=-1", "log.every=64", *QUIET, *_ray(2)]), tmp_path / "run")
+    try:
+        result = exp.run()
+        buffer = exp.storage.buffer
+        n = len(buffer)
+        state, nxt = buffer.states["state"][:n], buffer.states["next_state"][:n]
+        cells = buffer.columns["agent"]["obs"][:n, :, 0]
+        next_cells = buffer.columns["agent"]["next_obs"][:n, :, 0]
+    finally:
+        exp.close()
+    assert n == 192 and any("loss" in r for r in result.rows)
+    assert np.array_equal(state[:, 3:], cells) and np.array_equal(nxt[:, 3:], next_cells)
+    assert np.array_equal(nxt[:, 1], state[:, 1] + 1) and len(np.unique(state[:, 2])) > 1
+
+
 def test_two_runners_report_as_local_does(tmp_path):
     common = ["train.steps=256", "log.every=128", *QUIET]
     local = train(load([], common), tmp_path / "local")

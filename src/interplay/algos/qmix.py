@@ -4,8 +4,8 @@ Every trained agent has a Q-network (one per policy, shared by its agents, or on
 ``share_params: false``), acting epsilon-greedily over its legal actions. Learning is on joint
 rows (one per env copy and step, :class:`~interplay.data.replay.JointReplay`): the team's
 value is the sum of the agents' chosen Q-values (VDN), or their monotonic mix by a network
-whose weights a hypernetwork makes from the global state (QMIX: here the joint observation of
-every trained agent, as in MPE where it is the env's state). The target is the team reward
+whose weights a hypernetwork makes from the global state (QMIX: the env's ``state()`` where it
+has one, the joined observations of every trained agent otherwise; ``algo.state``). The target is the team reward
 (the sum of the agents' rewards) plus the discounted target value of the next step, with
 double Q (the online networks pick each agent's next action, the target networks value it).
 An agent absent from a row (it died, or had not joined) has its Q-value masked out of the mix,
@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
+from gymnasium import spaces
 from pydantic import Field
 from torch import nn
 
@@ -34,6 +35,7 @@ from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
 from interplay.data.replay import Group, JointReplay, JointReplayBuffer
+from interplay.envs.batch import state_dim
 from interplay.nets.build import model_key, network, obs_input, policy_model
 from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import PerAgent
@@ -90,6 +92,13 @@ class VDNSettings(PrioritySettings):
 
 
 class QMIXSettings(VDNSettings):
+    uses_env_state: ClassVar[bool] = True  # the env is built to keep its global state
+    state: Literal["auto", "env", "observations"] = "auto"
+    """What the mixer's hypernetworks read as the global state: ``env`` the env's own
+    ``state()`` (a PettingZoo env with a Box ``state_space``; refused before any step for an
+    env without one, such as the built-in batched envs), ``observations`` every trained
+    agent's observation joined, ``auto`` the env's state where it has a flat one, else the
+    observations."""
     mixer_hidden: int = Field(32, ge=1)
     """Width of the mixing network's hidden layer."""
     hypernet_hidden: int = Field(64, ge=1)
@@ -178,6 +187,10 @@ class VDN(Algorithm):
         "buffer_size": "joint rows in the replay buffer",
     }
 
+    # The env's global state space the mixer reads (QMIX, when the env keeps one); None: the
+    # joined observations.
+    env_state: spaces.Box | None = None
+
     def __init__(self, settings: VDNSettings, specs: dict[str, PolicySpec], device: str,
                  seed: int):
         super().__init__(settings, specs, device, seed)
@@ -201,7 +214,8 @@ class VDN(Algorithm):
                                s.share_params)
                 self.policies[pid] = _Policy(spec, s, net.to(device), seed, self.name)
             self.n_agents = sum(p.k for p in self.policies.values())
-            self.state_dim = sum(p.k * p.spec.obs_dim for p in self.policies.values())
+            self.state_dim = (state_dim(self.env_state) if self.env_state is not None else
+                              sum(p.k * p.spec.obs_dim for p in self.policies.values()))
             self.mixer = self._mixer()
             self.target_mixer = copy.deepcopy(self.mixer) if self.mixer is not None else None
         params = [q for p in self.policies.values() for q in p.online.parameters()]
@@ -230,9 +244,12 @@ class VDN(Algorithm):
         groups = {pid: Group(p.k, p.spec.obs_dim, p.spec.action_view.shape,
                              p.spec.action_view.dtype, p.spec.action_view.mask_dim,
                              p.spec.obs_view.dtype) for pid, p in self.policies.items()}
-        check_fits(sum(g.nbytes(s.buffer_size) for g in groups.values()), "algo.buffer_size",
-                   f"a joint replay buffer of {s.buffer_size:,} steps of {self.n_agents} agents")
-        buffer = JointReplayBuffer(s.buffer_size, groups)
+        env_state = self.state_dim if self.env_state is not None else 0
+        check_fits(sum(g.nbytes(s.buffer_size) for g in groups.values())
+                   + 2 * 4 * env_state * s.buffer_size, "algo.buffer_size",
+                   f"a joint replay buffer of {s.buffer_size:,} steps of {self.n_agents} agents"
+                   + (f" and the env's state of {env_state:,} numbers" if env_state else ""))
+        buffer = JointReplayBuffer(s.buffer_size, groups, env_state)
         if s.prioritized:
             buffer.prioritize(s.priority_alpha, s.priority_eps)
         return JointReplay(buffer, f"algo.name: {self.name}",
@@ -259,7 +276,9 @@ class VDN(Algorithm):
                                                 s.beta(self.schedule.env_steps))
             end, ret, discount = self._fold(buffer, index)
             last = rows if s.n_step == 1 else buffer.gather(end)
-            figures, errors = self._learn(rows, last, ret, discount, weight)
+            states = None if self.env_state is None else (
+                buffer.state_rows(index), buffer.state_rows(end, "next_state"))
+            figures, errors = self._learn(rows, last, ret, discount, weight, states)
             buffer.update_priorities(index, errors)
             sums += figures
         loss, q_tot, target = sums / steps
@@ -295,11 +314,14 @@ class VDN(Algorithm):
         return end, ret, discount
 
     def _learn(self, rows: dict[str, Any], last: dict[str, Any], ret: np.ndarray,
-               discount: np.ndarray, weight: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+               discount: np.ndarray, weight: np.ndarray | None,
+               states: tuple[np.ndarray, np.ndarray] | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
         """One gradient step on joint ``rows``, their targets bootstrapped from the rows
         ``last`` (the same rows for 1-step targets) with the folded team rewards ``ret`` and
         ``discount`` (importance ``weight``-ed with prioritised replay): the loss, Q and target
-        means, and each row's TD error."""
+        means, and each row's TD error. ``states``: the env's global state at the rows and
+        after ``last`` (else the mixer reads the joined observations)."""
         s = self.settings
         dev = self.device
         q_parts, next_parts, present, next_present = [], [], [], []
@@ -331,8 +353,11 @@ class VDN(Algorithm):
         next_all = torch.cat(next_present, dim=1).float()
         q = torch.cat(q_parts, dim=1) * here_all
         q_next = torch.cat(next_parts, dim=1) * next_all
-        state = torch.cat(obs_parts, dim=1)
-        next_state = torch.cat(next_obs_parts, dim=1)
+        if states is None:
+            state = torch.cat(obs_parts, dim=1)
+            next_state = torch.cat(next_obs_parts, dim=1)
+        else:
+            state, next_state = (torch.as_tensor(x, device=dev) for x in states)
         q_tot = self._mix(q, state, self.mixer)
         with torch.no_grad():
             next_tot = self._mix(q_next, next_state, self.target_mixer)
@@ -407,6 +432,16 @@ class QMIX(VDN):
     Settings = QMIXSettings
     settings: QMIXSettings
 
+    def __init__(self, settings: QMIXSettings, specs: dict[str, PolicySpec], device: str,
+                 seed: int, state_space: spaces.Box | None = None):
+        """``state_space``: the global state the env keeps (None if it keeps none); the mixer
+        reads it unless ``algo.state`` is ``observations``."""
+        if settings.state == "env" and state_space is None:
+            raise ConfigError("algo.state is env (mix on the env's global state), but the env "
+                              "keeps none; set algo.state: auto or observations")
+        self.env_state = state_space if settings.state != "observations" else None
+        super().__init__(settings, specs, device, seed)
+
     def _mixer(self) -> Mixer:
         s = self.settings
         return Mixer(self.n_agents, self.state_dim, s.mixer_hidden, s.hypernet_hidden).to(
@@ -415,3 +450,16 @@ class QMIX(VDN):
     def _mix(self, q: torch.Tensor, state: torch.Tensor, mixer: nn.Module | None) -> torch.Tensor:
         assert mixer is not None
         return mixer(q, state)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        saved = state.get("mixer", {}).get("b1.weight")
+        if saved is not None and saved.shape[1] != self.state_dim:
+            what = ("the env's state()" if self.env_state is not None
+                    else "the agents' observations joined")
+            raise ConfigError(
+                f"algo.state: the saved QMIX mixer reads a state of {saved.shape[1]} numbers, "
+                f"this run's reads {self.state_dim} ({what}, algo.state: "
+                f"{self.settings.state}); keep algo.state and the env of the saved run (a run "
+                "saved before QMIX mixed on the env's state resumes with algo.state: "
+                "observations)")
+        super().load_state_dict(state)

@@ -23,6 +23,7 @@ from interplay.data.memory import check_fits, row_bytes
 from interplay.data.priority import Prioritized
 from interplay.errors import ConfigError
 from interplay.run.mapping import PolicySpec
+from interplay.run.runner import NEXT_STATE, STATE
 from interplay.run.transitions import Transitions, stream_order
 
 
@@ -192,6 +193,10 @@ class ReplayBuffer(Prioritized):
         self._load_priorities(state)
 
 
+STATE_GROUP = "__state__"
+"""Where :meth:`JointReplayBuffer.join` puts the rows' global state, beside the groups."""
+STATE_KEYS = (STATE, NEXT_STATE)
+
 _ARRAYS = ("obs", "next_obs", "action", "reward", "terminated", "truncated", "mask", "next_mask",
            "serial", "next")
 
@@ -236,14 +241,23 @@ class JointReplayBuffer(Prioritized):
     Each step, :meth:`add` takes the transitions every group (a policy, say) closed, joins them
     by env copy and writes one row per copy that closed any. An agent that closed nothing
     there is marked absent (``present`` false, its columns zero); a learner that needs every
-    agent checks ``present``. Only one-step transitions: no streams, no n-step returns.
+    agent checks ``present``. Rows of one copy are linked in time for n-step returns
+    (:meth:`follow`).
+
+    With ``state_dim``, each row also keeps the env's global state at its observations and at
+    its next observations (``state``/``next_state``, ``[capacity, state_dim]`` float32), taken
+    from the transitions' ``extras`` (see :data:`interplay.run.runner.STATE`).
     """
 
-    def __init__(self, capacity: int, groups: dict[str, Group]):
+    def __init__(self, capacity: int, groups: dict[str, Group], state_dim: int = 0):
         if capacity < 1:
             raise ValueError(f"replay capacity must be at least 1, got {capacity}")
         self.capacity = capacity
         self.groups = dict(groups)
+        self.state_dim = state_dim
+        self.states: dict[str, np.ndarray] = {
+            key: np.zeros((capacity, state_dim), np.float32) for key in STATE_KEYS
+        } if state_dim else {}
         self.columns: dict[str, dict[str, np.ndarray]] = {}
         for name, g in self.groups.items():
             k = g.agents
@@ -288,6 +302,20 @@ class JointReplayBuffer(Prioritized):
         copies = keys % width
         starts = np.zeros(len(copies), bool)  # a row in which some agent began its episode
         out: dict[str, dict[str, np.ndarray]] = {}
+        if self.state_dim:  # every agent of a row carries the same state: any one will do
+            states = {key: np.zeros((len(copies), self.state_dim), np.float32)
+                      for key in STATE_KEYS}
+            for name, part in batches.items():
+                if not len(part):
+                    continue
+                missing = [key for key in STATE_KEYS if key not in part.extras]
+                if missing:
+                    raise ValueError(f"group {name!r}: transitions carry no {missing[0]!r}; "
+                                     "this buffer keeps the env's global state with each row")
+                at = np.searchsorted(keys, when(part))
+                for key in STATE_KEYS:
+                    states[key][at] = part.extras[key]
+            out[STATE_GROUP] = states
         for name, g in self.groups.items():
             cols = {key: np.zeros((len(copies), *col.shape[1:]), col.dtype)
                     for key, col in self.columns[name].items()}
@@ -326,7 +354,7 @@ class JointReplayBuffer(Prioritized):
         """Store rows made by :meth:`join` (the oldest rows go first). With their env
         ``copies`` (and the rows that ``starts`` an episode), each row is linked to the next
         row of its copy in the same episode, for :meth:`follow`."""
-        n = len(next(iter(joined.values()))["present"]) if joined else 0
+        n = len(next(iter(self.groups_of(joined).values()))["present"]) if joined else 0
         if n == 0:
             return
         if n > self.capacity:  # more rows than room: the newest overwrite the oldest
@@ -340,8 +368,9 @@ class JointReplayBuffer(Prioritized):
         serials = self.added + np.arange(n)
         pos = serials % self.capacity
         for name, cols in joined.items():
+            target = self.states if name == STATE_GROUP else self.columns[name]
             for key, values in cols.items():
-                self.columns[name][key][pos] = values
+                target[key][pos] = values
         self.serial[pos] = serials
         self.next[pos] = -1
         self.added += n
@@ -364,6 +393,17 @@ class JointReplayBuffer(Prioritized):
             linked &= ~self.episode_ended(ppos)
             self.next[ppos[linked]] = serial[linked]
             self.last[c] = serial
+
+    @staticmethod
+    def groups_of(joined: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, np.ndarray]]:
+        """The groups' columns of rows made by :meth:`join` (without the global state)."""
+        return {name: cols for name, cols in joined.items() if name != STATE_GROUP}
+
+    def state_rows(self, pos: np.ndarray, key: str = "state") -> np.ndarray:
+        """The global state (``state`` or ``next_state``) of the rows at ``pos``."""
+        if not self.state_dim:
+            raise ValueError("this joint replay buffer keeps no global state")
+        return self.states[key][pos]
 
     def episode_ended(self, pos: np.ndarray) -> np.ndarray:
         """Whether no agent present in the rows at ``pos`` goes on in its episode."""
@@ -403,12 +443,15 @@ class JointReplayBuffer(Prioritized):
     def state_dict(self) -> dict[str, Any]:
         """The filled rows only, so an early checkpoint stays small."""
         n = len(self)
-        return {"capacity": self.capacity, "added": self.added,
-                "columns": {name: {key: col[:n].copy() for key, col in cols.items()}
-                            for name, cols in self.columns.items()},
-                "links": {"serial": self.serial[:n].copy(), "next": self.next[:n].copy(),
-                          "last": self.last.copy()},
-                **self._priority_state()}
+        out = {"capacity": self.capacity, "added": self.added,
+               "columns": {name: {key: col[:n].copy() for key, col in cols.items()}
+                           for name, cols in self.columns.items()},
+               "links": {"serial": self.serial[:n].copy(), "next": self.next[:n].copy(),
+                         "last": self.last.copy()},
+               **self._priority_state()}
+        if self.state_dim:
+            out["states"] = {key: col[:n].copy() for key, col in self.states.items()}
+        return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         _check_capacity(state, self.capacity)
@@ -416,6 +459,17 @@ class JointReplayBuffer(Prioritized):
         for name, cols in state["columns"].items():
             for key, values in cols.items():
                 self.columns[name][key][:len(values)] = values
+        saved = state.get("states")
+        if bool(saved) != bool(self.state_dim) or (
+                saved and saved["state"].shape[1:] != (self.state_dim,)):
+            def holds(states: Any) -> str:
+                return (f"a global state of {states['state'].shape[1]} numbers" if states
+                        else "no global state")
+            raise ValueError(
+                f"the saved joint replay buffer holds {holds(saved)} with each row, this one "
+                f"{holds(self.states)}; keep algo.state and the env when resuming")
+        for key, values in (saved or {}).items():
+            self.states[key][:len(values)] = values
         self.added = int(state["added"])
         links = state.get("links")
         if links is not None:
@@ -508,7 +562,7 @@ class JointReplay:
             return
         copies, joined = self.buffer.join(batches)
         starts = self.buffer._starts
-        for pid, cols in ({} if self.absent_ok else joined).items():
+        for pid, cols in ({} if self.absent_ok else self.buffer.groups_of(joined)).items():
             absent = np.argwhere(~cols["present"])
             if len(absent):
                 row, slot = absent[0]

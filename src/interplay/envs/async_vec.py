@@ -41,7 +41,7 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from interplay.envs.batch import StepBuffers, VecStep, copy_seeds
+from interplay.envs.batch import StepBuffers, VecStep, copy_seeds, state_dim, state_space_of
 from interplay.envs.copies import EnvCopies, EnvCrashError
 from interplay.envs.spaces import ActionView, ObsView, action_view, obs_view
 from interplay.errors import UserError
@@ -74,13 +74,14 @@ class _Layout:
     obs_views: dict[str, ObsView]
     action_views: dict[str, ActionView]
     num_envs: int
+    state_dim: int = 0  # the env's global state, kept when asked for
 
     def carve(self, carver: _Carver,
               keep_raw: bool = False) -> tuple[StepBuffers, dict[str, np.ndarray], np.ndarray]:
         """The step buffers, the actions, and the doorbells (one per copy; a worker's is the
         one of its first copy)."""
         buf = StepBuffers(self.agents, self.obs_views, self.action_views, self.num_envs, carver,
-                          keep_raw)
+                          keep_raw, self.state_dim)
         actions = {a: carver((self.num_envs, *v.shape), 0, v.dtype)
                    for a, v in self.action_views.items()}
         return buf, actions, carver((self.num_envs,), 0, np.uint8)
@@ -196,7 +197,9 @@ class AsyncVecEnv:
 
     Returns exactly what :class:`SyncVecEnv` returns for the same seeds and actions. Set
     ``raw_obs`` when a scripted policy needs the env's own observations (and ``infos``);
-    otherwise ``VecStep.raw_obs`` is None. ``stats()`` counts the faults survived.
+    otherwise ``VecStep.raw_obs`` is None. ``state`` keeps the env's global state as
+    :class:`SyncVecEnv` does (the workers write it into the segment too). ``stats()`` counts
+    the faults survived.
     The copies live in other processes, so checkpoints cannot hold them: a resumed run
     starts fresh episodes (``snapshot_supported`` is False).
     """
@@ -206,7 +209,7 @@ class AsyncVecEnv:
     def __init__(self, make: Callable[[], Any], num_envs: int = 1, max_steps: int | None = None,
                  num_workers: int | None = None, step_timeout_s: float = 60.0,
                  max_restarts: int = 10, max_failures: int = 3, raw_obs: bool = False,
-                 context: str | None = None, spin_s: float = 0.0005):
+                 context: str | None = None, spin_s: float = 0.0005, state: str | None = None):
         if num_envs < 1:
             raise ValueError(f"env.num_envs must be at least 1, got {num_envs}")
         if num_workers is not None and num_workers < 1:
@@ -225,6 +228,7 @@ class AsyncVecEnv:
         self.max_restarts = max_restarts
         self.max_failures = max_failures
         self.raw_obs = raw_obs
+        self.state_mode = state
         self.spin_s = spin_s
         self._ctx = _context(context)
         self._make = cloudpickle.dumps(make)
@@ -247,14 +251,16 @@ class AsyncVecEnv:
         replies = self._gather(workers, max(self.step_timeout_s, START_TIMEOUT_S))
         for w in workers:
             self._expect(w, replies[w], "spaces")
-        _, agents, obs_spaces, act_spaces, turn_based = replies[workers[0]]
+        _, agents, obs_spaces, act_spaces, turn_based, state_space = replies[workers[0]]
         self.agents: list[str] = agents
         self.turn_based: bool = turn_based
         self.observation_spaces = obs_spaces
         self.action_spaces = act_spaces
         self.obs_views = {a: obs_view(s, a) for a, s in obs_spaces.items()}
         self.action_views = {a: action_view(s, a) for a, s in act_spaces.items()}
-        layout = _Layout(agents, self.obs_views, self.action_views, self.num_envs)
+        self.kept_state = state_space
+        layout = _Layout(agents, self.obs_views, self.action_views, self.num_envs,
+                         state_dim(state_space))
         size = layout.size()
         shm = SharedMemory(f"interplay_{os.getpid()}_{secrets.token_hex(6)}", create=True,
                            size=size)
@@ -291,7 +297,7 @@ class AsyncVecEnv:
         process = self._ctx.Process(
             target=_work, name=f"interplay-env-worker-{index}", daemon=True,
             args=(theirs, (rows.start, rows.stop), self._make, self.max_steps, self.max_failures,
-                  self.raw_obs, attach, entropy, rebuilds, self.spin_s),
+                  self.raw_obs, attach, entropy, rebuilds, self.spin_s, self.state_mode),
         )
         process.start()
         theirs.close()
@@ -472,7 +478,8 @@ def _die_with_parent() -> None:
 
 def _work(conn: Connection, rows: tuple[int, int], make_blob: bytes, max_steps: int | None,
           max_failures: int, raw_obs: bool, attach: tuple | None,
-          entropy: list[int | None], rebuilds: list[int], spin_s: float) -> None:
+          entropy: list[int | None], rebuilds: list[int], spin_s: float,
+          state: str | None = None) -> None:
     """A worker: build its copies, map the segment, then serve reset/step until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     _die_with_parent()
@@ -485,7 +492,8 @@ def _work(conn: Connection, rows: tuple[int, int], make_blob: bytes, max_steps: 
             first = copies.copies[0]
             agents = list(first.possible_agents)
             conn.send(("spaces", agents, {a: first.observation_space(a) for a in agents},
-                       {a: first.action_space(a) for a in agents}, first.turn_based))
+                       {a: first.action_space(a) for a in agents}, first.turn_based,
+                       state_space_of(first, state)))
             attach = conn.recv()[1:]
             fresh = False
         else:

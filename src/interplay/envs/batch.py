@@ -52,6 +52,12 @@ class VecStep:
     all_legal: bool = False
     # True promises that ``acting`` is all True (every agent of every copy acts now).
     all_acting: bool = False
+    # The env's global state (its ``state()``), kept only when asked for (a QMIX mixer reads
+    # it): ``[E, S]`` float32 per copy now (after a reset, the new episode's), and in
+    # ``final_state`` the state right after the step of copies where some agent's episode
+    # ended in that step (read it only there).
+    state: np.ndarray | None = None
+    final_state: np.ndarray | None = None
 
 
 class VecEnv(Protocol):
@@ -102,7 +108,7 @@ class StepBuffers:
 
     def __init__(self, agents: list[str], obs_views: dict[str, ObsView],
                  action_views: dict[str, ActionView], num_envs: int, alloc: Alloc = np.full,
-                 keep_raw: bool = True):
+                 keep_raw: bool = True, state_dim: int = 0):
         E, A = num_envs, len(agents)
         self.agents = agents
         self.col = {a: i for i, a in enumerate(agents)}
@@ -125,6 +131,10 @@ class StepBuffers:
         self.truncated = alloc((E, A), False, bool)
         self.episode_end = alloc((E,), False, bool)
         self.dropped = alloc((E,), False, bool)
+        # The env's global state, when ``state_dim`` asks for it (see VecStep.state).
+        self.state_dim = state_dim
+        self.state = alloc((E, state_dim), 0.0, np.float32) if state_dim else None
+        self.final_state = alloc((E, state_dim), 0.0, np.float32) if state_dim else None
         # The env's own observations and infos are kept only when ``keep_raw`` (a scripted
         # policy reads them); otherwise nothing of the env's step outlives the writing.
         self.keep_raw = keep_raw
@@ -149,7 +159,8 @@ class StepBuffers:
             terminated=self.terminated, truncated=self.truncated, final_obs=self.final_obs,
             final_mask=self.final_mask, episode_end=self.episode_end,
             raw_obs=self.raw_obs if keep_raw else None, infos=self.infos if keep_raw else None,
-            final_infos=self.final_infos, dropped=self.dropped,
+            final_infos=self.final_infos, dropped=self.dropped, state=self.state,
+            final_state=self.final_state,
         )
 
     def env_actions(self, actions: dict[str, np.ndarray], rows: slice) -> dict[str, np.ndarray]:
@@ -321,6 +332,40 @@ def agent_blocks(dims: dict[str, int], num_envs: int, dtype: Any,
         block = alloc((num_envs, len(members), dim), fill, types[members[0]])
         out.update({a: block[:, j] for j, a in enumerate(members)})
     return FixedArrays((a, out[a]) for a in dims)
+
+
+STATE_MODES = ("auto", "env")
+"""How a vector env is asked for the env's global state: ``auto`` keeps it where the env has a
+vector one, ``env`` where it has one of any shape (flattened)."""
+
+
+def state_space_of(copy: Any, mode: str | None) -> spaces.Box | None:
+    """The space of the global state copy ``copy`` (an adapter) gives, if it has one and
+    ``mode`` asks for it; None otherwise.
+
+    An env has a usable state when it declares a Box ``state_space`` (PettingZoo's ParallelEnv
+    and AECEnv ``state()``). ``auto`` takes only a flat vector (an image of the whole scene,
+    as pistonball's, would not suit a mixer's hypernetworks); ``env`` takes any Box.
+    """
+    if mode is None:
+        return None
+    if mode not in STATE_MODES:
+        raise ValueError(f"state must be one of {STATE_MODES} or None, got {mode!r}")
+    env = getattr(copy, "env", copy)
+    try:
+        space = getattr(env, "state_space", None)
+    except Exception:  # noqa: BLE001 - a wrapper that refuses the attribute has none
+        space = None
+    if not isinstance(space, spaces.Box) or not callable(getattr(env, "state", None)):
+        return None
+    if mode == "auto" and len(space.shape) != 1:
+        return None
+    return space
+
+
+def state_dim(space: spaces.Box | None) -> int:
+    """Numbers in one flattened global state (0 without one)."""
+    return 0 if space is None else int(np.prod(space.shape, dtype=np.int64))
 
 
 def describe_spaces(first: Any) -> tuple[list[str], dict[str, ObsView], dict[str, ActionView],

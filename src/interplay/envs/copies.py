@@ -87,6 +87,8 @@ class EnvCopies:
             for i, (e, seed) in enumerate(zip(self.rows, seeds, strict=True)):
                 self._entropy[i] = seed
                 buf.write_acting(e, self._reset(i, seed))
+                if buf.state is not None:
+                    self._write_state(buf, i, e)
         except ObservationError as err:
             raise self._located(i, err) from None
 
@@ -110,13 +112,19 @@ class EnvCopies:
                     buf.no_outcome(e)
                     buf.flag(buf.dropped, e)
                     buf.write_acting(e, self._rebuild(i, "step()", err))
+                    if buf.state is not None:
+                        self._write_state(buf, i, e)
                     continue
                 buf.write_outcome(e, cs)
+                if buf.state is not None and (cs.terminated or cs.truncated):
+                    self._write_state(buf, i, e, final=True)
                 if cs.over:
                     self._streak[i] = 0  # a finished episode: the env can run
                     buf.flag(buf.episode_end, e)
                     cs = self._reset(i, None)
                 buf.write_acting(e, cs)
+                if buf.state is not None:
+                    self._write_state(buf, i, e)
         except ObservationError as err:
             raise self._located(i, err) from None
 
@@ -128,6 +136,8 @@ class EnvCopies:
             for i, e in enumerate(self.rows):
                 self._rebuilds[i] += 1
                 buf.write_acting(e, self._reset(i, self._derived_seed(i)))
+                if buf.state is not None:
+                    self._write_state(buf, i, e)
                 buf.flag(buf.dropped, e)
         except ObservationError as err:
             raise self._located(i, err) from None
@@ -140,6 +150,27 @@ class EnvCopies:
     def close(self) -> None:
         for copy in self.copies:
             copy.close()
+
+    def _write_state(self, buf: StepBuffers, i: int, e: int, final: bool = False) -> None:
+        """Write copy ``i``'s global state (its env's ``state()``) into row ``e`` of the
+        buffers' ``state`` (``final_state`` when ``final``)."""
+        copy = self.copies[i]
+        target = buf.final_state if final else buf.state
+        assert target is not None
+        try:
+            value = np.asarray(copy.state(), dtype=np.float32)
+        except Exception as err:
+            raise EnvContractError(
+                f"env {env_name(copy)} declares a state_space, but its state() raised "
+                f"{type(err).__name__}: {err} (copy {self.rows[i]}, at step {copy.t} of its "
+                "episode); set algo.state: observations to mix on the agents' observations"
+            ) from err
+        if value.size != buf.state_dim:
+            raise EnvContractError(
+                f"env {env_name(copy)}: state() gave an array of shape {value.shape}, but its "
+                f"state_space holds {buf.state_dim} numbers (copy {self.rows[i]}, at step "
+                f"{copy.t} of its episode)")
+        target[e] = value.reshape(-1)
 
     def _located(self, i: int, err: ObservationError) -> ObservationError:
         """``err`` with the copy and the step of its episode where the env broke its spaces."""

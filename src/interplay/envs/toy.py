@@ -4,6 +4,8 @@
 (rewards land on any agent, not just the mover), who is terminated when, and where the env
 truncates. ``ShiftingCrowd`` is a Parallel env whose agents appear and leave mid-episode.
 Both are pure functions of their arguments, so exact returns are known in advance.
+``HiddenGoal`` is a cooperative Parallel env whose global state (``state()``) holds what no
+agent observes.
 """
 
 from __future__ import annotations
@@ -187,6 +189,72 @@ class ShiftingCrowd(ParallelEnv):
         return obs, rewards, terms, truncs, infos
 
 
+class HiddenGoal(ParallelEnv):
+    """A cooperative Parallel env with a global state that holds what no agent observes.
+
+    ``n_agents`` agents walk on the cells ``0 .. size-1`` of a line (actions: left, stay,
+    right). Each episode hides a goal cell; every agent is paid minus the team's mean distance
+    to it, each step, and all are terminated after ``length`` steps. An agent observes only its
+    own cell. ``state()`` is ``[episode, t, goal, cell of each agent]`` (``episode`` counts the
+    resets of this env object), the goal and the other agents' cells being in no
+    observation. ``with_state: false`` gives the env no state (no ``state_space``);
+    ``flat_state: false`` gives it a state shaped ``[1, 3 + n_agents]``.
+    """
+
+    metadata = {"name": "hidden_goal", "render_modes": []}
+
+    def __init__(self, n_agents: int = 2, size: int = 5, length: int = 6,
+                 with_state: bool = True, flat_state: bool = True):
+        self.possible_agents = [f"agent_{i}" for i in range(n_agents)]
+        self.size, self.length = size, length
+        self._obs_space = spaces.Box(0, size - 1, (1,), np.float32)
+        self._act_space = spaces.Discrete(3)
+        self._shape = (3 + n_agents,) if flat_state else (1, 3 + n_agents)
+        if with_state:
+            self.state_space = spaces.Box(-np.inf, np.inf, self._shape, np.float32)
+        self.rng = np.random.default_rng()
+        self.episode, self.t, self.goal = -1, 0, 0
+        self.cells = np.zeros(n_agents, np.int64)
+        self.agents: list[str] = []
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self._obs_space
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self._act_space
+
+    def state(self) -> np.ndarray:
+        if not hasattr(self, "state_space"):
+            return super().state()
+        return np.array([self.episode, self.t, self.goal, *self.cells],
+                        np.float32).reshape(self._shape)
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        return {a: np.array([self.cells[i]], np.float32) for i, a in enumerate(self.possible_agents)}
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.episode += 1
+        self.t = 0
+        self.goal = int(self.rng.integers(self.size))
+        self.cells = self.rng.integers(self.size, size=len(self.possible_agents))
+        self.agents = list(self.possible_agents)
+        return self._obs(), {a: {} for a in self.agents}
+
+    def step(self, actions: dict):
+        moves = np.array([int(actions[a]) - 1 for a in self.possible_agents])
+        self.cells = np.clip(self.cells + moves, 0, self.size - 1)
+        self.t += 1
+        reward = -float(np.abs(self.cells - self.goal).mean())
+        done = self.t >= self.length
+        agents = self.agents
+        if done:
+            self.agents = []
+        return (self._obs(), dict.fromkeys(agents, reward), dict.fromkeys(agents, done),
+                dict.fromkeys(agents, False), {a: {} for a in agents})
+
+
 def cut_at_max_cycles(env: ParallelEnv, obs: dict, rewards: dict, max_cycles: int) -> tuple:
     """What ``step`` returns for a Parallel env whose episodes end only by truncation, after
     ``max_cycles`` steps (``env.t`` counts them); its agents leave when the episode ends."""
@@ -206,3 +274,7 @@ def scripted_turn_game(**kwargs) -> ScriptedTurnGame:
 
 def shifting_crowd(**kwargs) -> ShiftingCrowd:
     return ShiftingCrowd(**kwargs)
+
+
+def hidden_goal(**kwargs) -> HiddenGoal:
+    return HiddenGoal(**kwargs)

@@ -21,6 +21,8 @@ from interplay.envs.batch import (
     VecStep,
     copy_seeds,
     describe_spaces,
+    state_dim,
+    state_space_of,
 )
 from interplay.envs.copies import EnvCopies
 
@@ -41,11 +43,14 @@ class SyncVecEnv:
     A copy whose env raises in ``step``/``reset`` is rebuilt (see :class:`EnvCopies`);
     ``max_failures`` failures of one copy in a row stop the run with the env's error.
     ``raw_obs`` keeps the env's own observations and infos in ``VecStep.raw_obs``/``infos``
-    (a scripted policy reads them); without it they are None.
+    (a scripted policy reads them); without it they are None. ``state`` (``auto`` or ``env``,
+    see :func:`state_space_of`) keeps the env's global state in ``VecStep.state`` and
+    ``final_state`` where the env has one; ``kept_state`` is then its space, else None.
     """
 
     def __init__(self, make: Callable[[], Any], num_envs: int = 1,
-                 max_steps: int | None = None, max_failures: int = 3, raw_obs: bool = True):
+                 max_steps: int | None = None, max_failures: int = 3, raw_obs: bool = True,
+                 state: str | None = None):
         if num_envs < 1:
             raise ValueError(f"env.num_envs must be at least 1, got {num_envs}")
         self._copies = EnvCopies(make, range(num_envs), max_steps, max_failures)
@@ -54,8 +59,9 @@ class SyncVecEnv:
         (self.agents, self.obs_views, self.action_views, self.observation_spaces,
          self.action_spaces) = describe_spaces(self.copies[0])
         self.turn_based = self.copies[0].turn_based
+        self.kept_state = state_space_of(self.copies[0], state)
         self._buf = StepBuffers(self.agents, self.obs_views, self.action_views, num_envs,
-                                keep_raw=raw_obs)
+                                keep_raw=raw_obs, state_dim=state_dim(self.kept_state))
         self._dropped = 0
 
     def reset(self, seed: int | None) -> VecStep:

@@ -43,31 +43,77 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def make_vec_env(cfg: Config, num_envs: int | None = None,
-                 env_id: Any = None) -> tuple[VecEnv, Sequence[Any] | None]:
-    """The vector env for a config, and the PettingZoo copies behind it (None if native)."""
+def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
+                 keep_state: bool = True) -> tuple[VecEnv, Sequence[Any] | None]:
+    """The vector env for a config, and the PettingZoo copies behind it (None if native).
+
+    It keeps the env's global state when a learner mixes on it (QMIX's ``algo.state``) and
+    ``keep_state`` (an env that only plays, for tests or evaluation, needs none)."""
     env_id = cfg.env.id if env_id is None else env_id
     n = cfg.env.num_envs if num_envs is None else num_envs
+    state, where = state_wanted(cfg) if keep_state else (None, "")
     native = native_env_class(env_id)
     if native is not None:
         try:
             env = native(num_envs=n, max_steps=cfg.train.max_steps_per_episode, **cfg.env.kwargs)
         except (TypeError, ValueError) as err:  # the built-in envs phrase what is wrong
             raise EnvSpecError(f"env.kwargs: {err}") from err
+        if state == "env":  # the built-in batched envs have no state(): auto mixes observations
+            env.close()
+            raise _no_state(env_name(env_id), where, "it is one of the built-in batched envs, "
+                            "whose state is their agents' observations joined (what "
+                            "observations mixes on)")
         return env, None
     make = env_factory(env_id, cfg.env.kwargs, cfg.env.api)
     # scripted policies and scripted league members read the env's own observations
     scripted = (any(p.type == "scripted" for p in cfg.policies.values())
                 or any(names_code(entry) for entry in cfg.league.fixed))
+    vec: SyncVecEnv | AsyncVecEnv
     if cfg.env.vectorization == "async":
-        return AsyncVecEnv(
+        vec = AsyncVecEnv(
             make, n, cfg.train.max_steps_per_episode, num_workers=cfg.env.num_workers,
             step_timeout_s=cfg.env.step_timeout_s, max_restarts=cfg.env.max_restarts,
-            max_failures=cfg.env.max_failures, raw_obs=scripted,
-        ), None
-    vec = SyncVecEnv(make, n, cfg.train.max_steps_per_episode, cfg.env.max_failures,
-                     raw_obs=scripted)
-    return vec, CopyEnvs(vec)
+            max_failures=cfg.env.max_failures, raw_obs=scripted, state=state,
+        )
+    else:
+        vec = SyncVecEnv(make, n, cfg.train.max_steps_per_episode, cfg.env.max_failures,
+                         raw_obs=scripted, state=state)
+    if state == "env" and vec.kept_state is None:
+        vec.close()
+        raise _no_state(env_name(env_id), where, "it declares no state_space (a gymnasium Box) "
+                        "with a state() method")
+    return vec, (CopyEnvs(vec) if isinstance(vec, SyncVecEnv) else None)
+
+
+def state_wanted(cfg: Config) -> tuple[str | None, str]:
+    """Whether a learner of this run mixes on the env's global state (QMIX's ``algo.state``):
+    ``env`` (required), ``auto`` (where the env has one), or None; and the key that says so."""
+    found: list[tuple[str, str]] = []
+    settings = [(cfg.algo, "algo.state")]
+    settings += [(policy_settings(cfg, pid), f"policies.{pid}.algo.state")
+                 for pid, p in cfg.policies.items() if p.algo]
+    for s, where in settings:
+        mode = getattr(s, "state", None) if getattr(s, "uses_env_state", False) else None
+        if mode in ("auto", "env"):
+            found.append((mode, where))
+    for mode in ("env", "auto"):
+        for m, where in found:
+            if m == mode:
+                return m, where
+    return None, "algo.state"
+
+
+def env_state_space(env: Any) -> Any:
+    """The space of the global state the vector env ``env`` keeps in ``VecStep.state`` (None
+    if it keeps none: the built-in batched envs never do)."""
+    return getattr(env, "kept_state", None)
+
+
+def _no_state(name: str, where: str, why: str) -> ConfigError:
+    return ConfigError(
+        f"{where} is env (mix on the env's global state), but env {name!r} has none to give: "
+        f"{why}; set {where}: auto (the env's state where it has one, else the agents' "
+        "observations joined) or observations")
 
 
 class CopyEnvs(Sequence):
@@ -93,29 +139,36 @@ def make_specs(cfg: Config, env: VecEnv) -> dict[str, PolicySpec]:
 
 
 def make_algorithm(cfg: Config, specs: dict[str, PolicySpec], device: str,
-                   turn_based: bool = False) -> Algorithm:
-    """The configured algorithm, once it is known to handle these policies and this env."""
+                   turn_based: bool = False, state_space: Any = None) -> Algorithm:
+    """The configured algorithm, once it is known to handle these policies and this env
+    (whose vector env keeps a global state of ``state_space``, if not None)."""
     cls = algorithm_class(cfg.algo.name)
     check_capabilities(cls, cfg, specs, turn_based)
     check_models(cfg)
     settings = cfg.algo
     if type(settings) is not cls.Settings:
         settings = validate_section(cls.Settings, settings.model_dump(), "algo")
-    return cls(settings, specs, device, cfg.train.seed)
+    return cls(settings, specs, device, cfg.train.seed, **_env_state_arg(settings, state_space))
+
+
+def _env_state_arg(settings: Any, state_space: Any) -> dict[str, Any]:
+    """The env's state space, for the algorithms whose settings ask for it (QMIX's mixer)."""
+    return {"state_space": state_space} if getattr(settings, "uses_env_state", False) else {}
 
 
 CENTRALISED_ACTIONS = ("maddpg", "matd3", "masac")  # critics that take every learner agent's action
 
 
 def make_learners(cfg: Config, specs: dict[str, PolicySpec], device: str,
-                  turn_based: bool = False) -> Learners:
+                  turn_based: bool = False, state_space: Any = None) -> Learners:
     """Every trained policy's learner: one algorithm for the policies whose resolved settings
     (``algo`` and ``policies.<pid>.algo``) match, as one run without per-policy settings has,
     and ``train.policies_to_train`` set. What cannot share the run is refused here."""
     trained = [pid for pid, spec in specs.items() if spec.trainable]
     training = policies_to_train(cfg, trained)
     if not any(specs[pid].config.algo for pid in trained):
-        return Learners([(make_algorithm(cfg, specs, device, turn_based), trained)], training)
+        return Learners([(make_algorithm(cfg, specs, device, turn_based, state_space), trained)],
+                        training)
     groups: dict[str, tuple[Any, list[str]]] = {}
     for pid in trained:
         settings = policy_settings(cfg, pid)
@@ -140,7 +193,8 @@ def make_learners(cfg: Config, specs: dict[str, PolicySpec], device: str,
             raise ConfigError(f"{where}: policies {pids}: " + str(err).removeprefix("algo.name: ")) from None
         if type(settings) is not cls.Settings:
             settings = validate_section(cls.Settings, settings.model_dump(), where[:-5])
-        parts.append((cls(settings, own, device, cfg.train.seed), pids))
+        parts.append((cls(settings, own, device, cfg.train.seed,
+                          **_env_state_arg(settings, state_space)), pids))
     return Learners(parts, training)
 
 

@@ -15,6 +15,7 @@ import torch
 from interplay.backends.runners import Parts, RayRunners, runner_seed
 from interplay.config.schema import Config
 from interplay.experiment.build import (
+    env_state_space,
     make_actors,
     make_callbacks,
     make_learners,
@@ -39,7 +40,7 @@ def build_env_runner(cfg: Config, extra: Sequence[Callbacks], collect: Collectio
     env, copies = make_vec_env(cfg, num_envs=per_runner(cfg))
     try:
         specs = make_specs(cfg, env)
-        algo = make_learners(cfg, specs, "cpu", env.turn_based)
+        algo = make_learners(cfg, specs, "cpu", env.turn_based, env_state_space(env))
         actors = make_actors(cfg, specs, algo, frozen_actor)
         callbacks = make_callbacks(cfg, extra)
         runner = Runner(env, specs, actors, collect, callbacks, copies,

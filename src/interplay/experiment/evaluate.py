@@ -149,7 +149,7 @@ def render_gif(cfg: Config, exp: Experiment, env_id: Any, dest: Path, episodes: 
     sync = {"vectorization": "sync"}
     if native_env_class(env_id) is not None:
         render_cfg = cfg.model_copy(update={"env": cfg.env.model_copy(update=sync)})
-        env, copies = make_vec_env(render_cfg, num_envs=1, env_id=env_id)
+        env, copies = make_vec_env(render_cfg, num_envs=1, env_id=env_id, keep_state=False)
         frames = env.record_frames(0)  # type: ignore[attr-defined]  # a NativeEnv
     else:
         kwargs = {**cfg.env.kwargs, "render_mode": "rgb_array"}
@@ -157,7 +157,7 @@ def render_gif(cfg: Config, exp: Experiment, env_id: Any, dest: Path, episodes: 
         frames = []
         render_cfg = cfg.model_copy(update={"env": cfg.env.model_copy(update={**sync, "kwargs": {}})})
         env, copies = make_vec_env(render_cfg, num_envs=1,
-                                   env_id=lambda: FrameRecorder(make(), frames))
+                                   env_id=lambda: FrameRecorder(make(), frames), keep_state=False)
     try:
         runner = Runner(env, exp.specs, exp.actors, set(), None, copies)
         runner.reset(derived_seed(cfg.train.seed, "render"))

@@ -223,10 +223,11 @@ class League(Callbacks):
             (self.folder / (old.file or "")).unlink(missing_ok=True)
 
     def _frozen(self, state: dict[str, Any]) -> tuple[Actor, Any]:
-        from interplay.experiment.build import make_learners
+        from interplay.experiment.build import env_state_space, make_learners
         from interplay.experiment.policies import FrozenActor
 
-        algo = make_learners(self.cfg, self.exp.specs, "cpu", self.exp.env.turn_based)
+        algo = make_learners(self.cfg, self.exp.specs, "cpu", self.exp.env.turn_based,
+                             env_state_space(self.exp.env))
         algo.load_state_dict(state)
         return FrozenActor(algo.actor(self.pid), explore=True), algo
 

@@ -30,6 +30,7 @@ from interplay.envs.snapshot import capture, restore
 from interplay.errors import UserError, WriteError
 from interplay.experiment.build import (
     check_target_metric,
+    env_state_space,
     make_actors,
     make_callbacks,
     make_learners,
@@ -109,7 +110,8 @@ class Experiment:
         self.runner: Runner  # or the Ray runners, which the loop steps the same way
         try:
             self.specs = make_specs(cfg, self.env)
-            self.algo = make_learners(cfg, self.specs, self.device, self.env.turn_based)
+            self.algo = make_learners(cfg, self.specs, self.device, self.env.turn_based,
+                                     env_state_space(self.env))
             self.actors = make_actors(cfg, self.specs, self.algo, frozen_actor)
             self.eval_actors = dict(self.actors)  # test phases: the policies themselves
             if remote and cfg.league.snapshot_every > 0:
@@ -375,7 +377,7 @@ class Experiment:
 
 
 def build_eval_runner(cfg: Config, exp: Experiment, num_envs: int, env_id: Any = None) -> Runner:
-    env, copies = make_vec_env(cfg, num_envs=num_envs, env_id=env_id)
+    env, copies = make_vec_env(cfg, num_envs=num_envs, env_id=env_id, keep_state=False)
     try:
         check_spaces(spaces_of(exp.specs), make_specs(cfg, env), what=f"env {env_id or cfg.env.id!r}")
         return Runner(env, exp.specs, exp.eval_actors, set(), exp.callbacks, copies)

@@ -47,7 +47,12 @@ class Loaded:
 def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_policy") -> Loaded:
     """The algorithm of the run in ``source`` (a run folder, or a checkpoint folder in one),
     loaded from ``checkpoint`` or the newest valid one."""
-    from interplay.experiment.build import make_learners, make_specs, make_vec_env
+    from interplay.experiment.build import (
+        env_state_space,
+        make_learners,
+        make_specs,
+        make_vec_env,
+    )
     from interplay.experiment.checkpoint import CheckpointError, resolve_checkpoint
     from interplay.experiment.resume_check import open_run
 
@@ -65,7 +70,7 @@ def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_po
     env, _ = make_vec_env(cfg, num_envs=1)
     try:
         specs = make_specs(cfg, env)
-        learners = make_learners(cfg, specs, "cpu", env.turn_based)
+        learners = make_learners(cfg, specs, "cpu", env.turn_based, env_state_space(env))
     finally:
         env.close()
     try:

@@ -131,7 +131,7 @@ def _play(cfg: Config, mapping: dict[str, PolicyConfig], pid: str, opp_id: str,
     train = cfg.train.model_copy(update={"self_play": False, "policy_mapping_fn": None})
     seat_cfg = cfg.model_copy(update={"policies": mapping, "train": train})
     num_envs = min(cfg.env.num_envs, n)
-    env, copies = make_vec_env(seat_cfg, num_envs=num_envs, env_id=env_id)
+    env, copies = make_vec_env(seat_cfg, num_envs=num_envs, env_id=env_id, keep_state=False)
     try:
         specs = make_specs(seat_cfg, env)
         for kind in ("obs_space", "action_space"):

@@ -28,6 +28,10 @@ from interplay.run.episodes import EpisodeTracker, Window
 from interplay.run.mapping import PolicySpec
 from interplay.run.transitions import EpisodeHold, FrameStack, TransitionBook, Transitions, concat
 
+STATE, NEXT_STATE = "state", "next_state"
+"""Where a transition carries the env's global state (when the env keeps one, see
+``VecStep.state``): in ``extras``, at its observation and at its next observation."""
+
 
 @dataclass(slots=True)
 class _Group:
@@ -362,6 +366,8 @@ class Runner:
         else:
             g.actions[e, s] = env_action
         if g.book is not None:
+            if step.state is not None:  # the env's global state goes with the transition
+                extras = {**extras, STATE: step.state[e]}
             g.book.start(e, s, obs, action, mask, extras, first)
 
     def _close(self, step: VecStep, ended_agents: np.ndarray | None, ends: bool,
@@ -404,6 +410,8 @@ class Runner:
                     t = book.close(ended, view, fmask, step.terminated[:, g.cols_sel],
                                    step.truncated[:, g.cols_sel], self.steps)
                     if t is not None:
+                        if step.final_state is not None:
+                            t.extras[NEXT_STATE] = step.final_state[t.env]
                         closed[g.spec.id].append(t)
                 if stack is not None:
                     stack.clear(ended)
@@ -425,6 +433,8 @@ class Runner:
             if closed is not None and g.book is not None:
                 t = g.book.close(acts, g.obs, g.mask, g.never, g.never, self.steps)
                 if t is not None:
+                    if step.state is not None:
+                        t.extras[NEXT_STATE] = step.state[t.env]
                     closed[g.spec.id].append(t)
 
     def _abandon(self, copies: np.ndarray) -> None:

@@ -111,3 +111,23 @@ class Learner:
         self.algo.load_state_dict(state["algo"])
         self.storage.load_state_dict(state["storage"])
         self.env_steps = state["env_steps"]
+
+
+TIMING = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
+
+
+def straight_and_resumed(overrides: list[str], steps: int, tmp_path: Path
+                         ) -> tuple[list[dict], list[dict]]:
+    """Metrics rows (timings left out) of a run trained ``steps`` env steps at once, and of
+    one stopped halfway and resumed to ``steps``: equal when resume is exact."""
+    from interplay.config.schema import load
+    from interplay.experiment.loop import resume, train
+
+    train(load([], [*overrides, f"train.steps={steps}"]), tmp_path / "straight")
+    train(load([], [*overrides, f"train.steps={steps // 2}"]), tmp_path / "split")
+    resume(tmp_path / "split", [f"train.steps={steps}"])
+
+    def rows(name: str) -> list[dict]:
+        return [{k: v for k, v in r.items() if k not in TIMING} for r in read_metrics(tmp_path / name)]
+
+    return rows("straight"), rows("split")

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers import read_metrics
+from helpers import read_metrics, straight_and_resumed
 
 import interplay
 from interplay.config.schema import ConfigError, load
@@ -131,12 +131,7 @@ def test_a_snapshot_never_changes_after_it_is_taken(tmp_path):
 
 def test_a_league_resumes_exactly(tmp_path):
     common = [*LEAGUE, "train.test_frequency=-1"]
-    train(load([], [*common, "train.steps=2400"]), tmp_path / "straight")
-    train(load([], [*common, "train.steps=1200"]), tmp_path / "split")
-    resume(tmp_path / "split", ["train.steps=2400"])
-    skip = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
-    a = [{k: v for k, v in r.items() if k not in skip} for r in read_metrics(tmp_path / "straight")]
-    b = [{k: v for k, v in r.items() if k not in skip} for r in read_metrics(tmp_path / "split")]
+    a, b = straight_and_resumed(common, 2400, tmp_path)
     assert a == b
     la = (tmp_path / "straight" / "league.jsonl").read_text().splitlines()
     lb = (tmp_path / "split" / "league.jsonl").read_text().splitlines()

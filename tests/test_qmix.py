@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import read_metrics
+from helpers import read_metrics, straight_and_resumed
 
 from interplay import register_env
 from interplay.algos.qmix import Mixer
 from interplay.config.schema import ConfigError, load
 from interplay.envs.toy import ShiftingCrowd
-from interplay.experiment.loop import Experiment, resume, train
+from interplay.experiment.loop import Experiment, train
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 FAST = ["algo.learning_starts=200", "algo.batch_size=32", "algo.train_every=4"]
@@ -43,12 +43,7 @@ def test_agents_that_come_and_go_train_without_nan_and_beat_random(tmp_path, nam
 def test_a_team_learner_resumes_exactly(tmp_path, name):
     common = [f"algo.name={name}", "env.id=spread", "env.num_envs=2", *FAST, *QUIET,
               "log.every=100", "train.test_frequency=150", "train.test_episodes=2"]
-    train(load([], [*common, "train.steps=600"]), tmp_path / "straight")
-    train(load([], [*common, "train.steps=300"]), tmp_path / "split")
-    resume(tmp_path / "split", ["train.steps=600"])
-    skip = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
-    a = [{k: v for k, v in r.items() if k not in skip} for r in read_metrics(tmp_path / "straight")]
-    b = [{k: v for k, v in r.items() if k not in skip} for r in read_metrics(tmp_path / "split")]
+    a, b = straight_and_resumed(common, 600, tmp_path)
     assert a == b and any("loss" in r for r in a)
 
 

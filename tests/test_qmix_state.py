@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import read_metrics
+from helpers import read_metrics, straight_and_resumed
 
 from interplay.config.schema import ConfigError, load
 from interplay.envs.adapters import EnvContractError
@@ -155,12 +155,7 @@ def test_async_copies_keep_the_state_as_in_process_ones_do():
 def test_qmix_on_the_envs_state_resumes_exactly(tmp_path):
     common = qmix(GOAL, "env.num_envs=2", "log.every=100", "train.test_frequency=150",
                   "train.test_episodes=2")
-    train(load([], [*common, "train.steps=600"]), tmp_path / "straight")
-    train(load([], [*common, "train.steps=300"]), tmp_path / "split")
-    resume(tmp_path / "split", ["train.steps=600"])
-    skip = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
-    a = [{k: v for k, v in r.items() if k not in skip} for r in read_metrics(tmp_path / "straight")]
-    b = [{k: v for k, v in r.items() if k not in skip} for r in read_metrics(tmp_path / "split")]
+    a, b = straight_and_resumed(common, 600, tmp_path)
     assert a == b and any("loss" in r for r in a)
 
 

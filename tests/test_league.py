@@ -164,6 +164,39 @@ def test_a_scripted_member_plays_on_the_envs_own_observations_and_resumes_exactl
     assert scripted[0]["kind"] == "scripted" and scripted[0]["games"] > 0
 
 
+def first_legal(observation, agent_id):
+    """A scripted member: the first legal square, always."""
+    return int(np.flatnonzero(observation["action_mask"])[0])
+
+
+def test_an_off_policy_learner_learns_from_the_members_moves_when_asked(tmp_path):
+    common = [*LEAGUE, "league.snapshot_every=100000", "league.fixed=['test_league:first_legal']",
+              "algo.learning_starts=100000", "train.steps=800"]
+    held = {}
+    for keep in (False, True):
+        exp = Experiment(load([], [*common, f"league.learn_from_members={keep}"]),
+                         tmp_path / str(keep))
+        exp.run()
+        buffer = exp.storage.buffers["shared"]
+        n = len(buffer)
+        # the member plays the first legal square from its own seat's view
+        firsts = buffer.action[:n] == buffer.mask[:n].argmax(axis=1)
+        held[keep] = (n, firsts.mean())
+        exp.close()
+    (mine, mine_first), (both, both_first) = held[False], held[True]
+    assert 780 <= both <= 800 and mine < 0.6 * both  # every move (but the open ones), or half
+    assert both_first > mine_first + 0.25  # the member's moves are among them
+
+
+def test_an_on_policy_learner_refuses_the_members_moves(tmp_path):
+    cfg = load([], ["algo.name=ippo", "env.id=pettingzoo.classic.tictactoe_v3",
+                    "train.self_play=true", "league.snapshot_every=600",
+                    "league.learn_from_members=true", *QUIET])
+    with pytest.raises(ConfigError, match=r"league\.learn_from_members: algo\.name 'ippo' "
+                       "learns only from its own play"):
+        Experiment(cfg, tmp_path / "run")
+
+
 def broken_member(observation, agent_id):
     return observation["no_such_key"]
 

@@ -27,6 +27,9 @@ class Algorithm:
     Settings: ClassVar[type[AlgoSettings]] = AlgoSettings
     action_kinds: ClassVar[frozenset[str]] = frozenset({"discrete", "multi_discrete", "box"})
     turn_based: ClassVar[bool] = True  # can learn from AEC (one mover per step) envs
+    # Learns from transitions any policy played (a replay of single-agent rows), so a league
+    # may hand it the moves its members made (``league.learn_from_members``).
+    off_policy: ClassVar[bool] = False
     # Metrics of update() that give the algorithm's state (a buffer's size, a schedule's value)
     # rather than one update's outcome: a report shows their value at its last update, not a
     # mean over its updates. A name matches by itself or by its part before "/".

@@ -182,6 +182,7 @@ class DQN(Algorithm):
     settings: DQNSettings
     action_kinds = frozenset({"discrete"})
     turn_based = True
+    off_policy = True
     gauges = frozenset({"epsilon", "buffer_size"})
     metric_docs = {
         "epsilon": "the chance of a random (legal) action while training, at the last update",

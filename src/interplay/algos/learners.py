@@ -109,6 +109,10 @@ class Learners(Algorithm):
         return self.storage
 
     # -- the Algorithm interface ----------------------------------------------------------
+    def learner(self, pid: str) -> Algorithm:
+        """The algorithm that trains ``pid``."""
+        return self.parts[self.owner[pid]][0]
+
     def actor(self, pid: str) -> Actor:
         return self.parts[self.owner[pid]][0].actor(pid)
 

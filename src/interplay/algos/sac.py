@@ -285,6 +285,7 @@ class ISAC(Algorithm):
     settings: SACSettings
     action_kinds = frozenset({"discrete", "box"})
     turn_based = True
+    off_policy = True
     gauges = frozenset({"alpha", "buffer_size"})
     metric_docs = {
         "critic_loss/<policy>": "the squared error of the policy's two critics against their "

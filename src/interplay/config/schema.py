@@ -284,6 +284,10 @@ class LeagueConfig(Section):
     fixed: list[str] = Field(default_factory=list)
     """Members that stay in the pool: ``random``, ``module:function`` (scripted), or a frozen
     policy from another run (``RUN_DIR[:policy_id]``)."""
+    learn_from_members: bool = False
+    """Learn from the moves the members make too, each from its own seat's view, not only from
+    the learner's: twice the rows, and a scripted member's play as examples. Off-policy
+    algorithms (``dqn``, ``isac``) only."""
     elo_k: float = Field(16.0, gt=0)
     """Elo's K: how far one game moves the ratings."""
 

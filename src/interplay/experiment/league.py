@@ -121,10 +121,11 @@ def _merged(base: Any, over: Any) -> Any:
     return {**base, **{k: _merged(base.get(k), v) for k, v in over.items()}}
 
 
-def without_league_rows(batch: Transitions) -> Transitions:
-    """The learner's own transitions: those league members played are never learned from."""
+def without_league_rows(batch: Transitions, keep_members: bool = False) -> Transitions:
+    """The learner's own transitions (with ``keep_members``, the members' too), without the
+    league's mark on them."""
     played = batch.extras["league_opponent"]
-    kept = batch.select(~played) if played.any() else batch
+    kept = batch.select(~played) if played.any() and not keep_members else batch
     kept.extras = {k: v for k, v in kept.extras.items() if k != "league_opponent"}
     return kept
 
@@ -154,6 +155,10 @@ class League(Callbacks):
                 f"train.self_play: true, or one policy for all agents); this run maps {agents} "
                 f"to {[(p, list(s.agents)) for p, s in exp.specs.items()]}")
         self.pid = trained[0]
+        if lg.learn_from_members and not exp.algo.learner(self.pid).off_policy:
+            raise ConfigError(
+                f"league.learn_from_members: algo.name {cfg.algo.name!r} learns only from its "
+                "own play (on-policy); use an off-policy algorithm (dqn, isac) or set it false")
         spec = exp.specs[self.pid]
         sides = lg.sides or [[a] for a in agents]
         self.side_of = np.full(len(spec.agents), -1)

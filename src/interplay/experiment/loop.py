@@ -261,7 +261,7 @@ class Experiment:
                                       runner.env_steps)
                 for pid, batch in runner.step(explore=True).items():
                     if "league_opponent" in batch.extras:  # rows a league member played
-                        batch = without_league_rows(batch)
+                        batch = without_league_rows(batch, cfg.league.learn_from_members)
                     if self.storage is not None:  # (batches come only when there is storage)
                         self.storage.add(pid, batch)
                     self.algo.collect(pid, batch)

@@ -253,6 +253,13 @@ def test_vs_rates_are_exact_where_the_opponent_always_wins(claim_random_run):
     assert 0.4 < report["win_rate/player_0"] < 0.6
     assert report["win_rate"] + report["draw_rate"] + report["loss_rate"] == pytest.approx(1.0)
     assert report["loss_rate"] == pytest.approx((200 + 201 * report["loss_rate/player_0"]) / 401)
+    # 95% Wilson intervals: 200 losses of 200 reach 1 but not below 98.1%; each holds its rate
+    low, high = report["loss_ci95/player_1"]
+    assert high == 1.0 and 0.98 < low < 0.985
+    assert report["draw_ci95/player_0"][0] == 0.0 and report["draw_ci95/player_0"][1] < 0.02
+    for key in ("win", "draw", "loss"):
+        low, high = report[f"{key}_ci95"]
+        assert low <= report[f"{key}_rate"] <= high and high - low < 0.1
 
 
 def test_dqn_learns_to_claim_and_always_wins(claim_dqn_run):

@@ -3,7 +3,8 @@
 The trained side plays each seat in half of the games (the first seat gets the odd one), greedy,
 against a random player (``random``, legal actions only) or a scripted one (``module:function``,
 called as ``fn(observation, agent_id)`` with the env's own observation). A game is won, drawn or
-lost as the trained side's final return is positive, zero or negative.
+lost as the trained side's final return is positive, zero or negative; each rate comes with its
+95% Wilson score interval.
 
 Each seat's games are spread over the env copies with a fixed quota per copy, fixed before the
 first game, so that short games (quick wins or quick losses) are not over-counted.
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+from scipy.stats import binomtest
 
 from interplay.algos.base import rng_for
 from interplay.config.schema import Config, ConfigError, PolicyConfig
@@ -35,10 +37,16 @@ VERSUS_DOCS = {
     "win_rate": "share of all games the trained side won (its return above 0)",
     "draw_rate": "share of games with a return of 0",
     "loss_rate": "share of games with a return below 0",
+    "win_ci95": "the 95% Wilson score interval of win_rate, [low, high]",
+    "draw_ci95": "the 95% Wilson score interval of draw_rate, [low, high]",
+    "loss_ci95": "the 95% Wilson score interval of loss_rate, [low, high]",
     "return_mean": "the trained side's mean return",
     "win_rate/<seat>": "share of that seat's games won",
     "draw_rate/<seat>": "share of that seat's games drawn",
     "loss_rate/<seat>": "share of that seat's games lost",
+    "win_ci95/<seat>": "the 95% Wilson score interval of that seat's win rate",
+    "draw_ci95/<seat>": "the 95% Wilson score interval of that seat's draw rate",
+    "loss_ci95/<seat>": "the 95% Wilson score interval of that seat's loss rate",
     "return_mean/<seat>": "the trained side's mean return on that seat",
 }
 
@@ -176,10 +184,24 @@ class _Outcomes(Callbacks):
         return all(len(r) >= q for r, q in zip(self.returns, self.quota, strict=True))
 
 
-def _rates(returns: np.ndarray) -> dict[str, float]:
-    n = max(len(returns), 1)
-    return {"win_rate": float((returns > 0).sum() / n), "draw_rate": float((returns == 0).sum() / n),
-            "loss_rate": float((returns < 0).sum() / n), "return_mean": float(returns.mean())}
+def _rates(returns: np.ndarray) -> dict[str, Any]:
+    """Win, draw and loss rates, each with its 95% Wilson score interval, and the mean return."""
+    n = len(returns)
+    out: dict[str, Any] = {}
+    for outcome, count in zip(OUTCOMES, ((returns > 0).sum(), (returns == 0).sum(),
+                                         (returns < 0).sum()), strict=True):
+        out[f"{outcome}_rate"] = float(count / max(n, 1))
+        if n:
+            ci = binomtest(int(count), n).proportion_ci(confidence_level=0.95, method="wilson")
+            out[f"{outcome}_ci95"] = [round(float(ci.low), 4), round(float(ci.high), 4)]
+    out["return_mean"] = float(returns.mean()) if n else 0.0
+    return out
+
+
+def _cell(report: dict[str, Any], outcome: str, suffix: str = "") -> str:
+    rate = f"{report[f'{outcome}_rate{suffix}']:.1%}"
+    ci = report.get(f"{outcome}_ci95{suffix}")
+    return rate if ci is None else f"{rate} ({ci[0]:.1%}–{ci[1]:.1%})"
 
 
 def print_versus(report: dict[str, Any], console: Console) -> None:
@@ -190,7 +212,6 @@ def print_versus(report: dict[str, Any], console: Console) -> None:
     seats = [k.split("/", 1)[1] for k in report if k.startswith("episodes/")]
     for seat in seats:
         table.add_row(f"on seat {seat}", report[f"policy/{seat}"], str(report[f"episodes/{seat}"]),
-                      *(f"{report[f'{o}_rate/{seat}']:.1%}" for o in OUTCOMES))
-    table.add_row("both seats", "", str(report["episodes"]),
-                  *(f"{report[f'{o}_rate']:.1%}" for o in OUTCOMES))
+                      *(_cell(report, o, f"/{seat}") for o in OUTCOMES))
+    table.add_row("both seats", "", str(report["episodes"]), *(_cell(report, o) for o in OUTCOMES))
     console.print(table)

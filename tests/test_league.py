@@ -219,7 +219,41 @@ def test_pfsp_draws_the_members_the_learner_loses_to_more_often(tmp_path):
     exp.close()
 
 
-def test_a_team_game_runs_a_league_with_two_agents_per_side(tmp_path):
+BATTLE = ["env.id=magent2.environments.battle_v4",
+          "env.kwargs={map_size: 12, max_cycles: 40}", "env.num_envs=2", "train.self_play=true",
+          "league.snapshot_every=300", "league.sides=[[red_*], [blue_*]]",
+          "league.fixed=[random]", "algo.model.type=mlp", "algo.model.hidden=[32]",
+          "log.every=300", *QUIET]
+
+
+def test_a_two_team_simultaneous_game_runs_a_league_with_two_agents_per_side(tmp_path):
+    pytest.importorskip("magent2")
+    exp = Experiment(load([], [*BATTLE, "algo.name=dqn", "train.batch_mode=truncate_episodes"]),
+                     tmp_path / "battle")
+    runner = exp.runner
+    runner.reset(0)
+    assert sorted(exp.env.agents) == ["blue_0", "blue_1", "red_0", "red_1"]
+    checked = 0
+    for _ in range(6):  # in each copy the learner moves one team, the member the other
+        batch = runner.step(explore=True).get("shared")
+        if batch is None:  # a step's transitions close at the next step
+            continue
+        checked += 1
+        played = batch.extras["league_opponent"]
+        for env in range(2):
+            rows = batch.env == env
+            sides = {str(exp.env.agents[s]).split("_")[0] for s in batch.slot[rows & played]}
+            assert played[rows].sum() == 2 and len(sides) == 1
+    assert checked >= 4
+    exp.close()
+    train(load([], [*BATTLE, "algo.name=ippo", "algo.rollout=32", "train.steps=1200"]),
+          tmp_path / "run")
+    last = json.loads((tmp_path / "run" / "league.jsonl").read_text().splitlines()[-1])
+    assert sum(m["games"] for m in last["members"]) > 10
+    assert any(m["kind"] == "snapshot" and m["games"] > 0 for m in last["members"])
+
+
+def test_a_league_refuses_sides_whose_agents_see_different_spaces(tmp_path):
     cfg = load([], ["algo.name=ippo", "algo.rollout=20", "env.id=mpe2.simple_tag_v3",
                     "env.kwargs={num_good: 2, num_adversaries: 2, num_obstacles: 0, "
                     "max_cycles: 20}", "train.self_play=false",

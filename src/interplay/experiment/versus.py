@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 from rich.table import Table
-from scipy.stats import binomtest
 
 from interplay.algos.base import rng_for
 from interplay.config.schema import Config, ConfigError, PolicyConfig
@@ -186,6 +185,8 @@ class _Outcomes(Callbacks):
 
 def _rates(returns: np.ndarray) -> dict[str, Any]:
     """Win, draw and loss rates, each with its 95% Wilson score interval, and the mean return."""
+    from scipy.stats import binomtest  # a second to import: only where games are scored
+
     n = len(returns)
     out: dict[str, Any] = {}
     for outcome, count in zip(OUTCOMES, ((returns > 0).sum(), (returns == 0).sum(),

@@ -23,6 +23,7 @@ from rich.console import Console
 from interplay.config.schema import load
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import train
+from interplay.experiment.versus import OUTCOMES
 
 OPPONENTS = ("random", "interplay.envs.connect_four:one_ply",
              "interplay.envs.connect_four:two_ply")
@@ -49,7 +50,7 @@ def main() -> None:
         for opponent in OPPONENTS:
             report = evaluate(run, episodes=args.games, vs=opponent, console=quiet)
             scores[opponent.rpartition(":")[2]] = {
-                k: round(report[f"{k}_rate"], 3) for k in ("win", "draw", "loss")}
+                k: round(report[f"{k}_rate"], 3) for k in OUTCOMES}
         last = json.loads((run / "league.jsonl").read_text().splitlines()[-1])
         early = [m["name"] for m in last["members"]
                  if m["kind"] == "snapshot" and m["env_steps"] <= args.steps // 4]

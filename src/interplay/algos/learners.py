@@ -114,7 +114,7 @@ class Learners(Algorithm):
         return self.parts[self.owner[pid]][0]
 
     def actor(self, pid: str) -> Actor:
-        return self.parts[self.owner[pid]][0].actor(pid)
+        return self.learner(pid).actor(pid)
 
     def make_storage(self, num_envs: int) -> StorageGroup | Storage | None:
         made = [algo.make_storage(num_envs) for algo, _ in self.parts]
@@ -126,7 +126,7 @@ class Learners(Algorithm):
 
     def collect(self, pid: str, batch: Transitions) -> None:
         if pid in self.owner:
-            self.parts[self.owner[pid]][0].collect(pid, batch)
+            self.learner(pid).collect(pid, batch)
 
     def ready(self, storage: Any, env_steps: int) -> bool:
         self._due = []

@@ -10,8 +10,10 @@ import torch
 from helpers import read_metrics, straight_and_resumed
 
 import interplay
+from interplay.cli import main
 from interplay.config.schema import ConfigError, load
 from interplay.errors import ScriptedPolicyError
+from interplay.experiment.evaluate import evaluate
 from interplay.experiment.league import League, league_report
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.experiment.policies import PolicyLoadError
@@ -136,6 +138,65 @@ def test_a_league_resumes_exactly(tmp_path):
     la = (tmp_path / "straight" / "league.jsonl").read_text().splitlines()
     lb = (tmp_path / "split" / "league.jsonl").read_text().splitlines()
     assert la == lb
+
+
+@pytest.fixture(scope="module")
+def league_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("runs") / "league"
+    train(load([], [*LEAGUE, "league.max_snapshots=3", "train.steps=1300"]), run)
+    return run
+
+
+def test_eval_vs_plays_an_own_snapshot_a_snapshot_file_and_another_run(league_run, trained):
+    by_name = evaluate(league_run, vs="snapshot_600", episodes=12, out=league_run / "a.json")
+    by_file = evaluate(league_run, vs=str(league_run / "league" / "snapshot_600.pt"),
+                       episodes=12, out=league_run / "b.json")
+    assert by_name["episodes"] == 12
+    assert {k: v for k, v in by_name.items() if k != "vs"} == {
+        k: v for k, v in by_file.items() if k != "vs"}
+    # Greedy against greedy in a game without chance: every game on a seat ends the same way,
+    # which a random opponent would not allow.
+    report = evaluate(league_run, vs=f"{trained}:shared", episodes=12, out=league_run / "c.json")
+    for seat in ("player_1", "player_2"):
+        rates = [report[f"{o}_rate/{seat}"] for o in ("win", "draw", "loss")]
+        assert sorted(rates) == [0.0, 0.0, 1.0], rates
+
+
+def test_load_policy_takes_a_snapshot_file_as_it_was_taken(league_run):
+    from interplay.experiment.policies import snapshot_state
+
+    snap = league_run / "league" / "snapshot_600.pt"
+    policy = interplay.load_policy(snap)
+    saved = snapshot_state(snap, "test")["policies"]["shared"]["online"]
+    now = policy.actor.policy.online.state_dict()
+    assert all(torch.equal(now[k], saved[k]) for k in saved)
+    final = interplay.load_policy(league_run).actor.policy.online.state_dict()
+    assert not all(torch.equal(final[k], saved[k]) for k in saved)  # not the newest weights
+    # ... and a league takes it as a fixed member.
+    run = league_run.parent / "with_snapshot"
+    train(load([], [*LEAGUE, f"league.fixed=['{snap}']", "train.steps=700"]), run)
+    members = json.loads((run / "league.jsonl").read_text().splitlines()[-1])["members"]
+    assert any(m["name"] == str(snap) and m["kind"] == "frozen" and m["games"] > 0
+               for m in members), members
+
+
+def test_bad_vs_opponents_are_named(league_run, tmp_path, capsys):
+    with pytest.raises(ConfigError, match=r"no league snapshot 'snapshot_99'.*'snapshot_600'"):
+        evaluate(league_run, vs="snapshot_99", episodes=4, out=tmp_path / "e.json")
+    with pytest.raises(ConfigError, match="no such run folder, checkpoint or snapshot file"):
+        evaluate(league_run, vs=str(tmp_path / "nowhere"), episodes=4, out=tmp_path / "e.json")
+    other = tmp_path / "c4"
+    train(load([], ["algo.name=dqn", "env.id=pettingzoo.classic.connect_four_v3",
+                    "train.self_play=true", "env.num_envs=2", "train.steps=40", *QUIET]), other)
+    with pytest.raises(PolicyLoadError, match="was trained on"):
+        evaluate(league_run, vs=str(other), episodes=4, out=tmp_path / "e.json")
+    (tmp_path / "league").mkdir()
+    (tmp_path / "league" / "snapshot_5.pt").write_bytes(b"not a snapshot")
+    (tmp_path / "config.yaml").write_text((league_run / "config.yaml").read_text())
+    with pytest.raises(PolicyLoadError, match="not a readable league snapshot"):
+        interplay.load_policy(tmp_path / "league" / "snapshot_5.pt")
+    assert main(["eval", str(league_run), "--vs", "snapshot_7", "--episodes", "4"]) == 2
+    assert "snapshot_7" in capsys.readouterr().err
 
 
 SEEN: list[object] = []

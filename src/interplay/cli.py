@@ -46,9 +46,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--render", metavar="OUT.gif", help="also write a GIF of one episode")
     e.add_argument("--seed", type=int, help="seed of the eval episodes (default: from the run's)")
     e.add_argument("--out", help="where to write the report (default: RUN_DIR/eval.json)")
-    e.add_argument("--vs", metavar="random|module:function",
+    e.add_argument("--vs", metavar="OPPONENT",
                    help="two-player games: play the trained policy on each seat (half the "
-                        "games each) against this opponent and report win/draw/loss rates")
+                        "games each) against this opponent and report win/draw/loss rates: "
+                        "random, module:function, snapshot_<env steps> (of this run's "
+                        "league), or another RUN_DIR[:policy_id], checkpoint or snapshot file")
     e.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
                    help="change a setting of the run's config for this eval, e.g. "
                         "-s env.kwargs.max_cycles=50 (repeatable)")

@@ -288,7 +288,7 @@ def metrics_md() -> str:
             "(`episode_return_mean`, `agent_return_mean/<agent>`, "
             "`policy_return_mean/<policy>`...).", ""]
     out += _metric_table(EVAL_DOCS)
-    out += ["With `--vs random|module:function` (two-player games) it writes `phase`, `env` and "
+    out += ["With `--vs OPPONENT` (two-player games) it writes `phase`, `env` and "
             "`checkpoint` as above and, instead of the episode figures:", ""]
     out += _metric_table(VERSUS_DOCS)
     from interplay.population.hpo import HPO_DOCS

@@ -72,7 +72,8 @@ class PolicyConfig(Section):
     acting greedily and never updated)."""
     source: str | None = Field(None, alias="from")
     """For frozen policies: ``RUN_DIR`` or ``RUN_DIR:policy_id`` (the policy to load, when
-    that run trained several), or a checkpoint folder inside a run."""
+    that run trained several), a checkpoint folder inside a run, or one of its league
+    snapshots (``RUN_DIR/league/snapshot_<env steps>.pt``)."""
     fn: str | None = None
     """For scripted policies: ``module:function``, called as ``fn(observation, agent_id)``
     with the env's own observation. A function that also takes an ``action_mask`` keyword
@@ -283,7 +284,7 @@ class LeagueConfig(Section):
     teams); none: each agent is a side (two-player games)."""
     fixed: list[str] = Field(default_factory=list)
     """Members that stay in the pool: ``random``, ``module:function`` (scripted), or a frozen
-    policy from another run (``RUN_DIR[:policy_id]``)."""
+    policy from another run (``RUN_DIR[:policy_id]``, or a snapshot file of its league)."""
     learn_from_members: bool = False
     """Learn from the moves the members make too, each from its own seat's view, not only from
     the learner's: twice the rows, and a scripted member's play as examples. Off-policy

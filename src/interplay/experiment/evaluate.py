@@ -31,7 +31,8 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
              console: Console | None = None, trust: bool = True) -> dict[str, Any]:
     """Score the run's policies over ``episodes`` episodes; writes and returns ``eval.json``.
 
-    With ``vs`` (``random`` or ``module:function``) the trained side plays a two-player game
+    With ``vs`` (``random``, ``module:function``, ``snapshot_<env steps>`` of this run's league,
+    or another run, checkpoint or snapshot file) the trained side plays a two-player game
     against that opponent, half the games on each seat, and the report gives win, draw and
     loss rates (see :mod:`interplay.experiment.versus`). ``trust=False`` refuses a folder whose
     config names modules other than installed env packages; the CLI asks for ``--trust``.
@@ -54,7 +55,8 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
         if vs is not None:
             report = {"phase": "eval", "env": str(target), "checkpoint": str(path)}
             report.update(play_versus(cfg, exp.env.agents, exp.specs, exp.eval_actors, vs, episodes,
-                                      cfg.train.seed if seed is None else seed, target))
+                                      cfg.train.seed if seed is None else seed, target,
+                                      home=run_dir))
         else:
             report = _score(cfg, exp, episodes, target, path, seed)
         _write_json(dest, report)  # the scores stay, whatever becomes of the picture

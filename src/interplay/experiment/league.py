@@ -33,6 +33,8 @@ import torch
 from interplay.algos.base import rng_for
 from interplay.config.code import names_code
 from interplay.config.schema import Config, ConfigError
+from interplay.experiment.policies import LEAGUE_FOLDER as FOLDER
+from interplay.experiment.policies import FrozenActor, frozen_actor
 from interplay.experiment.statecodec import decode, encode
 from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import Callbacks
@@ -40,7 +42,6 @@ from interplay.run.mapping import load_callable
 from interplay.run.transitions import Transitions
 
 LEARNER = "learner"
-FOLDER = "league"
 LEAGUE_DOCS = {  # what a league adds to every report (docs/metrics.md)
     "rating/<member>": "the Elo rating of the learner (`rating/learner`) and of each pool member "
                        "(`random`, a scripted player, `snapshot_<env steps>`, a frozen policy) "
@@ -198,8 +199,6 @@ class League(Callbacks):
         if names_code(entry):
             fn = load_callable(entry, "league.fixed")
             return Member(entry, "scripted", 0, ScriptedActor(spec, fn))
-        from interplay.experiment.policies import frozen_actor
-
         return Member(entry, "frozen", 0, frozen_actor(spec, entry, "league.fixed"))
 
     def _add(self, member: Member) -> None:
@@ -229,8 +228,6 @@ class League(Callbacks):
 
     def _frozen(self, state: dict[str, Any]) -> tuple[Actor, Any]:
         from interplay.experiment.build import env_state_space, make_learners
-        from interplay.experiment.policies import FrozenActor
-
         algo = make_learners(self.cfg, self.exp.specs, "cpu", self.exp.env.turn_based,
                              env_state_space(self.exp.env))
         algo.load_state_dict(state)

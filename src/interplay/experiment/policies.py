@@ -8,11 +8,13 @@ like the policy did in test phases: greedy, on the env's own observations.
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from interplay.config.schema import Config
 from interplay.errors import UserError
@@ -25,7 +27,8 @@ class PolicyLoadError(UserError):
 
 
 def split_source(text: str, where: str) -> tuple[Path, str | None]:
-    """``RUN_DIR[:policy_id]`` (or a checkpoint folder inside a run) as a path and a policy."""
+    """``RUN_DIR[:policy_id]`` (or a checkpoint folder inside a run, or a league snapshot
+    file ``RUN_DIR/league/snapshot_<env steps>.pt``) as a path and a policy."""
     path, pid = Path(text), None
     if not path.exists() and ":" in text:
         head, _, tail = text.rpartition(":")
@@ -44,9 +47,32 @@ class Loaded:
     trained: list[str] = field(default_factory=list)
 
 
+LEAGUE_FOLDER = "league"
+"""Where a run keeps its league snapshots: ``RUN_DIR/league/snapshot_<env steps>.pt``."""
+
+
+def is_snapshot(path: Path) -> bool:
+    """Whether ``path`` is a league snapshot file."""
+    return (path.suffix == ".pt" and path.parent.name == LEAGUE_FOLDER
+            and path.name.startswith("snapshot_"))
+
+
+def snapshot_state(path: Path, where: str) -> dict[str, Any]:
+    """The algorithm state a league snapshot file holds."""
+    from interplay.experiment.statecodec import decode
+
+    try:
+        return decode(torch.load(path, map_location="cpu", weights_only=True))
+    except (OSError, RuntimeError, ValueError, KeyError, TypeError, EOFError,
+            pickle.UnpicklingError) as err:
+        raise PolicyLoadError(f"{where}: {path} is not a readable league snapshot "
+                              f"({type(err).__name__}: {err})") from None
+
+
 def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_policy") -> Loaded:
-    """The algorithm of the run in ``source`` (a run folder, or a checkpoint folder in one),
-    loaded from ``checkpoint`` or the newest valid one."""
+    """The algorithm of the run in ``source`` (a run folder, a checkpoint folder in one, or a
+    snapshot file in its ``league/`` folder), loaded from ``checkpoint``, the snapshot, or the
+    newest valid checkpoint."""
     from interplay.experiment.build import (
         env_state_space,
         make_learners,
@@ -54,17 +80,22 @@ def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_po
         make_vec_env,
     )
     from interplay.experiment.checkpoint import CheckpointError, resolve_checkpoint
-    from interplay.experiment.resume_check import open_run
+    from interplay.experiment.resume_check import open_run, run_config
 
     source = Path(source)
     run_dir = source
-    if not (source / "config.yaml").is_file() and (source / "state.pt").is_file():
-        run_dir, checkpoint = source.parent.parent, source
+    snapshot = source.is_file() and is_snapshot(source)
+    if snapshot or (not (source / "config.yaml").is_file() and (source / "state.pt").is_file()):
+        run_dir, checkpoint = source.parent.parent, None if snapshot else source
     if not (run_dir / "config.yaml").is_file():
         raise PolicyLoadError(f"{where}: {source} is not a run folder (it has no config.yaml)")
     try:
-        cfg, state, path = open_run(run_dir, ["log.console=false"],
-                                    resolve_checkpoint(checkpoint) if checkpoint else None)
+        if snapshot:
+            cfg, path = run_config(run_dir, ["log.console=false"]), source
+            state = {"algo": snapshot_state(source, where)}
+        else:
+            cfg, state, path = open_run(run_dir, ["log.console=false"],
+                                        resolve_checkpoint(checkpoint) if checkpoint else None)
     except UserError as err:
         raise PolicyLoadError(f"{where}: {run_dir}: {err}") from None
     env, _ = make_vec_env(cfg, num_envs=1)

@@ -263,12 +263,21 @@ def plain(value: Any) -> Any:
     return repr(value)
 
 
+def run_config(run_dir: Path, overrides: Sequence[str]) -> Config:
+    """A run folder's config, with ``overrides``."""
+    return validate(_run_data(run_dir, overrides))
+
+
+def _run_data(run_dir: Path, overrides: Sequence[str]) -> dict[str, Any]:
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{run_dir} is not a run folder: it has no config.yaml")
+    return read([run_dir / "config.yaml"], overrides)
+
+
 def open_run(run_dir: Path, overrides: Sequence[str], checkpoint: str | Path | None
              ) -> tuple[Config, dict[str, Any], Path]:
     """A run folder's config (with ``overrides``) and the state of its newest valid checkpoint."""
-    if not (run_dir / "config.yaml").is_file():
-        raise ConfigError(f"{run_dir} is not a run folder: it has no config.yaml")
-    data = read([run_dir / "config.yaml"], overrides)
+    data = _run_data(run_dir, overrides)
     found = resolve_checkpoint(Path(checkpoint)) if checkpoint is not None else latest_valid(run_dir)
     if found is None:
         raise CheckpointError(f"{run_dir} has no valid checkpoint")

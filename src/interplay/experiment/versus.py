@@ -1,8 +1,10 @@
 """A trained policy against a fixed opponent in a two-player game: ``interplay eval --vs``.
 
 The trained side plays each seat in half of the games (the first seat gets the odd one), greedy,
-against a random player (``random``, legal actions only) or a scripted one (``module:function``,
-called as ``fn(observation, agent_id)`` with the env's own observation). A game is won, drawn or
+against a random player (``random``, legal actions only), a scripted one (``module:function``,
+called as ``fn(observation, agent_id)`` with the env's own observation), one of its own
+league's snapshots (``snapshot_<env steps>``), or a policy trained elsewhere, greedy too: a run
+folder, a checkpoint folder or a snapshot file, each optionally ``:policy_id``. A game is won, drawn or
 lost as the trained side's final return is positive, zero or negative; each rate comes with its
 95% Wilson score interval.
 
@@ -12,6 +14,8 @@ first game, so that short games (quick wins or quick losses) are not over-counte
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,6 +26,7 @@ from interplay.algos.base import rng_for
 from interplay.config.schema import Config, ConfigError, PolicyConfig
 from interplay.envs.spaces import same_space
 from interplay.experiment.build import make_specs, make_vec_env
+from interplay.experiment.policies import LEAGUE_FOLDER, frozen_actor
 from interplay.run.actors import Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import CallbackList, Callbacks
 from interplay.run.mapping import PolicySpec, load_callable
@@ -30,7 +35,8 @@ from interplay.run.runner import Runner
 OUTCOMES = ("win", "draw", "loss")
 # What ``play_versus`` adds to eval.json with ``--vs``, for the glossary (docs/metrics.md).
 VERSUS_DOCS = {
-    "vs": "the opponent: `random` or `module:function`",
+    "vs": "the opponent: `random`, `module:function`, `snapshot_<env steps>` or a run "
+          "folder, checkpoint or snapshot file (`[:policy_id]`)",
     "policy/<seat>": "the trained policy that played that seat",
     "episodes/<seat>": "games the trained side played on that seat",
     "win_rate": "share of all games the trained side won (its return above 0)",
@@ -52,15 +58,17 @@ VERSUS_DOCS = {
 
 def play_versus(cfg: Config, agents: list[str], specs: dict[str, PolicySpec],
                 actors: dict[str, Actor], opponent: str, episodes: int, seed: int,
-                env_id: Any = None) -> dict[str, Any]:
+                env_id: Any = None, home: Path | None = None) -> dict[str, Any]:
     """Play ``episodes`` greedy games of the trained policies against ``opponent``; the rates.
 
-    ``agents`` are the seats in the env's order, ``specs`` and ``actors`` the run's policies.
+    ``agents`` are the seats in the env's order, ``specs`` and ``actors`` the run's policies,
+    ``home`` its run folder (where ``snapshot_<env steps>`` is looked for).
     """
     if len(agents) != 2:
         raise ConfigError(f"--vs is for two-player games; this env has agents {agents}")
     if episodes < 2:
         raise ConfigError(f"--vs plays each seat: --episodes must be at least 2, got {episodes}")
+    opponent = _own_snapshot(opponent, home)
     opp_id = "opponent"
     while opp_id in specs:
         opp_id += "_"
@@ -99,9 +107,34 @@ def _trained_on(seat: str, specs: dict[str, PolicySpec]) -> str:
     return trained[0]
 
 
+def _own_snapshot(opponent: str, home: Path | None) -> str:
+    """``snapshot_<env steps>`` as the path of that snapshot in ``home``'s league; anything
+    else as it is."""
+    if home is None or not re.fullmatch(r"snapshot_\d+", opponent):
+        return opponent
+    folder = home / LEAGUE_FOLDER
+    path = folder / f"{opponent}.pt"
+    if not path.is_file():
+        kept = sorted((f.stem for f in folder.glob("snapshot_*.pt")),
+                      key=lambda name: int(name.rpartition("_")[2]))
+        raise ConfigError(f"--vs: {home} has no league snapshot {opponent!r}; its league keeps "
+                          f"{kept or 'none'}")
+    return str(path)
+
+
+def _is_path(opponent: str) -> bool:
+    """Whether ``opponent`` names a run, checkpoint or snapshot (``[:policy_id]``)."""
+    return Path(opponent).exists() or (":" in opponent
+                                       and Path(opponent.rpartition(":")[0]).exists())
+
+
 def _opponent_config(opponent: str, seat: str) -> PolicyConfig:
     if opponent == "random":
         return PolicyConfig(type="random", agents=[seat])
+    if _is_path(opponent):
+        return PolicyConfig.model_validate({"type": "frozen", "from": opponent, "agents": [seat]})
+    if "/" in opponent or opponent.endswith(".pt"):
+        raise ConfigError(f"--vs: {opponent!r}: no such run folder, checkpoint or snapshot file")
     load_callable(opponent, "--vs")  # fails early, naming the option
     return PolicyConfig(type="scripted", fn=opponent, agents=[seat])
 
@@ -153,6 +186,8 @@ def _play(cfg: Config, mapping: dict[str, PolicyConfig], pid: str, opp_id: str,
             opp = opp_actor
         elif opponent == "random":
             opp = RandomActor(opp_spec, rng_for(seed, "vs", "random", seat))
+        elif opp_spec.config.type == "frozen":
+            opp = frozen_actor(opp_spec, opponent, "--vs")
         else:
             opp = ScriptedActor(opp_spec, load_callable(opponent, "--vs"))
         quota = [n // num_envs + (e < n % num_envs) for e in range(num_envs)]

@@ -14,7 +14,7 @@ from interplay.cli import main
 from interplay.config.schema import ConfigError, load
 from interplay.errors import ScriptedPolicyError
 from interplay.experiment.evaluate import evaluate
-from interplay.experiment.league import League, league_report
+from interplay.experiment.league import Elo, League, OpenSkill, league_report
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.experiment.policies import PolicyLoadError
 
@@ -197,6 +197,36 @@ def test_bad_vs_opponents_are_named(league_run, tmp_path, capsys):
         interplay.load_policy(tmp_path / "league" / "snapshot_5.pt")
     assert main(["eval", str(league_run), "--vs", "snapshot_7", "--episodes", "4"]) == 2
     assert "snapshot_7" in capsys.readouterr().err
+
+
+def test_elo_and_openskill_ratings_move_as_the_games_say():
+    elo = Elo(16.0)
+    won, lost = elo.update(elo.new(), elo.new(), 1.0)
+    assert won == [1008.0] and lost == [992.0]  # equal players: expected score 1/2
+    again, _ = elo.update(won, lost, 1.0)
+    assert 1008.0 < again[0] < 1016.0  # a win against a weaker player gains less
+    skill = OpenSkill()
+    a, b = skill.new(), skill.new()
+    assert skill.shown(a) == pytest.approx(0.0)
+    wa, wb = skill.update(a, b, 1.0)
+    assert wa[0] > a[0] > wb[0] and wa[1] < a[1] and wb[1] < b[1]  # surer after a game
+    la, lb = skill.update(a, b, 0.0)
+    assert la == pytest.approx(wb) and lb == pytest.approx(wa)  # a loss mirrors a win
+    da, db = skill.update(a, b, 0.5)
+    assert da[0] == pytest.approx(db[0]) == pytest.approx(a[0]) and da[1] < a[1]
+
+
+def test_an_openskill_league_rates_on_its_scale_and_resumes_exactly(tmp_path):
+    common = [*LEAGUE, "league.rating=openskill", "train.test_frequency=-1"]
+    a, b = straight_and_resumed(common, 2400, tmp_path)
+    assert a == b
+    lines = [json.loads(x) for x in (tmp_path / "split" / "league.jsonl").read_text().splitlines()]
+    assert (tmp_path / "straight" / "league.jsonl").read_text().splitlines() == [
+        json.dumps(x) for x in lines]
+    ratings = lines[-1]["ratings"]
+    games = sum(m["games"] for m in lines[-1]["members"])
+    assert games > 0 and all(-30 < r < 60 for r in ratings.values()), ratings  # not Elo's 1000
+    assert len(set(ratings.values())) > 1
 
 
 SEEN: list[object] = []

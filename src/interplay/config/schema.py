@@ -289,6 +289,11 @@ class LeagueConfig(Section):
     """Learn from the moves the members make too, each from its own seat's view, not only from
     the learner's: twice the rows, and a scripted member's play as examples. Off-policy
     algorithms (``dqn``, ``isac``) only."""
+    rating: Literal["elo", "openskill"] = "elo"
+    """How members are rated from their games: ``elo`` (everyone starts at 1000; each game
+    moves the two by ``elo_k`` times the surprise), or ``openskill`` (the Plackett-Luce model
+    of the openskill library: a skill estimate and its uncertainty per member; the rating
+    shown is the cautious estimate, skill minus three times its uncertainty, starting at 0)."""
     elo_k: float = Field(16.0, gt=0)
     """Elo's K: how far one game moves the ratings."""
 

@@ -1,4 +1,4 @@
-"""Self-play leagues: frozen snapshots of the learner as opponents, matchmaking, Elo ratings.
+"""Self-play leagues: frozen snapshots of the learner as opponents, matchmaking, ratings.
 
 The learner is the run's one trained policy, on every seat (self-play mapping). The env's
 agents form sides (``league.sides``; by default each agent is one side, as in two-player
@@ -11,8 +11,9 @@ at most ``league.max_snapshots`` of them (the oldest leaves). ``league.fixed`` m
 (``random``, ``module:function``, ``RUN_DIR[:policy_id]``) stay in the pool.
 
 Every finished training episode is a game between the learner and its member: won, drawn or
-lost as the learner's side's return is above, equal to or below the best other side's. Elo
-ratings of every member and of the learner follow from the games; reports carry
+lost as the learner's side's return is above, equal to or below the best other side's. Ratings
+of every member and of the learner (Elo, or OpenSkill's: ``league.rating``) follow from the
+games; reports carry
 ``rating/<member>``, ``league.jsonl`` gets one line per report, and ``interplay league
 RUN_DIR`` prints the table and draws ``ratings.png``. The pool, ratings, results and sampler
 are part of the checkpoint (the callbacks' state), so a resumed league goes on exactly.
@@ -180,7 +181,8 @@ class League(Callbacks):
         self.assign = np.zeros(E, np.int64)
         self.learner_side = np.zeros(E, np.int64)
         self.members: list[Member] = []
-        self.ratings: dict[str, float] = {LEARNER: 1000.0}
+        self.rater = Elo(lg.elo_k) if lg.rating == "elo" else OpenSkill()
+        self.skill: dict[str, list[float]] = {LEARNER: self.rater.new()}
         self.results: dict[str, list[int]] = {}  # member -> [learner wins, draws, losses]
         self.next_snapshot = 0
         self.folder = Path(exp.run_dir) / FOLDER
@@ -203,7 +205,7 @@ class League(Callbacks):
 
     def _add(self, member: Member) -> None:
         self.members.append(member)
-        self.ratings.setdefault(member.name, 1000.0)
+        self.skill.setdefault(member.name, self.rater.new())
         self.results.setdefault(member.name, [0, 0, 0])
 
     def snapshot(self, env_steps: int) -> None:
@@ -273,10 +275,8 @@ class League(Callbacks):
         score = 1.0 if mine > best_other else 0.5 if mine == best_other else 0.0
         member = self.members[int(self.assign[env_index])]
         self.results[member.name][0 if score == 1.0 else 1 if score == 0.5 else 2] += 1
-        expected = 1.0 / (1.0 + 10 ** ((self.ratings[member.name] - self.ratings[LEARNER]) / 400))
-        delta = self.settings.elo_k * (score - expected)
-        self.ratings[LEARNER] += delta
-        self.ratings[member.name] -= delta
+        self.skill[LEARNER], self.skill[member.name] = self.rater.update(
+            self.skill[LEARNER], self.skill[member.name], score)
 
     def on_sample_end(self, *, runner: Any, env_steps: int) -> None:
         every = self.settings.snapshot_every
@@ -285,9 +285,15 @@ class League(Callbacks):
             self.snapshot(env_steps)
 
     # -- reports --------------------------------------------------------------------------------
+    @property
+    def ratings(self) -> dict[str, float]:
+        """Each player's rating as shown: Elo's, or OpenSkill's cautious estimate."""
+        return {name: self.rater.shown(s) for name, s in self.skill.items()}
+
     def rating_metrics(self) -> dict[str, float]:
-        out = {f"rating/{LEARNER}": round(self.ratings[LEARNER], 2)}
-        out.update({f"rating/{m.name}": round(self.ratings[m.name], 2) for m in self.members})
+        shown = self.ratings
+        out = {f"rating/{LEARNER}": round(shown[LEARNER], 2)}
+        out.update({f"rating/{m.name}": round(shown[m.name], 2) for m in self.members})
         return out
 
     def log(self, env_steps: int) -> None:
@@ -312,7 +318,8 @@ class League(Callbacks):
 
         return {"members": [{"name": m.name, "kind": m.kind, "env_steps": m.env_steps,
                              "file": m.file, **moving(m)} for m in self.members],
-                "ratings": dict(self.ratings), "results": {k: list(v) for k, v in self.results.items()},
+                "ratings": self.ratings, "skill": {k: list(v) for k, v in self.skill.items()},
+                "results": {k: list(v) for k, v in self.results.items()},
                 "rng": self.rng.bit_generator.state, "assign": self.assign.tolist(),
                 "learner_side": self.learner_side.tolist(), "next_snapshot": self.next_snapshot}
 
@@ -337,12 +344,57 @@ class League(Callbacks):
             else:
                 continue
             self.members[-1].memory = {k: np.array(v) for k, v in m.get("memory", {}).items()}
-        self.ratings = dict(state["ratings"])
+        self.skill = {k: list(v) for k, v in state.get(
+            "skill", {k: [r] for k, r in state["ratings"].items()}).items()}
         self.results = {k: list(v) for k, v in state["results"].items()}
         self.rng.bit_generator.state = state["rng"]
         self.assign = np.array(state["assign"], np.int64)
         self.learner_side = np.array(state["learner_side"], np.int64)
         self.next_snapshot = state["next_snapshot"]
+
+
+class Elo:
+    """Elo ratings: everyone starts at 1000; a game moves the two players by ``k`` times the
+    difference between the first one's score (1, 0.5, 0) and its expected score."""
+
+    def __init__(self, k: float):
+        self.k = k
+
+    def new(self) -> list[float]:
+        return [1000.0]
+
+    def update(self, a: list[float], b: list[float], score: float
+               ) -> tuple[list[float], list[float]]:
+        expected = 1.0 / (1.0 + 10 ** ((b[0] - a[0]) / 400))
+        delta = self.k * (score - expected)
+        return [a[0] + delta], [b[0] - delta]
+
+    def shown(self, skill: list[float]) -> float:
+        return skill[0]
+
+
+class OpenSkill:
+    """OpenSkill's Plackett-Luce model: a skill ``mu`` and its uncertainty ``sigma`` per
+    player, shown as the cautious ``mu - 3 sigma``."""
+
+    def __init__(self) -> None:
+        from openskill.models import PlackettLuce
+
+        self.model = PlackettLuce()
+
+    def new(self) -> list[float]:
+        fresh = self.model.rating()
+        return [fresh.mu, fresh.sigma]
+
+    def update(self, a: list[float], b: list[float], score: float
+               ) -> tuple[list[float], list[float]]:
+        ranks = [0.0, 0.0] if score == 0.5 else [0.0, 1.0] if score == 1.0 else [1.0, 0.0]
+        (ra,), (rb,) = self.model.rate([[self.model.rating(mu=a[0], sigma=a[1])],
+                                        [self.model.rating(mu=b[0], sigma=b[1])]], ranks=ranks)
+        return [ra.mu, ra.sigma], [rb.mu, rb.sigma]
+
+    def shown(self, skill: list[float]) -> float:
+        return skill[0] - 3.0 * skill[1]
 
 
 def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, Any]]:

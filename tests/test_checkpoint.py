@@ -368,3 +368,63 @@ def test_an_env_whose_infos_hold_python_object_arrays_checkpoints_and_resumes_ex
     timing = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
     strip = lambda rs: [{k: v for k, v in r.items() if k not in timing} for r in rs]  # noqa: E731
     assert strip(read_metrics(run)) == strip(straight.rows)
+
+
+class _Holder:
+    def __init__(self, shared, other):
+        self.a = shared
+        self.b = shared if other is None else other
+        self.pair = (shared, 1)
+
+
+def test_an_object_held_in_two_places_is_restored_as_one():
+    from interplay.envs.snapshot import capture, restore
+
+    shared = {"board": np.arange(4.0), "turn": "p1"}
+    snap = capture(_Holder(shared, None))
+    fresh = _Holder({"board": np.zeros(4)}, {"other": 1})  # two objects where there was one
+    restore(fresh, snap)
+    assert fresh.a is fresh.b and fresh.pair[0] is fresh.a
+    assert fresh.a["turn"] == "p1" and np.array_equal(fresh.a["board"], np.arange(4.0))
+
+
+def _as_before_references(snap):
+    """A snapshot as taken before shared objects were recorded as references to one."""
+    from interplay.envs.snapshot import KEEP, REF
+
+    if isinstance(snap, dict):
+        return {KEEP: True} if REF in snap else {k: _as_before_references(v) for k, v in snap.items()}
+    if isinstance(snap, list):
+        return [_as_before_references(v) for v in snap]
+    return snap
+
+
+@pytest.mark.parametrize("old_snapshot", [False, True])
+@pytest.mark.parametrize("moves", [0, 1, 2, 5])
+def test_a_turn_based_envs_own_observations_come_back_with_its_snapshot(moves, old_snapshot):
+    """PettingZoo's wrappers keep the last observation they gave, which is also the one kept
+    for scripted players: after a restore both must be the observation of the board as it is,
+    for whichever player moves next."""
+    from interplay.envs.registry import env_factory
+    from interplay.envs.snapshot import capture, restore
+    from interplay.envs.vector import SyncVecEnv
+
+    make = env_factory("pettingzoo.classic.connect_four_v3")
+    env = SyncVecEnv(make, num_envs=3, raw_obs=True)
+    env.reset(seed=4)
+    for k in range(moves):
+        env.step({a: np.full(3, (2, 3, 4)[k % 3]) for a in env.agents})
+    before = env.current_step().raw_obs
+    snap = _as_before_references(capture(env)) if old_snapshot else capture(env)
+    fresh = SyncVecEnv(make, num_envs=3, raw_obs=True)
+    fresh.reset(seed=99)
+    restore(fresh, snap)
+    fresh.restored()
+    after = fresh.current_step().raw_obs
+    for old, new in zip(before, after, strict=True):
+        assert list(old) == list(new)
+        for agent, obs in old.items():
+            assert np.array_equal(obs["observation"], new[agent]["observation"])
+            assert np.array_equal(obs["action_mask"], new[agent]["action_mask"])
+    env.close()
+    fresh.close()

@@ -191,6 +191,10 @@ class AECAdapter(_Adapter):
     def restored(self) -> None:
         self._fields = fields_holder(self.env)
 
+    def observe(self, agent: str) -> Any:
+        """``agent``'s observation of the env as it is now."""
+        return self.env.observe(agent)
+
     def step(self, actions: dict[str, Any]) -> CopyStep:
         agent = self._fields.agent_selection
         if agent not in actions:

@@ -25,7 +25,8 @@ OBJ, LIST, DICT, TUPLE, GEN, RSTATE, PYRAND, KEEP = (
     "__obj__", "__list__", "__dict__", "__tuple__", "__generator__", "__randomstate__", "__random__",
     "__keep__")
 OBJARRAY = "__objarray__"  # a NumPy array of Python objects: its shape and its items
-# What the walk did not take (seen before, or not data): restore leaves the fresh value there.
+REF = "__ref__"  # a list, tuple, dict or object met before: the number of its first visit
+# What the walk did not take (not data): restore leaves the fresh value there.
 _KEEP = {KEEP: True}
 
 
@@ -38,8 +39,13 @@ def _is_leaf(value: Any) -> bool:
 
 
 def capture(root: Any) -> dict[str, Any]:
-    """The data held by ``root``'s object graph, as nested dicts, lists and arrays."""
-    seen: set[int] = set()
+    """The data held by ``root``'s object graph, as nested dicts, lists and arrays.
+
+    Containers (lists, tuples, dicts, objects) are numbered in the order the walk first meets
+    them; one met again (held in two places: a wrapper's last observation that is also the
+    runner's) is recorded as a reference to that number, so that restore makes the two places
+    hold one object again."""
+    seen: dict[int, int] = {}
 
     def walk(obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
@@ -54,19 +60,21 @@ def capture(root: Any) -> dict[str, Any]:
             return {RSTATE: obj.get_state(legacy=False)}
         if isinstance(obj, random.Random):
             return {PYRAND: list(obj.getstate())}
-        if isinstance(obj, _SKIP) or id(obj) in seen:
+        if isinstance(obj, _SKIP):
             return _KEEP
+        if id(obj) in seen:
+            return {REF: seen[id(obj)]}
         if isinstance(obj, list | tuple):
-            seen.add(id(obj))
+            seen[id(obj)] = len(seen)
             tag = LIST if isinstance(obj, list) else TUPLE
             return {tag: [walk(v) for v in obj]}
         if isinstance(obj, dict):
-            seen.add(id(obj))
+            seen[id(obj)] = len(seen)
             return {DICT: [[k, walk(v)] for k, v in obj.items() if _is_leaf(k)]}
         attrs = getattr(obj, "__dict__", None)
         if not isinstance(attrs, dict):
             return _KEEP
-        seen.add(id(obj))
+        seen[id(obj)] = len(seen)
         return {OBJ: {k: walk(v) for k, v in attrs.items()}}
 
     return walk(root)
@@ -75,6 +83,11 @@ def capture(root: Any) -> dict[str, Any]:
 def restore(root: Any, snap: dict[str, Any]) -> None:
     """Put the data of ``snap`` (from :func:`capture`) back into ``root``, in place."""
     seen: set[int] = set()
+    made: list[Any] = []  # the restored containers, numbered as capture numbered them
+
+    def numbered(obj: Any) -> Any:
+        made.append(obj)
+        return obj
 
     def value_of(current: Any, s: Any, where: str) -> Any:
         """The restored value for a slot now holding ``current``."""
@@ -87,6 +100,11 @@ def restore(root: Any, snap: dict[str, Any]) -> None:
             return s.copy()
         if isinstance(s, dict) and KEEP in s:
             return current
+        if isinstance(s, dict) and REF in s:
+            n = s[REF]
+            if not 0 <= n < len(made):
+                raise SnapshotError(f"{where}: refers to container {n}, which comes later")
+            return current if made[n] is None else made[n]  # None: a tuple being built
         if not isinstance(s, dict):
             if type(current) is type(s) and current == s:
                 return current  # unchanged: leave it (and any frozen owner) alone
@@ -115,6 +133,8 @@ def restore(root: Any, snap: dict[str, Any]) -> None:
             return r
         if TUPLE in s:
             items = s[TUPLE]
+            slot = len(made)
+            made.append(None)  # the tuple exists only once its items do
             olds = list(current) if isinstance(current, tuple) and len(current) == len(items) else [None] * len(items)
             values = tuple(value_of(o, v, f"{where}[{i}]") for i, (o, v) in enumerate(zip(olds, items, strict=True)))
             # The same values give back the tuple already there: a frozen object's field
@@ -122,18 +142,20 @@ def restore(root: Any, snap: dict[str, Any]) -> None:
             if isinstance(current, tuple) and all(
                     a is b or (isinstance(a, _SCALARS) and type(a) is type(b) and a == b)
                     for a, b in zip(values, olds, strict=True)):
-                return current
+                values = current
+            made[slot] = values
             return values
         if LIST in s:
             items = s[LIST]
             if not isinstance(current, list):
                 current = []
+            numbered(current)
             olds = current + [None] * (len(items) - len(current))
             new = [value_of(o, v, f"{where}[{i}]") for i, (o, v) in enumerate(zip(olds, items, strict=False))]
             current[:] = new
             return current
         if DICT in s:
-            mapping: dict = current if isinstance(current, dict) else {}
+            mapping: dict = numbered(current if isinstance(current, dict) else {})
             entries = {k: value_of(mapping.get(k), v, f"{where}[{k!r}]") for k, v in s[DICT]}
             kept = {k: v for k, v in mapping.items() if not _is_leaf(k)}
             mapping.clear()
@@ -145,12 +167,27 @@ def restore(root: Any, snap: dict[str, Any]) -> None:
                 raise SnapshotError(
                     f"{where}: the snapshot holds an object here but the fresh env has {current!r}"
                 )
+            numbered(current)
             into(current, s[OBJ], where)
             return current
         raise SnapshotError(f"{where}: unreadable snapshot entry")
 
+    def skipped(s: Any) -> None:
+        """Number the containers of a snapshot part that is not put back, as capture did."""
+        if not isinstance(s, dict) or KEEP in s or REF in s:
+            return
+        for tag in (LIST, TUPLE, DICT, OBJ):
+            if tag in s:
+                made.append(None)
+                parts = s[tag].values() if tag == OBJ else (
+                    [v for _, v in s[tag]] if tag == DICT else s[tag])
+                for part in parts:
+                    skipped(part)
+
     def into(obj: Any, attrs: dict[str, Any], where: str) -> None:
-        if id(obj) in seen:
+        if id(obj) in seen:  # one fresh object where the env had two: filled once
+            for part in attrs.values():
+                skipped(part)
             return
         seen.add(id(obj))
         for name, s in attrs.items():
@@ -164,4 +201,5 @@ def restore(root: Any, snap: dict[str, Any]) -> None:
 
     if not (isinstance(snap, dict) and OBJ in snap):
         raise SnapshotError("not an env snapshot")
+    numbered(root)
     into(root, snap[OBJ], type(root).__name__)

@@ -90,6 +90,12 @@ class SyncVecEnv:
         self._buf.recount()
         for copy in self.copies:
             copy.restored()
+        # A turn-based env gives the mover's own observation again, as it is now: snapshots
+        # taken before shared objects were kept as such lost it where a wrapper held it too.
+        for copy, raw in zip(self.copies, self._buf.raw_obs if self._buf.keep_raw else [],
+                             strict=False):
+            if hasattr(copy, "observe"):
+                raw.update({a: copy.observe(a) for a in raw})
 
     def state(self, e: int = 0) -> Any:
         return self.copies[e].state()

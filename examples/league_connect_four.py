@@ -1,7 +1,7 @@
 """A self-play league on connect four, then a game against your agent in the terminal
 (docs/tutorial_league.md).
 
-    python examples/league_connect_four.py            # the preset: 800k env steps, 15-25 minutes
+    python examples/league_connect_four.py            # the preset: 2M env steps, 20-40 minutes
     python examples/league_connect_four.py --play     # then play it: type a column, 0 to 6
     python examples/league_connect_four.py --smoke    # a few seconds: every step, a tiny budget
 """
@@ -62,13 +62,13 @@ def main() -> None:
     args = p.parse_args()
     over = ["log.console=false"]
     if args.smoke:
-        over += ["train.steps=1200", "league.snapshot_every=400", "algo.learning_starts=200",
-                 "algo.batch_size=32", "log.every=400"]
+        over += ["train.steps=1200", "league.snapshot_every=400", "algo.rollout=16",
+                 "env.num_envs=4", "log.every=400"]
     cfg = interplay.load_config([ROOT / "configs" / "league_connect_four.yaml"], overrides=over)
     run = Path(args.run)
     interplay.train(cfg, run, overwrite=True)
     league_report(run)
-    for opponent, games in (("random", 500), ("interplay.envs.connect_four:one_ply", 200)):
+    for opponent, games in (("random", 500), ("interplay.envs.connect_four:two_ply", 200)):
         report = evaluate(run, episodes=20 if args.smoke else games, vs=opponent)
         print(f"against {opponent}: {report['win_rate']:.0%} won, {report['loss_rate']:.0%} lost")
     if args.smoke:

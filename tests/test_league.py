@@ -385,3 +385,20 @@ def test_a_tictactoe_league_learner_ends_rated_above_random_and_early_snapshots(
     print(ratings)
     assert ratings["learner"] > ratings["random"] + 50
     assert all(ratings["learner"] > ratings[name] for name in early)
+
+
+@pytest.mark.slow
+def test_the_connect_four_league_preset_beats_one_ply_far_more_often_than_random_play(tmp_path):
+    from pathlib import Path
+
+    preset = Path(__file__).resolve().parent.parent / "configs" / "league_connect_four.yaml"
+    run = tmp_path / "run"
+    train(load([preset], ["train.steps=120000", "league.snapshot_every=40000",
+                          "log.every=40000", *QUIET]), run)
+    vs_random = evaluate(run, vs="random", episodes=200, out=tmp_path / "random.json")
+    vs_one_ply = evaluate(run, vs="interplay.envs.connect_four:one_ply", episodes=200,
+                          out=tmp_path / "one_ply.json")
+    print(vs_random["win_rate"], vs_one_ply["win_rate"])
+    # Random play wins 3% of its games against one_ply (13 of 400, seed 0).
+    assert vs_random["win_rate"] >= 0.8, vs_random
+    assert vs_one_ply["win_rate"] >= 0.15, vs_one_ply

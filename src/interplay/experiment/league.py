@@ -35,8 +35,8 @@ from interplay.algos.base import rng_for
 from interplay.config.code import names_code
 from interplay.config.schema import Config, ConfigError
 from interplay.experiment.policies import LEAGUE_FOLDER as FOLDER
-from interplay.experiment.policies import FrozenActor, frozen_actor
-from interplay.experiment.statecodec import decode, encode
+from interplay.experiment.policies import FrozenActor, frozen_actor, snapshot_state
+from interplay.experiment.statecodec import encode
 from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import Callbacks
 from interplay.run.mapping import load_callable
@@ -44,7 +44,7 @@ from interplay.run.transitions import Transitions
 
 LEARNER = "learner"
 LEAGUE_DOCS = {  # what a league adds to every report (docs/metrics.md)
-    "rating/<member>": "the Elo rating of the learner (`rating/learner`) and of each pool member "
+    "rating/<member>": "the rating (Elo, or OpenSkill's by `league.rating`) of the learner (`rating/learner`) and of each pool member "
                        "(`random`, a scripted player, `snapshot_<env steps>`, a frozen policy) "
                        "after every game so far; `interplay league RUN_DIR` tabulates them",
 }
@@ -332,7 +332,7 @@ class League(Callbacks):
                 if not path.is_file():
                     raise LeagueError(f"league: snapshot {path} is missing; the pool cannot be "
                                       "restored")
-                saved = decode(torch.load(path, map_location="cpu", weights_only=True))
+                saved = snapshot_state(path, "league")
                 actor, algo = self._frozen(_merged(saved, m.get("rngs", {})))
                 self.members.append(Member(m["name"], "snapshot", m["env_steps"], actor,
                                            m["file"], algo=algo))

@@ -4,9 +4,10 @@
 
 Prints one JSON line. All loops run in this process, on the same seeds, interleaved over
 several rounds; the figures are ratios of medians (1.0 = the runner costs nothing). Two bare
-loops: the one PettingZoo's docs write (``env.action_space(agent).sample(mask)`` per agent, the
-``agent_iter``/``last`` loop for an AEC env), and a leaner one drawing actions from a NumPy
-generator. A step is one env step of a Parallel env and one agent's move in an AEC env.
+loops: the lean one (all of a step's actions drawn with one NumPy call and handed over with
+``dict(zip(agents, actions))``; an AEC env's mover draws once), which is the denominator of
+``ratio``, and the one PettingZoo's docs write (``env.action_space(agent).sample(mask)`` per
+agent, the ``agent_iter``/``last`` loop for an AEC env), kept as a second column. A step is one env step of a Parallel env and one agent's move in an AEC env.
 """
 
 from __future__ import annotations
@@ -40,10 +41,58 @@ def legal(obs: Any, info: dict) -> np.ndarray | None:
 
 
 def lean_action(space: Any, mask: np.ndarray | None, rng: np.random.Generator) -> Any:
+    """One move of an AEC env's mover: one NumPy draw."""
     if mask is None:
         return np.int64(rng.integers(space.n))
     choices = np.flatnonzero(mask)
     return np.int64(choices[rng.integers(len(choices))])
+
+
+class LeanSampler:
+    """Random actions for a Parallel env's agents, all drawn with one NumPy call per step and
+    handed over with ``dict(zip(agents, actions))``: the leanest loop one can write around an
+    env, the honest denominator of an overhead ratio.
+
+    Discrete and MultiDiscrete agents draw integers below their sizes (plus their starts), Box
+    agents uniform values between finite bounds; agents with masks choose among legal moves (a
+    mask is per agent by nature, so that is one draw and one lookup per masked agent).
+    """
+
+    def __init__(self, env: Any, rng: np.random.Generator):
+        self.env, self.rng = env, rng
+        self._agents: list[str] = []
+        self._draw: Callable[[], Any] = lambda: ()
+
+    def __call__(self, obs: dict, infos: dict) -> dict:
+        agents = self.env.agents
+        masks = [legal(obs[a], infos.get(a)) for a in agents] if self.masked else None
+        if masks is not None and any(m is not None for m in masks):
+            return {a: lean_action(self.env.action_space(a), m, self.rng)
+                    for a, m in zip(agents, masks, strict=True)}
+        if agents != self._agents:
+            self._agents, self._draw = list(agents), self._drawer(agents)
+        return dict(zip(agents, self._draw(), strict=True))
+
+    masked = False
+
+    def _drawer(self, agents: list[str]) -> Callable[[], Any]:
+        spaces_ = [self.env.action_space(a) for a in agents]
+        kinds = {type(s).__name__ for s in spaces_}
+        rng = self.rng
+        if kinds == {"Discrete"}:
+            high = np.array([s.n for s in spaces_])
+            start = np.array([s.start for s in spaces_])
+            return (lambda: rng.integers(high)) if not start.any() else (
+                lambda: rng.integers(high) + start)
+        if kinds == {"MultiDiscrete"} and len({s.shape for s in spaces_}) == 1:
+            nvec = np.stack([s.nvec for s in spaces_])
+            return lambda: rng.integers(nvec)
+        if kinds == {"Box"} and len({s.shape for s in spaces_}) == 1:
+            low = np.stack([np.maximum(s.low, -1.0) for s in spaces_])
+            high = np.stack([np.minimum(s.high, 1.0) for s in spaces_])
+            dtype = spaces_[0].dtype
+            return lambda: rng.uniform(low, high).astype(dtype, copy=False)
+        return lambda: [s.sample() for s in spaces_]  # mixed spaces: no single draw fits
 
 
 def bare_parallel(make: Callable[[], Any], docs_style: bool, steps: int = STEPS) -> float:
@@ -53,6 +102,8 @@ def bare_parallel(make: Callable[[], Any], docs_style: bool, steps: int = STEPS)
     for a in env.possible_agents:
         env.action_space(a).seed(SEED)
     masked = any(legal(obs[a], infos.get(a)) is not None for a in obs)
+    lean = LeanSampler(env, rng)
+    lean.masked = masked
     start = time.perf_counter()
     for _ in range(steps):
         if docs_style and not masked:  # as PettingZoo's docs write it
@@ -61,8 +112,7 @@ def bare_parallel(make: Callable[[], Any], docs_style: bool, steps: int = STEPS)
             actions = {a: env.action_space(a).sample(legal(obs[a], infos.get(a)))
                        for a in env.agents}
         else:
-            actions = {a: lean_action(env.action_space(a), legal(obs[a], infos.get(a)), rng)
-                       for a in env.agents}
+            actions = lean(obs, infos)
         obs, _, _, _, infos = env.step(actions)
         if not env.agents:
             obs, infos = env.reset()
@@ -133,8 +183,8 @@ def main() -> None:
         "num_envs": 1, "steps": STEPS, "rounds": ROUNDS,
         "bare_docs_loop_steps_per_s": round(d, 1), "bare_lean_loop_steps_per_s": round(b, 1),
         "runner_steps_per_s": round(p_, 1), "runner_collecting_steps_per_s": round(k, 1),
-        "ratio": round(p_ / d, 3), "ratio_vs_lean_loop": round(p_ / b, 3),
-        "ratio_collecting": round(k / d, 3),
+        "ratio": round(p_ / b, 3), "ratio_collecting": round(k / b, 3),
+        "ratio_vs_docs_loop": round(p_ / d, 3), "ratio_collecting_vs_docs_loop": round(k / d, 3),
     }))
 
 

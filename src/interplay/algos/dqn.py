@@ -164,12 +164,12 @@ class DQNActor:
         with torch.no_grad():
             q = p.online(obs_tensor(batch.obs, device))
         q = q.cpu().numpy()
-        legal = batch.mask if batch.mask is not None else np.ones(q.shape, bool)
-        greedy = np.where(legal, q, -np.inf).argmax(axis=1)
+        legal = batch.mask
+        greedy = (q if legal is None else np.where(legal, q, -np.inf)).argmax(axis=1)
         if not explore:
             return greedy, {}
         n = len(greedy)
-        random = masked_uniform(p.act_rng, legal)
+        random = masked_uniform(p.act_rng, legal, q.shape)
         take = p.act_rng.random(n) < self.algo.epsilon()
         return np.where(take, random, greedy), {}
 

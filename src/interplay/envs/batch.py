@@ -21,6 +21,7 @@ from interplay.envs.spaces import (
     ObservationError,
     ObsView,
     action_view,
+    NUMBER_KINDS,
     fits_as_is,
     obs_view,
     observation_error,
@@ -153,6 +154,13 @@ class StepBuffers:
         # Per agent, what writing its observation needs: column, view, rows, mask rows, masked.
         self._slots = {a: (self.col[a], obs_views[a], obs_views[a].shaped(self.obs[a]),
                            self.mask[a], self._masked[a]) for a in agents}
+        # How to write each order of movers the env has handed over (see _Plan).
+        self._plans: dict[tuple[str, ...], _Plan] = {}
+        self._reward_cols: dict[tuple[str, ...], np.ndarray] = {}
+        self.agent_order = tuple(agents)
+        self._whole_agents: tuple[str, ...] | None = None
+        self._whole_ok = False
+        self._final_plans: dict[tuple[str, ...], _Plan] = {}
         self.recount()
         self._view = VecStep(
             obs=self.obs, mask=self.mask, acting=self.acting, reward=self.reward,
@@ -171,6 +179,19 @@ class StepBuffers:
             return actions
         views = self.action_views
         return {a: x if a in self._as_is else views[a].to_env(x) for a, x in actions.items()}
+
+    def whole_actions(self, actions: dict[str, np.ndarray], rows: slice) -> np.ndarray | None:
+        """``[len(rows), A]`` actions of every agent in env order, when ``actions`` is an
+        :class:`ActionBlocks` whose one block holds them all as the env takes them (Discrete
+        from 0); None otherwise. A copy's moves are then ``dict(zip(movers, row))``."""
+        blocks = getattr(actions, "blocks", None)
+        if not blocks or len(blocks) != 1:
+            return None
+        agents, block = blocks[0]
+        if agents is not self._whole_agents:
+            self._whole_agents = agents
+            self._whole_ok = agents == self.agent_order and self._as_is.issuperset(agents)
+        return block[rows] if self._whole_ok else None
 
     def recount(self) -> None:
         """Count the True entries of ``acting`` and the masked rows behind ``all_acting`` and
@@ -201,61 +222,101 @@ class StepBuffers:
         flags[e] = True
 
     def write_acting(self, e: int, cs: CopyStep) -> None:
-        acting, infos = self.acting, cs.infos
-        movers = tuple(cs.obs)
-        moved = movers != self.movers[e]  # who acts changed: rewrite the row
-        if moved:
+        """Write copy ``e``'s observations and masks of the agents that act next.
+
+        Agents that sit side by side in one block, in the order the env hands them over, are
+        written with one stacked write and checked once for the block; only when that fails
+        (or for Dict observations) is each agent written and checked on its own, so the
+        error names the agent and its space.
+        """
+        acting, infos, obs = self.acting, cs.infos, cs.obs
+        movers = tuple(obs)
+        plan = self._plans.get(movers)
+        if plan is None:
+            plan = self._plans[movers] = _Plan(movers, self)
+        if movers != self.movers[e]:  # who acts changed: rewrite the row
             acting[e] = False
+            acting[e, plan.cols] = True
             self._n_acting += len(movers) - len(self.movers[e] or ())
             self.movers[e] = movers
         if self.keep_raw:
-            self.raw_obs[e] = cs.obs
+            self.raw_obs[e] = obs
             self.infos[e] = infos
-        for a, o in cs.obs.items():
-            col, view, rows, masks, masked = self._slots[a]
-            if moved:
-                acting[e, col] = True
-            try:
-                if view.plain and fits_as_is(o, view.shape, view.dtype):
-                    rows[e] = o
-                else:  # checks the shape on the way
-                    view.flatten(o, rows[e])
-            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
-                raise observation_error(a, view.space, o, err) from None
-            if masks is None:
-                continue
-            info = infos.get(a)
-            row = self._mask_row(a, o, info) if view.has_mask_key or info else None
-            if row is not None:
-                masks[e] = row
-                if not masked[e]:
-                    masked[e] = True
-                    self._n_masked += 1
-            elif masked[e]:  # all legal: written only when the row may hold something else
-                masks[e] = True
-                masked[e] = False
-                self._n_masked -= 1
+        if plan.runs:
+            values = list(obs.values())
+            for i0, i1, block, j0, j1, shape, dtype in plan.runs:
+                part = values if i1 - i0 == len(values) else values[i0:i1]
+                if not _write_run(block, e, j0, j1, part, shape, dtype):
+                    for a, o in zip(movers[i0:i1], part, strict=True):
+                        self._write_obs(e, a, o)
+            # Masks: none to read when no agent got an info, and none to clear when every
+            # row is known all-legal already.
+            if plan.run_masked and (self._n_masked or any(infos.values())):
+                for a in plan.run_masked:
+                    self._write_mask(e, a, obs[a], infos.get(a))
+        for a in plan.alone:
+            o = obs[a]
+            self._write_obs(e, a, o)
+            if self.mask[a] is not None:
+                self._write_mask(e, a, o, infos.get(a))
+
+    def _write_obs(self, e: int, a: str, o: Any) -> None:
+        _col, view, rows, _masks, _masked = self._slots[a]
+        try:
+            if view.plain and fits_as_is(o, view.shape, view.dtype):
+                rows[e] = o
+            else:  # checks the shape on the way
+                view.flatten(o, rows[e])
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+            raise observation_error(a, view.space, o, err) from None
+
+    def _write_mask(self, e: int, a: str, o: Any, info: dict | None) -> None:
+        _col, view, _rows, masks, masked = self._slots[a]
+        row = self._mask_row(a, o, info) if view.has_mask_key or info else None
+        if row is not None:
+            masks[e] = row
+            if not masked[e]:
+                masked[e] = True
+                self._n_masked += 1
+        elif masked[e]:  # all legal: written only when the row may hold something else
+            masks[e] = True
+            masked[e] = False
+            self._n_masked -= 1
 
     def write_outcome(self, e: int, cs: CopyStep) -> None:
         """Write copy ``e``'s rewards and flags from one step (after :meth:`clear_step`).
 
         The rewards need not have been cleared: an agent the step paid nothing gets 0 here.
+        Rewards in an order seen before are written with one write; a reward that is not a
+        number is named with its agent.
         """
-        col, reward, rewards = self.col, self.reward, cs.rewards
-        if len(rewards) != len(col):
+        reward, rewards = self.reward, cs.rewards
+        order = tuple(rewards)
+        cols = self._reward_cols.get(order)
+        if cols is None:
+            cols = self._reward_cols[order] = np.array([self.col[a] for a in order], np.intp)
+        if len(rewards) != len(self.col):
             reward[e] = 0.0
         try:
+            reward[e, cols] = np.fromiter(rewards.values(), np.float64, len(order))
+        except (TypeError, ValueError):
             for a, r in rewards.items():
-                reward[e, col[a]] = r
-        except (TypeError, ValueError) as err:
-            raise EnvContractError(
-                f"reward of agent {a!r} is {r!r}; rewards must be numbers ({err})") from None
+                try:
+                    reward[e, self.col[a]] = r
+                except (TypeError, ValueError) as err:
+                    raise EnvContractError(
+                        f"reward of agent {a!r} is {r!r}; rewards must be numbers ({err})"
+                    ) from None
         if not (cs.terminated or cs.truncated):
             return
         self._flagged = True
         self.final_infos[e] = cs.final_infos
         self.ended.append(e)
+        col = self.col
         for flags, ended in ((self.terminated, cs.terminated), (self.truncated, cs.truncated)):
+            if not ended:
+                continue
+            done = self._write_final_runs(e, ended)
             for a, o in ended.items():
                 flags[e, col[a]] = True
                 masks = self.final_mask[a]
@@ -264,13 +325,32 @@ class StepBuffers:
                     if masks is not None:
                         masks[e] = self.mask[a][e]
                     continue
-                try:
-                    self.obs_views[a].write(o, self.final_obs[a], e)
-                except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
-                    raise observation_error(a, self.obs_views[a].space, o, err) from None
+                if a not in done:
+                    try:
+                        self.obs_views[a].write(o, self.final_obs[a], e)
+                    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+                        raise observation_error(a, self.obs_views[a].space, o, err) from None
                 if masks is not None:
                     row = self._mask_row(a, o, None)
                     masks[e] = True if row is None else row
+
+    def _write_final_runs(self, e: int, ended: dict[str, Any]) -> frozenset[str] | tuple[()]:
+        """Write the final observations of ``ended`` that sit side by side in a block with one
+        stacked write each (as :meth:`write_acting` does); the agents written that way."""
+        if len(ended) < 8:  # a few agents: one by one is as quick
+            return ()
+        order = tuple(ended)
+        plan = self._final_plans.get(order)
+        if plan is None:
+            plan = self._final_plans[order] = _Plan(order, self, self.final_obs)
+        values = list(ended.values())
+        done: list[str] = []
+        for i0, i1, block, j0, j1, shape, dtype in plan.runs:
+            part = values[i0:i1]
+            if not any(o is None for o in part) and _write_run(block, e, j0, j1, part, shape,
+                                                                dtype):
+                done.extend(order[i0:i1])
+        return frozenset(done)
 
     def _mask_row(self, agent: str, obs: Any, info: dict | None) -> np.ndarray | None:
         """The legal actions the env gave with ``obs``, or None when it gave none (all legal)."""
@@ -302,11 +382,72 @@ class StepBuffers:
         return self._view
 
 
+class _Plan:
+    """How to write one order of movers: runs of agents that sit side by side in one block
+    with the same plain (Box) observation shape, each written with one stacked write, and the
+    agents written alone (Dict observations, or none beside them)."""
+
+    def __init__(self, movers: tuple[str, ...], buf: StepBuffers,
+                 arrays: FixedArrays | None = None):
+        self.cols = np.array([buf.col[a] for a in movers], dtype=np.intp)
+        self.runs: list[tuple[int, int, np.ndarray, int, int, tuple[int, ...], Any]] = []
+        self.alone: list[str] = []
+        in_runs: list[str] = []
+        place = (buf.obs if arrays is None else arrays).place
+        run: list[Any] | None = None  # [i0, i1, block, j0, j1, shape, dtype]
+        for i, a in enumerate(movers):
+            view = buf.obs_views[a]
+            if not view.plain or view.has_mask_key or a not in place:
+                self.alone.append(a)
+                run = None
+                continue
+            block, j = place[a]
+            if run is not None and run[2] is block and run[4] == j and run[5] == view.shape:
+                run[1], run[4] = i + 1, j + 1
+            else:
+                run = [i, i + 1, block, j, j + 1, view.shape, view.dtype]
+                self.runs.append(run)  # type: ignore[arg-type]
+            in_runs.append(a)
+        self.runs = [tuple(r) for r in self.runs]  # type: ignore[misc]
+        self.run_masked = [a for a in in_runs if buf.mask[a] is not None]
+
+
+def _write_run(block: np.ndarray, e: int, j0: int, j1: int, part: list[Any],
+               shape: tuple[int, ...], dtype: Any) -> bool:
+    """Write observations ``part`` into ``block[e, j0:j1]`` with one stacked write, if they
+    all have the space's ``shape`` and a dtype the row takes as it is (see ``fits_as_is``);
+    False, writing nothing, otherwise."""
+    try:
+        arr = np.asarray(part)
+    except (ValueError, TypeError):  # ragged, or not arrays at all
+        return False
+    if arr.shape != (j1 - j0, *shape):
+        return False
+    if arr.dtype != dtype and not (dtype is np.float32 and arr.dtype.kind in NUMBER_KINDS):
+        return False
+    block[e, j0:j1] = arr.reshape(j1 - j0, -1)
+    return True
+
+
+class ActionBlocks(dict):
+    """Each agent's ``[E, ...]`` actions (a dict, as every vector env takes them), and the
+    ``[E, k, ...]`` group blocks they are views of (``blocks``: the group's agents and its
+    block), so a copy's moves can be read off one block row instead of one array per agent."""
+
+    def __init__(self, blocks: list[tuple[tuple[str, ...], np.ndarray]]):
+        super().__init__((a, block[:, j]) for agents, block in blocks
+                         for j, a in enumerate(agents))
+        self.blocks = blocks
+
+
 class FixedArrays(dict):
     """Per-agent arrays that stay the same objects for the env's life; only their values change.
 
     Whoever reads them may keep views over them instead of looking them up every step.
+    ``place`` says where each agent's rows sit: its ``[E, n, dim]`` block and its column there.
     """
+
+    place: dict[str, tuple[np.ndarray, int]]
 
     def __setitem__(self, key: str, value: Any) -> None:
         raise TypeError("FixedArrays: the arrays are fixed; write into them instead")
@@ -323,6 +464,7 @@ def agent_blocks(dims: dict[str, int], num_envs: int, dtype: Any,
     types = dtype if isinstance(dtype, dict) else dict.fromkeys(dims, dtype)
     kinds = {a: (d, np.dtype(types[a]).str) for a, d in dims.items()}
     out: dict[str, Any] = {}
+    place: dict[str, tuple[np.ndarray, int]] = {}
     for kind in dict.fromkeys(kinds.values()):
         members = [a for a, k in kinds.items() if k == kind]
         dim = kind[0]
@@ -331,7 +473,10 @@ def agent_blocks(dims: dict[str, int], num_envs: int, dtype: Any,
             continue
         block = alloc((num_envs, len(members), dim), fill, types[members[0]])
         out.update({a: block[:, j] for j, a in enumerate(members)})
-    return FixedArrays((a, out[a]) for a in dims)
+        place.update({a: (block, j) for j, a in enumerate(members)})
+    arrays = FixedArrays((a, out[a]) for a in dims)
+    arrays.place = place
+    return arrays
 
 
 STATE_MODES = ("auto", "env")

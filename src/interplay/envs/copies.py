@@ -96,6 +96,8 @@ class EnvCopies:
         """Step every copy that has agents to move; copies whose episode ended reset."""
         buf.clear_step(self._slice, rewards=False)  # write_outcome writes each copy's row
         env_actions = buf.env_actions(actions, self._slice)
+        whole = buf.whole_actions(actions, self._slice)
+        everyone = buf.agent_order
         i = 0
         try:
             for i, e in enumerate(self.rows):
@@ -103,7 +105,10 @@ class EnvCopies:
                 if not movers:
                     buf.no_outcome(e)
                     continue
-                moves = {a: env_actions[a][i] for a in movers}
+                if whole is not None and movers == everyone:
+                    moves = dict(zip(movers, whole[i], strict=True))
+                else:
+                    moves = {a: env_actions[a][i] for a in movers}
                 try:
                     cs = self.copies[i].step(moves)
                 except EnvContractError:

@@ -102,17 +102,17 @@ def fits_as_is(obs: Any, shape: tuple[int, ...], dtype: Any) -> bool:
     :meth:`ObsView.flatten`, which checks it."""
     if not isinstance(obs, np.ndarray) or obs.shape != shape:
         return False
-    return obs.dtype == dtype or (dtype is np.float32 and obs.dtype.kind in _NUMBERS)
+    return obs.dtype == dtype or (dtype is np.float32 and obs.dtype.kind in NUMBER_KINDS)
 
 
-_NUMBERS = "biuf"  # dtype kinds an observation may come in: bool, ints, floats
+NUMBER_KINDS = "biuf"  # dtype kinds an observation may come in: bool, ints, floats
 
 
 def _numbers(space: spaces.Space, obs: Any) -> np.ndarray:
     """``obs`` as an array of numbers; strings, objects (None...) and complex numbers, which a
     cast would turn into NaN or silently change, are refused."""
     arr = np.asarray(obs)
-    if arr.dtype.kind not in _NUMBERS:
+    if arr.dtype.kind not in NUMBER_KINDS:
         raise ValueError(f"its dtype {arr.dtype} is not a number type")
     if space.dtype == np.uint8 and arr.dtype != np.uint8 and arr.size:
         if arr.min() < 0 or arr.max() > 255 or (arr.dtype.kind == "f" and (arr % 1).any()):

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from interplay.envs.batch import FixedArrays, VecEnv, VecStep
+from interplay.envs.batch import ActionBlocks, FixedArrays, VecEnv, VecStep
 from interplay.errors import NonFiniteError
 from interplay.run.actors import ActBatch, Actor
 from interplay.run.callbacks import CallbackList
@@ -168,9 +168,7 @@ class Runner:
                 never=np.zeros((E, k), bool), whole=list(cols) == list(range(len(env.agents))),
                 fresh=np.ones((E, k), bool), memory={},
             ))
-        self._actions = {
-            a: g.actions[:, j] for g in self.groups for j, a in enumerate(g.spec.agents)
-        }
+        self._actions = ActionBlocks([(tuple(g.spec.agents), g.actions) for g in self.groups])
         owner = {a: pid for pid, s in specs.items() for a in s.agents}
         self.tracker = EpisodeTracker(env.agents, E, copies)
         self._every_copy = np.ones(E, bool)  # ``stepped`` when every agent acted

@@ -103,6 +103,7 @@ class TransitionBook:
         self.mask = np.ones((E, k, mask_dim), bool) if mask_dim else None
         self.first = np.zeros((E, k), bool)
         self.extras: dict[str, np.ndarray] = {}
+        self._every: tuple[np.ndarray, np.ndarray] | None = None  # (copy, slot) of every row
 
     def add_rewards(self, reward: np.ndarray) -> None:
         """Book one env step's rewards ``[E, k]``: into open transitions, else held back."""
@@ -115,6 +116,9 @@ class TransitionBook:
               first: np.ndarray | bool = False) -> None:
         """Open transitions for the agents ``(e[i], s[i])`` that act now; ``first`` marks
         those acting for the first time in their episode."""
+        if len(e) == self.open.size:  # every agent of every copy: whole blocks, no gathers
+            self._start_all(obs, action, mask, extras, first)
+            return
         if self.open[e, s].any():
             raise RuntimeError("an agent acted with a transition still open; close it first")
         self.open[e, s] = True
@@ -126,17 +130,41 @@ class TransitionBook:
         if self.mask is not None and mask is not None:
             self.mask[e, s] = mask
         for name, value in extras.items():
-            store = self.extras.get(name)
-            if store is None:
-                store = self.extras[name] = np.zeros((*self.open.shape, *value.shape[1:]), value.dtype)
-            store[e, s] = value
+            self._extra(name, value)[e, s] = value
+
+    def _start_all(self, obs: np.ndarray, action: np.ndarray, mask: np.ndarray | None,
+                   extras: dict[str, np.ndarray], first: np.ndarray | bool) -> None:
+        shape = self.open.shape
+        if self.open.any():
+            raise RuntimeError("an agent acted with a transition still open; close it first")
+        self.open[...] = True
+        self.acc[...] = self.pending
+        self.pending[...] = 0.0
+        self.obs[...] = obs.reshape(self.obs.shape)
+        self.action[...] = action.reshape(self.action.shape)
+        self.first[...] = np.reshape(first, shape) if np.ndim(first) else first
+        if self.mask is not None and mask is not None:
+            self.mask[...] = mask.reshape(self.mask.shape)
+        for name, value in extras.items():
+            self._extra(name, value)[...] = value.reshape(*shape, *value.shape[1:])
+
+    def _extra(self, name: str, value: np.ndarray) -> np.ndarray:
+        """The ``[E, k, ...]`` store of extra ``name`` (made at its first ``value``)."""
+        store = self.extras.get(name)
+        if store is None:
+            store = self.extras[name] = np.zeros((*self.open.shape, *value.shape[1:]),
+                                                 value.dtype)
+        return store
 
     def close(self, where: np.ndarray, next_obs: np.ndarray, next_mask: np.ndarray | None,
               terminated: np.ndarray, truncated: np.ndarray, step: int) -> Transitions | None:
         """Close the open transitions at ``where`` ``[E, k]``; None if there were none."""
         sel = where & self.open
-        if not sel.any():
+        n = int(np.count_nonzero(sel))
+        if not n:
             return None
+        if n == sel.size:  # every agent of every copy: whole blocks in (copy, slot) order
+            return self._close_all(next_obs, next_mask, terminated, truncated, step)
         e, s = np.nonzero(sel)
         self.open[e, s] = False
         out = Transitions(
@@ -149,6 +177,29 @@ class TransitionBook:
             first=self.first[e, s],
         )
         self.acc[e, s] = 0.0
+        return out
+
+    def _close_all(self, next_obs: np.ndarray, next_mask: np.ndarray | None,
+                   terminated: np.ndarray, truncated: np.ndarray, step: int) -> Transitions:
+        E, k = self.open.shape
+        n = E * k
+        if self._every is None:
+            self._every = (np.repeat(np.arange(E), k), np.tile(np.arange(k), E))
+        e, s = self._every
+
+        def rows(x: np.ndarray) -> np.ndarray:
+            return x.reshape(n, *x.shape[2:]).copy()
+
+        self.open[...] = False
+        out = Transitions(
+            obs=rows(self.obs), action=rows(self.action), reward=rows(self.acc),
+            next_obs=rows(next_obs), terminated=rows(terminated), truncated=rows(truncated),
+            env=e.copy(), slot=s.copy(), mask=None if self.mask is None else rows(self.mask),
+            next_mask=None if next_mask is None else rows(next_mask),
+            extras={k_: rows(v) for k_, v in self.extras.items()}, step=np.full(n, step),
+            first=rows(self.first),
+        )
+        self.acc[...] = 0.0
         return out
 
     def discard(self, copies: np.ndarray) -> None:

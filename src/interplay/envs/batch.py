@@ -21,7 +21,6 @@ from interplay.envs.spaces import (
     ObservationError,
     ObsView,
     action_view,
-    NUMBER_KINDS,
     fits_as_is,
     obs_view,
     observation_error,
@@ -158,7 +157,7 @@ class StepBuffers:
         self._plans: dict[tuple[str, ...], _Plan] = {}
         self._reward_cols: dict[tuple[str, ...], np.ndarray] = {}
         self.agent_order = tuple(agents)
-        self._whole_agents: tuple[str, ...] | None = None
+        self._whole_blocks: list | None = None
         self._whole_ok = False
         self._final_plans: dict[tuple[str, ...], _Plan] = {}
         self.recount()
@@ -182,16 +181,21 @@ class StepBuffers:
 
     def whole_actions(self, actions: dict[str, np.ndarray], rows: slice) -> np.ndarray | None:
         """``[len(rows), A]`` actions of every agent in env order, when ``actions`` is an
-        :class:`ActionBlocks` whose one block holds them all as the env takes them (Discrete
-        from 0); None otherwise. A copy's moves are then ``dict(zip(movers, row))``."""
+        :class:`ActionBlocks` whose blocks, side by side, hold them all as the env takes them
+        (Discrete from 0); None otherwise. A copy's moves are then ``dict(zip(movers, row))``."""
         blocks = getattr(actions, "blocks", None)
-        if not blocks or len(blocks) != 1:
+        if not blocks:
             return None
-        agents, block = blocks[0]
-        if agents is not self._whole_agents:
-            self._whole_agents = agents
-            self._whole_ok = agents == self.agent_order and self._as_is.issuperset(agents)
-        return block[rows] if self._whole_ok else None
+        if blocks is not self._whole_blocks:
+            self._whole_blocks = blocks
+            agents = tuple(a for group, block in blocks for a in group)
+            self._whole_ok = (agents == self.agent_order and self._as_is.issuperset(agents)
+                              and all(block.ndim == 2 for _, block in blocks))
+        if not self._whole_ok:
+            return None
+        if len(blocks) == 1:
+            return blocks[0][1][rows]
+        return np.concatenate([block[rows] for _, block in blocks], axis=1)
 
     def recount(self) -> None:
         """Count the True entries of ``acting`` and the masked rows behind ``all_acting`` and
@@ -415,17 +419,13 @@ class _Plan:
 def _write_run(block: np.ndarray, e: int, j0: int, j1: int, part: list[Any],
                shape: tuple[int, ...], dtype: Any) -> bool:
     """Write observations ``part`` into ``block[e, j0:j1]`` with one stacked write, if they
-    all have the space's ``shape`` and a dtype the row takes as it is (see ``fits_as_is``);
-    False, writing nothing, otherwise."""
-    try:
-        arr = np.asarray(part)
-    except (ValueError, TypeError):  # ragged, or not arrays at all
+    all have the space's ``shape`` and a dtype the row takes as it is (see ``fits_as_is``:
+    bytes for byte rows, any number type for float rows); False, writing nothing, otherwise."""
+    rows = block[e, j0:j1].reshape(j1 - j0, *shape)
+    try:  # stacking checks every shape, and the casting rule every dtype, before writing
+        np.stack(part, out=rows, casting="no" if dtype is np.uint8 else "same_kind")
+    except (ValueError, TypeError):
         return False
-    if arr.shape != (j1 - j0, *shape):
-        return False
-    if arr.dtype != dtype and not (dtype is np.float32 and arr.dtype.kind in NUMBER_KINDS):
-        return False
-    block[e, j0:j1] = arr.reshape(j1 - j0, -1)
     return True
 
 

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 from interplay.config.schema import ConfigError
 
-
 TRUST_RUNS = ("import and run the modules named by the configs of run folders this config "
               "names (policies.*.from, league.fixed) even when they are not installed env "
               "packages")

@@ -10,7 +10,6 @@ from typing import Any, Literal
 
 from interplay.errors import ConfigError
 
-
 CodeKind = Literal["attr", "env", "player", "run", "cluster"]
 
 

@@ -101,13 +101,13 @@ def _nested(field: FieldInfo, key: str) -> list[tuple[tuple[type[BaseModel], ...
 
 
 def _algo_models(name: Any) -> tuple[type[BaseModel], ...]:
-    """The settings model of algorithm ``name`` when registered; else every registered one
-    (an algorithm of the user's own is not imported to learn its fields)."""
+    """The settings models an ``algo`` section is read with: algorithm ``name``'s first when
+    registered, then every registered one, so a key it lacks (which validation refuses later)
+    or an algorithm of the user's own (not imported to learn its fields) is read too."""
     import interplay.algos  # noqa: F401 - registers the built-in algorithms' settings
 
-    if isinstance(name, str) and name in SETTINGS:
-        return (SETTINGS[name],)
-    return (AlgoSettings, *SETTINGS.values())
+    own = (SETTINGS[name],) if isinstance(name, str) and name in SETTINGS else ()
+    return (*own, AlgoSettings, *SETTINGS.values())
 
 
 # -- the values, in a config as plain data ---------------------------------------------------

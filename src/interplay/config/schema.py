@@ -299,14 +299,31 @@ class LeagueConfig(Section):
     """Elo's K: how far one game moves the ratings."""
 
 
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]")
+
+
+def check_ray_address(value: str) -> None:
+    """Accept only what says where Ray is: empty, ``auto``, ``host:port`` or ``ray://host:port``;
+    anything else (a scheme Ray would resolve elsewhere, ``local``, a bare host) is refused."""
+    if value in ("", "auto"):
+        return
+    host, sep, port = value.removeprefix("ray://").rpartition(":")
+    if not (sep and _HOST.fullmatch(host) and port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"{value!r} is not a Ray address: use empty (start a Ray on this "
+                         "machine), auto (the cluster this machine is a node of), host:port "
+                         "(the head's GCS, e.g. 10.0.0.1:6379) or ray://host:port (Ray Client)")
+
+
 class BackendConfig(Section):
     name: Literal["local", "ray"] = "local"
     """Where the env copies are stepped: ``local`` (in this process, or ``env.vectorization``'s
     workers) or ``ray`` (on Ray env runners; needs the ``ray`` extra). The learner stays here."""
     address: Annotated[str, NamesCode("cluster")] = ""
-    """``ray`` only: empty starts a Ray on this machine, bound to 127.0.0.1 with no dashboard;
-    ``auto`` or an address (``ray://host:10001``, ``host:6379``) joins a running cluster, which
-    is trusted with the config, the policies' weights and the code it names."""
+    """``ray`` only: empty starts a Ray on this machine, bound to 127.0.0.1 with no dashboard
+    (``RAY_ADDRESS`` is not read); ``auto`` (the cluster this machine is a node of) or an
+    address written out (``ray://host:10001``, ``host:6379``) joins a running cluster, which is
+    trusted with the config, the policies' weights and the code it names: its network must be
+    trusted too. A run folder's config that would join a cluster needs ``--trust``."""
     num_env_runners: int = Field(2, ge=1)
     """Ray actors that each step their own copies of the env with copies of the policies."""
     envs_per_runner: int | None = Field(None, ge=1)
@@ -320,6 +337,12 @@ class BackendConfig(Section):
     max_restarts: int = Field(3, ge=0)
     """Runner actors that may die and be replaced in a run; one more stops the run, naming the
     runner and its last error."""
+    @field_validator("address")
+    @classmethod
+    def _an_address(cls, value: str) -> str:
+        check_ray_address(value)
+        return value
+
     steps_per_call: int = Field(64, ge=1)
     """Steps each runner takes per remote call when the learner does not say when it next
     learns (off-policy learners): its policies may then lag the learner by the updates made

@@ -268,3 +268,14 @@ def test_a_stored_ray_cluster_address_needs_trust_unless_the_user_gives_it(
     for local in ("127.0.0.1:6379", "ray://localhost:10001", ""):
         data["backend"]["address"] = local
         assert untrusted_code(data) == {}
+
+
+def test_run_folders_naming_each_other_are_read_once_each(trusted_run, marker, tmp_path, capsys):
+    a, b = _copy(trusted_run, tmp_path / "a"), _copy(trusted_run, tmp_path / "b")
+    _edit(a, "policies.<pid>.from", str(b))
+    _edit(b, "league.fixed", str(a))
+    _edit(b, "train.callbacks", f"{marker.name}:Thing")
+    err = _refused(capsys, ["eval", str(a), "--episodes", "2"],
+                   f"policies.p.from '{b}' -> {b}/config.yaml: train.callbacks[0]")
+    assert err.count(marker.name) == 2  # the module and its value, once
+    assert not marker.flag.exists()

@@ -10,11 +10,11 @@ algorithm outside the package; its ``Settings`` class validates the section the 
 from __future__ import annotations
 
 import difflib
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from interplay.config.code import load_callable
+from interplay.config.code import NamesCode, load_callable
 from interplay.config.model import refuse_renamed
 from interplay.errors import ConfigError
 
@@ -27,7 +27,7 @@ class AlgoSettings(BaseModel):
     # Hyper-parameters an evolutionary search may mutate, each with the range it stays in
     # (``hpo.ranges`` narrows or moves them, within the field's own bounds).
     mutable: ClassVar[dict[str, tuple[float, float]]] = {}
-    name: str = "random"
+    name: Annotated[str, NamesCode("attr")] = "random"
     """The algorithm: a registered name (``ippo``, ``mappo``, ``dqn``, ``vdn``, ``qmix``,
     ``maddpg``, ``matd3``, ``isac``, ``masac``, ``random``) or ``module:Class`` for an
     algorithm of your own."""

@@ -8,7 +8,7 @@ also have ``algo.critic_model``); ``policies.<pid>.model`` holds a partial overr
 from __future__ import annotations
 
 import difflib
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from interplay.config.code import NamesCode
 from interplay.errors import ConfigError
 
 
@@ -28,7 +29,7 @@ class ModelSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True,
                               use_attribute_docstrings=True)
-    type: str = "auto"
+    type: Annotated[str, NamesCode("attr")] = "auto"
     """``auto`` (a CNN when the observation is an image the conv layers fit, else an MLP),
     ``mlp``, ``cnn``, or ``module:Class``: your ``torch.nn.Module``, built as
     ``Class(observation_space, action_space, **kwargs)``, mapping a float batch

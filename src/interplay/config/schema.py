@@ -12,7 +12,7 @@ import io
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -26,7 +26,8 @@ from pydantic import (
 )
 
 from interplay.config.algo import AlgoSettings, settings_class, settings_for
-from interplay.config.model import ModelOverride, check_models, refuse_renamed
+from interplay.config.code import Holds, NamesCode
+from interplay.config.model import ModelOverride, ModelSettings, check_models, refuse_renamed
 from interplay.errors import ConfigError
 
 
@@ -36,7 +37,7 @@ class Section(BaseModel):
 
 
 class EnvConfig(Section):
-    id: Any = "spread"
+    id: Annotated[Any, NamesCode("env")] = "spread"
     """A built-in or registered env name, a module path (``mpe2.simple_spread_v3``) whose
     ``parallel_env()``/``env()`` builds the env, ``module:function``, or a factory."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -56,7 +57,7 @@ class EnvConfig(Section):
     between before the run stops with the env's error."""
     max_restarts: int = Field(10, ge=0)
     """Dead or hung ``async`` workers that may be replaced in a run; 0 stops at the first."""
-    eval_id: Any = None
+    eval_id: Annotated[Any, NamesCode("env")] = None
     """The env test phases run on (same spaces); none = the training env."""
 
 
@@ -70,11 +71,11 @@ class PolicyConfig(Section):
     """``trainable`` (learned by the algorithm), ``random`` (legal actions, uniformly),
     ``scripted`` (``fn`` acts) or ``frozen`` (a policy trained in another run, ``from``,
     acting greedily and never updated)."""
-    source: str | None = Field(None, alias="from")
+    source: Annotated[str | None, NamesCode("run")] = Field(None, alias="from")
     """For frozen policies: ``RUN_DIR`` or ``RUN_DIR:policy_id`` (the policy to load, when
     that run trained several), a checkpoint folder inside a run, or one of its league
     snapshots (``RUN_DIR/league/snapshot_<env steps>.pt``)."""
-    fn: str | None = None
+    fn: Annotated[str | None, NamesCode("attr")] = None
     """For scripted policies: ``module:function``, called as ``fn(observation, agent_id)``
     with the env's own observation. A function that also takes an ``action_mask`` keyword
     (or ``**kwargs``) gets the legal actions as a bool array, whether the env puts them in
@@ -82,9 +83,9 @@ class PolicyConfig(Section):
     Box actions)."""
     stack_size: int = Field(1, ge=1)
     """Frames stacked per agent in what this policy sees (image frames along their channels)."""
-    model: dict[str, Any] = Field(default_factory=dict)
+    model: Annotated[dict[str, Any], Holds(lambda: ModelSettings)] = Field(default_factory=dict)
     """This policy's network: any ``algo.model`` settings, merged over ``algo.model``."""
-    algo: dict[str, Any] = Field(default_factory=dict)
+    algo: Annotated[dict[str, Any], Holds(lambda: AlgoSettings)] = Field(default_factory=dict)
     """This policy's own algorithm settings: any setting of the run's algorithm, merged over
     ``algo`` (its own ``lr``, ``ent_coef``, ...), or ``name`` and that algorithm's settings
     for another algorithm altogether (its defaults then apply, not the run's). Policies whose
@@ -140,10 +141,10 @@ class TrainConfig(Section):
     transitions may already have been learned from)."""
     self_play: bool = False
     """One policy on every seat."""
-    policy_mapping_fn: str | None = None
+    policy_mapping_fn: Annotated[str | None, NamesCode("attr")] = None
     """``module:function`` mapping an agent id to a policy id (for agents not listed in
     ``policies``)."""
-    callbacks: list[str] = Field(default_factory=list)
+    callbacks: Annotated[list[str], NamesCode("attr")] = Field(default_factory=list)
     """Callback classes as ``module:Class``."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where networks and learner batches live."""
@@ -238,7 +239,7 @@ class HPOConfig(Section):
     games: int = Field(10, ge=2)
     """With ``rating``: games per pairing (each seat half of them), so every member plays the
     same number of games per generation."""
-    opponents: list[str] = Field(default_factory=list)
+    opponents: Annotated[list[str], NamesCode("player")] = Field(default_factory=list)
     """With ``rating``: fixed baselines every member also plays: ``random`` or
     ``module:function`` (a scripted player)."""
     tournament_size: int = Field(2, ge=2)
@@ -282,7 +283,7 @@ class LeagueConfig(Section):
     sides: list[list[str]] | None = None
     """The sides of the game, each a list of agent ids or globs (``[[blue_*], [red_*]]`` for
     teams); none: each agent is a side (two-player games)."""
-    fixed: list[str] = Field(default_factory=list)
+    fixed: Annotated[list[str], NamesCode("player")] = Field(default_factory=list)
     """Members that stay in the pool: ``random``, ``module:function`` (scripted), or a frozen
     policy from another run (``RUN_DIR[:policy_id]``, or a snapshot file of its league)."""
     learn_from_members: bool = False
@@ -298,14 +299,31 @@ class LeagueConfig(Section):
     """Elo's K: how far one game moves the ratings."""
 
 
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]")
+
+
+def check_ray_address(value: str) -> None:
+    """Accept only what says where Ray is: empty, ``auto``, ``host:port`` or ``ray://host:port``;
+    anything else (a scheme Ray would resolve elsewhere, ``local``, a bare host) is refused."""
+    if value in ("", "auto"):
+        return
+    host, sep, port = value.removeprefix("ray://").rpartition(":")
+    if not (sep and _HOST.fullmatch(host) and port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"{value!r} is not a Ray address: use empty (start a Ray on this "
+                         "machine), auto (the cluster this machine is a node of), host:port "
+                         "(the head's GCS, e.g. 10.0.0.1:6379) or ray://host:port (Ray Client)")
+
+
 class BackendConfig(Section):
     name: Literal["local", "ray"] = "local"
     """Where the env copies are stepped: ``local`` (in this process, or ``env.vectorization``'s
     workers) or ``ray`` (on Ray env runners; needs the ``ray`` extra). The learner stays here."""
-    address: str = ""
-    """``ray`` only: empty starts a Ray on this machine, bound to 127.0.0.1 with no dashboard;
-    ``auto`` or an address (``ray://host:10001``, ``host:6379``) joins a running cluster, which
-    is trusted with the config, the policies' weights and the code it names."""
+    address: Annotated[str, NamesCode("cluster")] = ""
+    """``ray`` only: empty starts a Ray on this machine, bound to 127.0.0.1 with no dashboard
+    (``RAY_ADDRESS`` is not read); ``auto`` (the cluster this machine is a node of) or an
+    address written out (``ray://host:10001``, ``host:6379``) joins a running cluster, which is
+    trusted with the config, the policies' weights and the code it names: its network must be
+    trusted too. A run folder's config that would join a cluster needs ``--trust``."""
     num_env_runners: int = Field(2, ge=1)
     """Ray actors that each step their own copies of the env with copies of the policies."""
     envs_per_runner: int | None = Field(None, ge=1)
@@ -319,6 +337,12 @@ class BackendConfig(Section):
     max_restarts: int = Field(3, ge=0)
     """Runner actors that may die and be replaced in a run; one more stops the run, naming the
     runner and its last error."""
+    @field_validator("address")
+    @classmethod
+    def _an_address(cls, value: str) -> str:
+        check_ray_address(value)
+        return value
+
     steps_per_call: int = Field(64, ge=1)
     """Steps each runner takes per remote call when the learner does not say when it next
     learns (off-policy learners): its policies may then lag the learner by the updates made

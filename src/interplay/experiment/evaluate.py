@@ -19,7 +19,8 @@ from interplay.errors import UserError
 from interplay.experiment.build import make_vec_env
 from interplay.experiment.loop import Experiment, build_eval_runner, derived_seed
 from interplay.experiment.resume_check import check_loadable, check_spaces, open_run
-from interplay.experiment.trust import require_trust
+from interplay.experiment.run_folder import refuse_links
+from interplay.experiment.trust import require_trust_in
 from interplay.experiment.versus import play_versus, print_versus
 from interplay.loggers.rows import return_totals
 from interplay.run.runner import Runner
@@ -42,8 +43,12 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
         raise ConfigError(f"--episodes must be at least 1, got {episodes}")
     if seed is not None and not 0 <= seed < SEED_LIMIT:
         raise ConfigError(f"--seed must be 0 to {SEED_LIMIT - 1}, got {seed}")
-    cfg, state, path = open_run(run_dir, ["log.console=false", *overrides], checkpoint)
-    require_trust(run_dir, cfg.model_dump(), list(overrides), trust, "eval")
+    if out is None:
+        refuse_links(run_dir)  # eval.json is written into it
+    if vs is not None:
+        require_trust_in("--vs", vs, trust, "eval")
+    cfg, state, path = open_run(run_dir, ["log.console=false", *overrides], checkpoint, trust,
+                                "eval")
     dest = Path(out) if out else run_dir / "eval.json"
     failed: Exception | None = None
     exp = Experiment(cfg, run_dir)

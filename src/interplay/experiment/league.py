@@ -36,6 +36,7 @@ from interplay.config.code import names_code
 from interplay.config.schema import Config, ConfigError
 from interplay.experiment.policies import LEAGUE_FOLDER as FOLDER
 from interplay.experiment.policies import FrozenActor, frozen_actor, snapshot_state
+from interplay.experiment.run_folder import refuse_links
 from interplay.experiment.statecodec import encode
 from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import Callbacks
@@ -427,6 +428,7 @@ def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, An
         table.add_row(_short(r["member"], r["kind"]), r["kind"], f"{r['env_steps']:,}", f"{r['rating']:.1f}",
                       "" if r["games"] is None else str(r["games"]), *map(str, wdl))
     (console or Console()).print(table)
+    refuse_links(Path(run_dir))  # ratings.png is written into it
     _plot(lines, Path(run_dir) / "ratings.png")
     return rows
 

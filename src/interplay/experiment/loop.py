@@ -483,14 +483,18 @@ def truncate_lines(path: Path, keep: int) -> list[str]:
 
 
 def train(cfg: Config, run_dir: str | Path | None = None, *,
-          callbacks: Sequence[Callbacks] = (), overwrite: bool = False) -> Result:
+          callbacks: Sequence[Callbacks] = (), overwrite: bool = False,
+          trust: bool = True) -> Result:
     """Train as ``cfg`` says; writes the run folder and returns what was reported.
 
     A folder that already holds a run is refused, unless ``overwrite`` deletes that run first.
-    SIGINT or SIGTERM ends the run in a checkpoint and :class:`Interrupted`.
+    SIGINT or SIGTERM ends the run in a checkpoint and :class:`Interrupted`. ``trust=False``
+    refuses run folders the config names (``policies.*.from``, ``league.fixed``) whose own
+    configs name code; the CLI asks for ``--trust``.
     """
     from interplay.experiment.build import new_run_dir
 
+    require_trust("the config", cfg.model_dump(by_alias=True), (), trust, "train", own=True)
     run_dir = Path(run_dir) if run_dir else new_run_dir(cfg)
     with hold(run_dir), StopRequest() as stop:
         start_afresh(run_dir, overwrite)
@@ -510,8 +514,7 @@ def resume(run_dir: str | Path, overrides: Sequence[str] = (), checkpoint: str |
     packages (see :mod:`interplay.experiment.trust`); the CLI asks for ``--trust``.
     """
     with hold(Path(run_dir), create=False), StopRequest() as stop:
-        cfg, state, path = open_run(Path(run_dir), overrides, checkpoint)
-        require_trust(Path(run_dir), cfg.model_dump(), list(overrides), trust, "resume")
+        cfg, state, path = open_run(Path(run_dir), overrides, checkpoint, trust, "resume")
         exp = Experiment(cfg, Path(run_dir), callbacks)
         try:
             exp.load_state_dict(state, source=f"checkpoint {path}")

@@ -69,10 +69,21 @@ def snapshot_state(path: Path, where: str) -> dict[str, Any]:
                               f"({type(err).__name__}: {err})") from None
 
 
-def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_policy") -> Loaded:
+def source_run_dir(source: Path) -> Path:
+    """The run folder of ``source``: itself, or the run holding that checkpoint folder or
+    league snapshot file."""
+    if (source.is_file() and is_snapshot(source)) or (
+            not (source / "config.yaml").is_file() and (source / "state.pt").is_file()):
+        return source.parent.parent
+    return source
+
+
+def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_policy",
+             trust: bool = True) -> Loaded:
     """The algorithm of the run in ``source`` (a run folder, a checkpoint folder in one, or a
     snapshot file in its ``league/`` folder), loaded from ``checkpoint``, the snapshot, or the
-    newest valid checkpoint."""
+    newest valid checkpoint. ``trust=False`` refuses a run whose config names code (see
+    :mod:`interplay.experiment.trust`) before anything is imported."""
     from interplay.experiment.build import (
         env_state_space,
         make_learners,
@@ -81,21 +92,25 @@ def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_po
     )
     from interplay.experiment.checkpoint import CheckpointError, resolve_checkpoint
     from interplay.experiment.resume_check import open_run, run_config
+    from interplay.experiment.trust import TrustError
 
     source = Path(source)
-    run_dir = source
+    run_dir = source_run_dir(source)
     snapshot = source.is_file() and is_snapshot(source)
-    if snapshot or (not (source / "config.yaml").is_file() and (source / "state.pt").is_file()):
-        run_dir, checkpoint = source.parent.parent, None if snapshot else source
+    if run_dir != source:
+        checkpoint = None if snapshot else source
     if not (run_dir / "config.yaml").is_file():
         raise PolicyLoadError(f"{where}: {source} is not a run folder (it has no config.yaml)")
     try:
         if snapshot:
-            cfg, path = run_config(run_dir, ["log.console=false"]), source
+            cfg, path = run_config(run_dir, ["log.console=false"], trust, where), source
             state = {"algo": snapshot_state(source, where)}
         else:
             cfg, state, path = open_run(run_dir, ["log.console=false"],
-                                        resolve_checkpoint(checkpoint) if checkpoint else None)
+                                        resolve_checkpoint(checkpoint) if checkpoint else None,
+                                        trust, where)
+    except TrustError:
+        raise
     except UserError as err:
         raise PolicyLoadError(f"{where}: {run_dir}: {err}") from None
     env, _ = make_vec_env(cfg, num_envs=1)
@@ -243,12 +258,15 @@ class Policy:
 
 
 def load_policy(run_dir: str | Path, policy_id: str | None = None,
-                checkpoint: str | Path | None = None) -> Policy:
+                checkpoint: str | Path | None = None, trust: bool = True) -> Policy:
     """The trained policy ``policy_id`` of the run in ``run_dir`` (the only trained one when
-    not given), from ``checkpoint`` or the newest valid one, ready to ``act``."""
+    not given), from ``checkpoint`` or the newest valid one, ready to ``act``.
+
+    ``trust=False`` refuses a run folder whose config names code other than installed env
+    packages (a run from someone else), before anything is imported."""
     where = "load_policy"
     path = Path(run_dir)
     if not path.exists():
         raise PolicyLoadError(f"{where}: {path}: no such run folder")
-    loaded = load_run(path, Path(checkpoint) if checkpoint else None, where)
+    loaded = load_run(path, Path(checkpoint) if checkpoint else None, where, trust)
     return Policy(loaded, pick_policy(loaded, policy_id, where))

@@ -28,6 +28,7 @@ from interplay.experiment.checkpoint import (
     load_checkpoint,
     resolve_checkpoint,
 )
+from interplay.experiment.trust import require_trust
 
 # Settings a resumed run may change freely: they shape no saved tensor and no env copy.
 FREE = ("train.steps", "train.seed", "train.device", "train.torch_threads", "train.test_frequency",
@@ -263,21 +264,27 @@ def plain(value: Any) -> Any:
     return repr(value)
 
 
-def run_config(run_dir: Path, overrides: Sequence[str]) -> Config:
-    """A run folder's config, with ``overrides``."""
-    return validate(_run_data(run_dir, overrides))
+def run_config(run_dir: Path, overrides: Sequence[str], trust: bool = True,
+               command: str = "load_policy") -> Config:
+    """A run folder's config, with ``overrides``; ``trust=False`` refuses one that names code
+    (see :mod:`interplay.experiment.trust`) before anything is imported."""
+    return validate(_run_data(run_dir, overrides, trust, command))
 
 
-def _run_data(run_dir: Path, overrides: Sequence[str]) -> dict[str, Any]:
-    if not (run_dir / "config.yaml").is_file():
+def _run_data(run_dir: Path, overrides: Sequence[str], trust: bool, command: str) -> dict[str, Any]:
+    config = run_dir / "config.yaml"
+    if not config.is_file():
         raise ConfigError(f"{run_dir} is not a run folder: it has no config.yaml")
-    return read([run_dir / "config.yaml"], overrides)
+    data = read([config], overrides)
+    require_trust(config, data, overrides, trust, command)
+    return data
 
 
-def open_run(run_dir: Path, overrides: Sequence[str], checkpoint: str | Path | None
-             ) -> tuple[Config, dict[str, Any], Path]:
-    """A run folder's config (with ``overrides``) and the state of its newest valid checkpoint."""
-    data = _run_data(run_dir, overrides)
+def open_run(run_dir: Path, overrides: Sequence[str], checkpoint: str | Path | None,
+             trust: bool = True, command: str = "resume") -> tuple[Config, dict[str, Any], Path]:
+    """A run folder's config (with ``overrides``) and the state of its newest valid checkpoint;
+    ``trust=False`` refuses a config that names code before anything is imported."""
+    data = _run_data(run_dir, overrides, trust, command)
     found = resolve_checkpoint(Path(checkpoint)) if checkpoint is not None else latest_valid(run_dir)
     if found is None:
         raise CheckpointError(f"{run_dir} has no valid checkpoint")

@@ -23,6 +23,9 @@ LOCK_FILE = ".interplay.lock"
 # Everything train, eval and the loggers write into a run folder.
 RUN_FILES = ("config.yaml", "metrics.jsonl", "checkpoints", "tensorboard", "curve.png",
              "eval.json", "wandb")
+# Every name written into a run folder: the run's files, the lock, a league's and a search's.
+WRITTEN = (*RUN_FILES, LOCK_FILE, "league.jsonl", "league", "ratings.png", "hpo.jsonl",
+           "hpo_state.json", "lineage.png", "members", "best")
 
 
 class RunFolderError(UserError):
@@ -35,6 +38,7 @@ def hold(run_dir: Path, create: bool = True) -> Iterator[None]:
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise RunFolderError(f"{run_dir} is a file, not a run folder")
+    refuse_links(run_dir)
     made = create and not run_dir.is_dir()
     if made:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -59,6 +63,32 @@ def hold(run_dir: Path, create: bool = True) -> Iterator[None]:
             with contextlib.suppress(OSError):  # one that arrived since made its own
                 run_dir.rmdir()
         lock.release()
+
+
+def refuse_links(run_dir: Path) -> None:
+    """Refuse a run folder in which something interplay writes is a symbolic link: a name of
+    :data:`WRITTEN`, a temporary file beside one, or anything inside such a folder. A write
+    through a link lands wherever it points, out of the folder; none is ever followed."""
+    if not run_dir.is_dir():
+        return
+    for path in _written(run_dir):
+        if path.is_symlink():
+            raise RunFolderError(
+                f"{path} is a symbolic link (to {os.readlink(path)}); interplay writes there and "
+                "never through a link, which could lead out of the run folder. Replace the link "
+                "with the file or folder itself, or remove it")
+
+
+def _written(run_dir: Path) -> Iterator[Path]:
+    with os.scandir(run_dir) as entries:
+        for entry in entries:
+            name = entry.name
+            if not (name.startswith(WRITTEN) or name[1:].startswith(WRITTEN)):
+                continue  # the user's own file: never written
+            yield Path(entry.path)
+            if entry.is_dir(follow_symlinks=False):
+                for root, dirs, files in os.walk(entry.path):  # links are listed, not entered
+                    yield from (Path(root) / n for n in (*dirs, *files))
 
 
 def _holder(path: Path) -> str:

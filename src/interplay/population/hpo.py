@@ -34,13 +34,14 @@ from pydantic import ValidationError
 from interplay.algos.base import rng_for
 from interplay.backends import map_members
 from interplay.backends.ray import require_ray
-from interplay.config.schema import Config, ConfigError, load, to_yaml, validate
+from interplay.config.schema import Config, ConfigError, load, read, read_yaml, to_yaml, validate
 from interplay.data.rollout import RolloutStorage
 from interplay.envs.images import is_image
 from interplay.errors import UserError
 from interplay.experiment.checkpoint import latest_valid, load_checkpoint
 from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.loop import Experiment
+from interplay.experiment.trust import require_trust
 
 ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
 # What each line of hpo.jsonl holds, for the glossary (docs/metrics.md).
@@ -625,9 +626,13 @@ def play_round(members: list[Member], hpo: Any, rng: np.random.Generator, seed: 
 
 
 def run_search(configs: Sequence[str], overrides: Sequence[str], run_dir: str | None,
-               resume_dir: str | None) -> Path:
+               resume_dir: str | None, trust: bool = True) -> Path:
     """``interplay hpo``: a new search from config files, or ``--resume`` one, with a progress
-    line per generation; SIGINT or SIGTERM ends it saved (exit 130 / 143)."""
+    line per generation; SIGINT or SIGTERM ends it saved (exit 130 / 143).
+
+    ``trust=False`` refuses, before anything is imported, a search folder whose configs (its
+    own and its members') name code, and run folders a new search's config names whose
+    configs do; the CLI asks for ``--trust``."""
     from rich.console import Console
 
     from interplay.experiment.build import new_run_dir
@@ -638,9 +643,11 @@ def run_search(configs: Sequence[str], overrides: Sequence[str], run_dir: str | 
         folder = Path(resume_dir)
         if not (folder / "config.yaml").is_file():
             raise HPOError(f"--resume {folder}: no config.yaml there; is it a search's folder?")
-        cfg = load([folder / "config.yaml"], list(overrides))
+        cfg = validate(_trusted_search(folder, overrides, trust))
     else:
-        cfg = load(list(configs), list(overrides))
+        data = read(list(configs), list(overrides))
+        require_trust("the config", data, overrides, trust, "hpo", own=True)
+        cfg = validate(data)
         folder = Path(run_dir) if run_dir else new_run_dir(cfg)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -657,6 +664,16 @@ def run_search(configs: Sequence[str], overrides: Sequence[str], run_dir: str | 
             start_afresh(folder, False)
         with stop.deferring():
             return search(cfg, folder, bool(resume_dir), None, stop, shown)
+
+
+def _trusted_search(folder: Path, overrides: Sequence[str], trust: bool) -> dict[str, Any]:
+    """The search folder's config, once it and its members' configs (which ``--resume``
+    loads as they are) are checked for code that needs trust."""
+    data = read([folder / "config.yaml"], list(overrides))
+    require_trust(folder / "config.yaml", data, overrides, trust, "hpo --resume")
+    for member in sorted((folder / "members").glob("*/config.yaml")):
+        require_trust(member, read_yaml(member), (), trust, "hpo --resume")
+    return data
 
 
 def search(cfg: Config, run_dir: Path, resume: bool = False,

@@ -49,7 +49,9 @@ class ModelSettings(BaseModel):
     """CNN: stride of each conv layer (one per entry of ``channels``)."""
     layout: Literal["auto", "hwc", "chw"] = "auto"
     """Where an image observation keeps its channels: last (``hwc``) or first (``chw``);
-    ``auto`` takes the smaller of the first and last axes, and asks when they are equal."""
+    ``auto`` takes the smaller of the first and last axes, warns when that guess looks unlike
+    a picture (not 1, 3 or 4 channels, or float planes), and asks when the two are equal and
+    a CNN, a network of your own or ``resize`` reads the frames as images."""
     resize: list[int] | None = None
     """``[height, width]`` image observations are resized to (area averaging) before frame
     stacking; none keeps their size."""

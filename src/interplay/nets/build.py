@@ -48,6 +48,7 @@ class ObsInput:
     layout: str | None  # "hwc" or "chw" for images, else None
     scale: bool  # image bytes: scaled to [0, 1] in the network
     action_space: spaces.Space
+    ambiguous: bool = False  # ``layout`` is a placeholder: either axis could hold the channels
 
     @property
     def dim(self) -> int:
@@ -83,11 +84,16 @@ def obs_input(spec: PolicySpec, model: ModelSettings, where: str) -> ObsInput:
     grid = view.plain and len(view.shape) == 3
     image = grid and is_image(spec.obs_space)
     # a 3-D Box beside an action_mask (a board: connect four's 6x7x2) takes a CNN when asked
-    layout = (image_layout(tuple(view.shape), model.layout, where)
-              if image or (grid and model.type == "cnn") else None)
-    return ObsInput(spec.id, model, where, tuple(view.shape) if view.plain else (view.dim,),
+    shape = tuple(view.shape)
+    layout, guessed = None, False
+    if spec.prep is not None:  # resized or grayed: the frames keep the layout prep read them in
+        layout = spec.prep.layout
+    elif image or (grid and model.type == "cnn"):
+        layout = image_layout(shape, model.layout, where, view.dtype, needed=False)
+        guessed = model.layout == "auto" and shape[0] == shape[-1]
+    return ObsInput(spec.id, model, where, shape if view.plain else (view.dim,),
                     spec.config.stack_size, layout, image and view.dtype == np.uint8,
-                    spec.action_space)
+                    spec.action_space, ambiguous=guessed)
 
 
 Part = tuple["ObsInput | int", int]
@@ -130,11 +136,11 @@ def encoder(model: ModelSettings, parts: list[Part], where: str) -> Encoder | No
 
 def _kind(model: ModelSettings, obs: ObsInput, where: str) -> str:
     if is_user(model):
-        return "module"
+        return _as_images("module", obs)
     if obs.layout is not None and model.type in ("auto", "cnn"):
         _, h, w = obs.frames()
         if min(conv_out(h, w, model)) >= 1:
-            return "cnn"
+            return _as_images("cnn", obs)
         why = (f"the conv layers (kernels {model.kernels}, strides {model.strides}) do not fit "
                f"policy {obs.pid!r}'s {h}x{w} images")
         if model.type == "cnn":
@@ -144,6 +150,14 @@ def _kind(model: ModelSettings, obs: ObsInput, where: str) -> str:
                       "smaller kernels and strides or a larger resize (or type: mlp to say so)",
                       stacklevel=2)
     return "scaled" if obs.scale else "flat"
+
+
+def _as_images(kind: str, obs: ObsInput) -> str:
+    """``kind``, a block that reads the frames as images: only once their channel axis is known
+    (an MLP sees the same flat rows whichever axis holds them, so it never asks)."""
+    if obs.ambiguous:
+        image_layout(obs.shape, "auto", obs.where)  # raises, naming the shape and the key
+    return kind
 
 
 class Encoder(nn.Module):

@@ -22,7 +22,7 @@ from interplay.errors import UserError
 LOCK_FILE = ".interplay.lock"
 # Everything train, eval and the loggers write into a run folder.
 RUN_FILES = ("config.yaml", "metrics.jsonl", "checkpoints", "tensorboard", "curve.png",
-             "eval.json", "wandb")
+             "eval.json", "wandb", "league", "league.jsonl", "ratings.png")
 
 
 class RunFolderError(UserError):

@@ -1,8 +1,9 @@
 """Which code a run folder's config would import and run, and the ``--trust`` it needs.
 
 A config names code in ``env.id``, ``env.eval_id``, ``policies.*.fn``,
-``train.policy_mapping_fn``, ``train.callbacks``, ``algo.name`` and the networks' ``type``
-(``algo.model``, ``algo.critic_model``, ``policies.*.model``), as ``module:Class``.
+``train.policy_mapping_fn``, ``train.callbacks``, ``league.fixed``, ``algo.name`` and the
+networks' ``type`` (``algo.model``, ``algo.critic_model``, ``policies.*.model``), as
+``module:Class``.
 ``resume`` and ``eval`` of someone else's run folder would import those modules, so a folder is
 as trusted as code. Modules of the env packages installed in this environment (and interplay's
 own) pass; anything else, a local file or a module not installed, is listed and needs ``trust``.
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from interplay.config.code import names_code
 from interplay.config.schema import apply_override
 from interplay.envs.registry import known_env_names
 from interplay.errors import UserError
@@ -58,6 +60,9 @@ def named_code(data: dict[str, Any]) -> dict[str, list[str]]:
         add(f"algo.{field}.type", _network(algo.get(field)))
     for pid, policy in (data.get("policies") or {}).items():
         add(f"policies.{pid}.model.type", _network((policy or {}).get("model")))
+    for i, entry in enumerate((data.get("league") or {}).get("fixed") or []):
+        if isinstance(entry, str) and names_code(entry):  # not random, not a run folder
+            add(f"league.fixed[{i}]", entry)
     return found
 
 

@@ -46,18 +46,18 @@ def rows(run) -> list[dict]:
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory):
     run = tmp_path_factory.mktemp("straight") / "run"
-    train(load([], [*LEAGUE, "checkpoint.every=200", "train.steps=1000"]), run)
+    train(load([], [*LEAGUE, "checkpoint.every=400", "train.steps=1000"]), run)
     return run
 
 
-@pytest.mark.parametrize("killed_at", [500, 700, 900])
+@pytest.mark.parametrize("killed_at", [500, 700, 1000])
 def test_a_league_stopped_without_a_last_checkpoint_resumes_as_a_straight_run(
         straight, tmp_path, killed_at):
-    # A crash after the checkpoints at 200, 400, ...: no checkpoint at the end. Snapshots
-    # leave the pool from 600 on (two kept), so the newest checkpoint names snapshots that
-    # left the pool after it.
+    # A crash after the checkpoints at 400, 800: no checkpoint at the end. A snapshot is
+    # taken every 200 steps and two are kept, so the newest checkpoint names snapshots that
+    # left the pool after it (snapshot_200 at 600, snapshot_600 at 1000).
     run = tmp_path / "run"
-    train(load([], [*LEAGUE, "checkpoint.every=200", "checkpoint.at_end=false",
+    train(load([], [*LEAGUE, "checkpoint.every=400", "checkpoint.at_end=false",
                     f"train.steps={killed_at}"]), run)
     for path in list_checkpoints(run):  # every checkpoint's pool is on disk
         assert all((run / "league" / f).is_file() for f in pool_files(path)), path
@@ -69,14 +69,14 @@ def test_a_league_stopped_without_a_last_checkpoint_resumes_as_a_straight_run(
 def test_a_league_resumes_from_an_older_checkpoint_too(straight, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(straight, run)
-    resume(run, [], checkpoint=list_checkpoints(run)[-3])  # 600: league.jsonl is cut back
+    resume(run, [], checkpoint=list_checkpoints(run)[0])  # 400: league.jsonl is cut back
     assert league_lines(run) == league_lines(straight)
 
 
 def test_files_of_snapshots_out_of_the_pool_go_once_no_checkpoint_names_them(straight):
     on_disk = {p.name for p in (straight / "league").glob("*.pt")}
-    named = set().union(*map(pool_files, list_checkpoints(straight)))  # the newest 3 (keep)
-    assert on_disk == named
+    named = set().union(*map(pool_files, list_checkpoints(straight)))  # 400, 800, 1000
+    assert on_disk == named and "snapshot_200.pt" in named
     assert not list((straight / "league").glob("*.tmp"))
 
 
@@ -256,3 +256,35 @@ def test_a_league_on_a_cooperative_env_is_told_so(tmp_path):
                     "train.test_frequency=-1", *QUIET])
     with pytest.warns(LeagueWarning, match="every side got the same return"):
         train(cfg, tmp_path / "run")
+
+
+def test_a_league_killed_with_sigkill_after_an_eviction_resumes_as_a_straight_run(
+        straight, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    run = tmp_path / "run"
+    sets = [a for s in [*LEAGUE, "checkpoint.every=400", "train.steps=1000"] for a in ("-s", s)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).parent.parent / "src"), os.environ.get("PYTHONPATH", "")])}
+    cli = "import sys; from interplay.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", cli, "train", *sets, "--run-dir", str(run)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        # After snapshot_200 left the pool (at 600), before the run ends.
+        while not (run / "league" / "snapshot_600.pt").exists() and proc.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
+    assert list_checkpoints(run)  # the one at 400
+    assert main(["resume", str(run), "--trust"]) == 0
+    assert league_lines(run) == league_lines(straight)
+    assert rows(run) == rows(straight)

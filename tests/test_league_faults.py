@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import warnings
 
@@ -288,3 +289,20 @@ def test_a_league_killed_with_sigkill_after_an_eviction_resumes_as_a_straight_ru
     assert main(["resume", str(run), "--trust"]) == 0
     assert league_lines(run) == league_lines(straight)
     assert rows(run) == rows(straight)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ("league.rating=openskill", r"league\.rating: the checkpoint's league rates with elo"),
+    ("league.sides=[[player_2], [player_1]]", r"league\.sides: the checkpoint.s league put"),
+    ("league.snapshot_every=0", r"league\.\w+ set, but league\.snapshot_every is 0"),
+])
+def test_a_resume_that_cannot_go_on_with_the_league_is_refused_by_name(league_run, tmp_path,
+                                                                       capsys, change, message):
+    run = tmp_path / "run"
+    shutil.copytree(league_run[0], run)
+    before = {p.name: p.read_bytes() for p in (run / "league").iterdir()}
+    lines = league_lines(run)
+    assert main(["resume", str(run), "-s", change, "-s", "train.steps=700"]) == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert {p.name: p.read_bytes() for p in (run / "league").iterdir()} == before
+    assert league_lines(run) == lines

@@ -398,9 +398,11 @@ class League(Callbacks):
                 "rng": self.rng.bit_generator.state, "assign": self.assign.tolist(),
                 "learner_side": self.learner_side.tolist(), "next_snapshot": self.next_snapshot,
                 "void": self.void.tolist(), "pending": [dict(p) for p in self.pending],
-                "logged": self.logged, "games": [self.games, self.level]}
+                "logged": self.logged, "games": [self.games, self.level],
+                "rating": self.settings.rating, "sides": self.side_of.tolist()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._check_same_game(state)
         self.skill = {k: list(v) for k, v in state.get(
             "skill", {k: [r] for k, r in state["ratings"].items()}).items()}
         self.results = {k: list(v) for k, v in state["results"].items()}
@@ -426,6 +428,24 @@ class League(Callbacks):
         if "logged" in state:  # lines written after the checkpoint are written again
             self.logged = state["logged"]
             _keep_lines(Path(self.exp.run_dir) / "league.jsonl", self.logged)
+
+    def _check_same_game(self, state: dict[str, Any]) -> None:
+        """Refuse a checkpoint whose ratings or sides this config cannot go on with."""
+        skill = state.get("skill", {})
+        rating = state.get("rating", "elo" if all(len(v) == 1 for v in skill.values())
+                           else "openskill")
+        if rating != self.settings.rating:
+            raise LeagueError(
+                f"league.rating: the checkpoint's league rates with {rating}, this config with "
+                f"{self.settings.rating}, and the ratings of one cannot go on in the other; "
+                f"resume with -s league.rating={rating}")
+        sides = state.get("sides")
+        if sides is not None and sides != self.side_of.tolist():
+            agents = list(self.exp.specs[self.pid].agents)
+            raise LeagueError(
+                f"league.sides: the checkpoint's league put agents {agents} on sides {sides}, "
+                f"this config on {self.side_of.tolist()}; its games and ratings are of those "
+                "sides: resume with the run's league.sides")
 
     def _restored(self, saved: dict[str, Any], fixed: dict[str, Member]) -> Member | None:
         """A saved member as it was; None for a fixed member league.fixed no longer lists."""

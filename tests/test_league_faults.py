@@ -306,3 +306,11 @@ def test_a_resume_that_cannot_go_on_with_the_league_is_refused_by_name(league_ru
     assert re.search(message, capsys.readouterr().err)
     assert {p.name: p.read_bytes() for p in (run / "league").iterdir()} == before
     assert league_lines(run) == lines
+
+
+def test_a_resume_with_fewer_snapshots_allowed_retires_the_oldest(league_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(league_run[0], run)
+    resume(run, ["league.max_snapshots=1", "train.steps=560"])  # no snapshot taken since
+    snaps = [m["name"] for m in _members(run).values() if m["kind"] == "snapshot"]
+    assert snaps == ["snapshot_400"]

@@ -236,6 +236,10 @@ class League(Callbacks):
         self._write(path, state)
         actor, algo = self._frozen(state)
         self._add(Member(name, "snapshot", env_steps, actor, path.name, algo=algo))
+        self._retire_oldest(env_steps)
+
+    def _retire_oldest(self, env_steps: int) -> None:
+        """Retire the oldest snapshots beyond ``league.max_snapshots``."""
         snaps = [m for m in self.members if m.kind == "snapshot" and not m.retired]
         for old in snaps[:max(0, len(snaps) - self.settings.max_snapshots)]:
             old.retired = True
@@ -424,6 +428,7 @@ class League(Callbacks):
         for name in joined:
             self._add(fixed[name])
         self._reassign(state, now, left, joined)
+        self._retire_oldest(self.exp.runner.env_steps)  # league.max_snapshots may be lower now
         self.actor.wants_env_obs = any(m.kind == "scripted" for m in self.members)
         if "logged" in state:  # lines written after the checkpoint are written again
             self.logged = state["logged"]
@@ -648,4 +653,10 @@ def _keep_lines(path: Path, keep: int) -> None:
         return
     lines = path.read_bytes().splitlines(keepends=True)
     if len(lines) > keep:
-        path.write_bytes(b"".join(lines[:keep]))
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            tmp.write_bytes(b"".join(lines[:keep]))
+            tmp.replace(path)  # all the lines or the kept ones, whatever stops this
+        except OSError as err:
+            tmp.unlink(missing_ok=True)
+            raise WriteError.of(path, err, "it is as it was") from err

@@ -50,7 +50,7 @@ from interplay.run.mapping import load_callable
 from interplay.run.transitions import Transitions
 
 LEARNER = "learner"
-LEVEL_GAMES = 50  # games with level sides that tell a cooperative env
+OPENING_GAMES = 50  # games whose returns tell a cooperative env
 LEAGUE_DOCS = {  # what a league adds to every report (docs/metrics.md)
     "rating/<member>": "the rating (Elo, or OpenSkill's by `league.rating`) of the learner (`rating/learner`) and of each pool member "
                        "(`random`, a scripted player, `snapshot_<env steps>`, a frozen policy) "
@@ -199,8 +199,7 @@ class League(Callbacks):
         # env steps from its snapshot to its leaving (the checkpoints between hold it).
         self.pending: list[dict[str, Any]] = []
         self.logged = 0  # lines of league.jsonl written so far
-        self.games = 0  # games rated so far, and how many of them the sides drew level
-        self.level = 0
+        self.opening: list[list[float]] = []  # the sides' returns in the first games
         self.folder = Path(exp.run_dir) / FOLDER
         for entry in lg.fixed:
             self._add(self._fixed(entry, spec))
@@ -343,18 +342,27 @@ class League(Callbacks):
             self.snapshot(env_steps)
 
     def _watch_for_cooperation(self, totals: np.ndarray) -> None:
-        """Warn once when the first games all end with every side's return equal and not 0:
-        the env rewards the sides together (a cooperative env), and a league rates nothing."""
-        if self.games >= LEVEL_GAMES:
+        """Warn once when in the first games the sides' returns rose and fell together: the
+        env rewards its sides together (a cooperative env), and a league rates nothing."""
+        if len(self.opening) >= OPENING_GAMES:
             return
-        self.games += 1
-        self.level += int(bool((totals == totals[0]).all() and totals[0] != 0))
-        if self.level == LEVEL_GAMES:
+        self.opening.append(totals.tolist())
+        if len(self.opening) < OPENING_GAMES:
+            return
+        returns = np.array(self.opening)
+        spread = returns.std(axis=0)
+        if (spread == 0).all():  # every game the same: together if the sides' returns are
+            together = bool((returns[0] == returns[0, 0]).all() and returns[0, 0] != 0)
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                corr = np.corrcoef(returns.T)
+            together = bool((np.nan_to_num(corr, nan=0.0) > 0.9).all())
+        if together:
             warnings.warn(
-                f"league: in each of the first {LEVEL_GAMES} games every side got the same "
-                f"return (last: {totals[0]:g}); the env rewards its sides together (a "
-                "cooperative env?), so every game is a draw and the ratings say nothing. A "
-                "league is for sides that compete (league.sides)", LeagueWarning, stacklevel=2)
+                f"league: in the first {OPENING_GAMES} games the sides' returns went up and "
+                "down together (the env rewards its sides together: a cooperative env?), so "
+                "the wins, losses and ratings say little. A league is for sides that compete "
+                "(league.sides)", LeagueWarning, stacklevel=2)
 
     # -- reports --------------------------------------------------------------------------------
     @property
@@ -402,7 +410,7 @@ class League(Callbacks):
                 "rng": self.rng.bit_generator.state, "assign": self.assign.tolist(),
                 "learner_side": self.learner_side.tolist(), "next_snapshot": self.next_snapshot,
                 "void": self.void.tolist(), "pending": [dict(p) for p in self.pending],
-                "logged": self.logged, "games": [self.games, self.level],
+                "logged": self.logged, "opening": [list(t) for t in self.opening],
                 "rating": self.settings.rating, "sides": self.side_of.tolist()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -413,7 +421,8 @@ class League(Callbacks):
         self.rng.bit_generator.state = state["rng"]
         self.next_snapshot = state["next_snapshot"]
         self.pending = [dict(p) for p in state.get("pending", [])]
-        self.games, self.level = state.get("games", [LEVEL_GAMES, 0])
+        # (a checkpoint from before this was kept: too late to watch)
+        self.opening = [list(t) for t in state.get("opening", [[0.0]] * OPENING_GAMES)]
         fixed = {m.name: m for m in self.members if m.kind != "snapshot"}  # as configured now
         saved = state["members"]
         now: dict[int, int] = {}  # a saved member's index -> its index now

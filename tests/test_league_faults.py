@@ -107,7 +107,10 @@ def test_a_snapshot_leaving_the_pool_plays_out_its_games_and_no_other_game_chang
 
 def test_a_full_disk_while_writing_a_snapshot_is_named_and_leaves_no_temporary_file(
         tmp_path, monkeypatch):
+    (tmp_path / "run" / "league").mkdir(parents=True)
+    (tmp_path / "run" / "league" / "snapshot_5.tmp").write_bytes(b"a write that was killed")
     exp = _experiment(tmp_path)
+    assert not (tmp_path / "run" / "league" / "snapshot_5.tmp").exists()
     lg = exp.league
     assert isinstance(lg, League)
 

@@ -201,6 +201,8 @@ class League(Callbacks):
         self.logged = 0  # lines of league.jsonl written so far
         self.opening: list[list[float]] = []  # the sides' returns in the first games
         self.folder = Path(exp.run_dir) / FOLDER
+        for leftover in self.folder.glob("snapshot_*.tmp"):  # of a write that was killed
+            leftover.unlink(missing_ok=True)
         for entry in lg.fixed:
             self._add(self._fixed(entry, spec))
         learner = exp.actors[self.pid]

@@ -322,3 +322,26 @@ def test_a_resume_with_fewer_snapshots_allowed_retires_the_oldest(league_run, tm
     resume(run, ["league.max_snapshots=1", "train.steps=560"])  # no snapshot taken since
     snaps = [m["name"] for m in _members(run).values() if m["kind"] == "snapshot"]
     assert snaps == ["snapshot_400"]
+
+
+def test_a_damaged_snapshot_named_by_the_checkpoint_stops_a_resume_by_name(league_run, tmp_path,
+                                                                           capsys):
+    run = tmp_path / "run"
+    shutil.copytree(league_run[0], run)
+    (run / "league" / "snapshot_400.pt").write_bytes(b"cut short")
+    lines = league_lines(run)
+    assert main(["resume", str(run), "-s", "train.steps=700"]) == 2
+    assert "snapshot_400.pt is not a readable league snapshot" in capsys.readouterr().err
+    assert league_lines(run) == lines and (run / "league" / "snapshot_200.pt").is_file()
+
+
+def test_a_resume_ends_a_line_the_crash_cut_so_the_next_ones_stay_whole(league_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(league_run[0], run)
+    lines = league_lines(run)
+    # The checkpoint (at 500) saw two lines written; the disk kept only part of the second.
+    (run / "league.jsonl").write_text(lines[0] + "\n" + lines[1][:30])
+    resume(run, ["train.steps=700"])
+    with pytest.warns(LeagueWarning, match="line 2 is damaged"):
+        table = league_report(run)
+    assert table and json.loads(league_lines(run)[-1])["env_steps"] == 700

@@ -314,6 +314,9 @@ class LeagueConfig(Section):
                                  "snapshots) to run one, or leave these out")
         seen: dict[str, str] = {}
         for entry in self.fixed:
+            if not entry.strip():
+                raise ValueError("league.fixed has an empty entry; each names a member: random, "
+                                 "module:function or RUN_DIR[:policy_id]")
             same = _member_key(entry)
             if same in seen:
                 also = f" (also as {entry!r})" if entry != seen[same] else ""

@@ -663,10 +663,12 @@ def _keep_lines(path: Path, keep: int) -> None:
     if not path.is_file():
         return
     lines = path.read_bytes().splitlines(keepends=True)
-    if len(lines) > keep:
+    # A line cut short (the disk lost its end) stays, ended, for readers to skip.
+    cut = bool(lines) and len(lines) <= keep and not lines[-1].endswith(b"\n")
+    if len(lines) > keep or cut:
         tmp = path.with_name(f".{path.name}.tmp")
         try:
-            tmp.write_bytes(b"".join(lines[:keep]))
+            tmp.write_bytes(b"".join(lines[:keep]) + (b"\n" if cut else b""))
             tmp.replace(path)  # all the lines or the kept ones, whatever stops this
         except OSError as err:
             tmp.unlink(missing_ok=True)

@@ -211,6 +211,7 @@ def test_an_illegal_move_by_a_scripted_member_or_vs_opponent_is_named(league_run
      "lists the member 'random' twice"),
     (["league.snapshot_every=100", "league.fixed=[/some/run, /some//run/]"],
      r"lists the member '/some/run' twice \(also as '/some//run/'\)"),
+    (["league.snapshot_every=100", "league.fixed=['']"], "league.fixed has an empty entry"),
     (["league.snapshot_every=100", "league.elo_k=1e300"], r"league\.elo_k"),
     (["league.snapshot_every=100", "league.pfsp_power=inf"], r"league\.pfsp_power"),
     (["league.snapshot_every=100", "league.max_snapshots=10000000000"],
@@ -245,12 +246,27 @@ def test_a_damaged_line_of_league_jsonl_is_skipped_and_named(league_run, tmp_pat
     assert "no readable line" in capsys.readouterr().err
 
 
-def test_a_marker_module_in_league_fixed_needs_trust(league_run, tmp_path):
-    from interplay.experiment.trust import untrusted_code
+def test_a_marker_module_in_league_fixed_is_imported_by_no_command_without_trust(
+        tmp_path, monkeypatch, capsys):
+    import sys
 
-    data = load([], [*LEAGUE, "league.fixed=['marker_module:play']"]).model_dump()
-    assert untrusted_code(data) == {"marker_module": ["league.fixed[0] 'marker_module:play'"]}
-    assert untrusted_code(load([], LEAGUE).model_dump()) == {}
+    marker = tmp_path / "imported"
+    (tmp_path / "league_marker.py").write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).touch()\n"
+        "import numpy as np\n"
+        "def play(observation, agent_id):\n"
+        "    return int(np.flatnonzero(observation['action_mask'])[0])\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run = tmp_path / "run"
+    train(load([], [*LEAGUE, "league.fixed=['league_marker:play']", "train.steps=300"]), run)
+    assert marker.exists()  # the user's own training imports it
+    for command in (["resume", str(run), "-s", "train.steps=600"], ["eval", str(run)],
+                    ["eval", str(run), "--vs", "random"]):
+        marker.unlink(missing_ok=True)
+        sys.modules.pop("league_marker", None)
+        assert main(command) == 2, command
+        assert "league.fixed[0] 'league_marker:play'" in capsys.readouterr().err
+        assert not marker.exists(), command
 
 
 def test_a_league_on_a_cooperative_env_is_told_so(tmp_path):

@@ -274,15 +274,13 @@ class LeagueConfig(Section):
     snapshot_every: int = Field(0, ge=0)
     """Env steps between snapshots of the learner into the opponent pool; 0: no league.
     Needs one trained policy on every seat (self-play)."""
-    max_snapshots: int = Field(10, ge=1, le=1000)
-    """Snapshots kept in the pool (and on disk, ``league/``); the oldest leaves first. Each
-    is a whole copy of the learner in memory: at most 1000."""
+    max_snapshots: int = Field(10, ge=1)
+    """Snapshots kept in the pool (and on disk, ``league/``); the oldest leaves first."""
     opponent_sampling: Literal["latest", "uniform", "pfsp"] = "pfsp"
     """How each episode's opponent is drawn: the newest snapshot, any member alike, or
     prioritised fictitious self-play (members the learner does worse against, more often)."""
-    pfsp_power: float = Field(2.0, gt=0, le=100)
-    """pfsp weights a member by (1 - the learner's score against it) to this power (at most
-    100: beyond, only the hardest member is ever drawn)."""
+    pfsp_power: float = Field(2.0, gt=0)
+    """pfsp weights a member by (1 - the learner's score against it) to this power."""
     sides: list[list[str]] | None = None
     """The sides of the game, each a list of agent ids or globs (``[[blue_*], [red_*]]`` for
     teams); none: each agent is a side (two-player games)."""

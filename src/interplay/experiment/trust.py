@@ -1,9 +1,8 @@
 """Which code a run folder's config would import and run, and the ``--trust`` it needs.
 
 A config names code in ``env.id``, ``env.eval_id``, ``policies.*.fn``,
-``train.policy_mapping_fn``, ``train.callbacks``, ``league.fixed``, ``algo.name`` and the
-networks' ``type`` (``algo.model``, ``algo.critic_model``, ``policies.*.model``), as
-``module:Class``.
+``train.policy_mapping_fn``, ``train.callbacks``, ``algo.name`` and the networks' ``type``
+(``algo.model``, ``algo.critic_model``, ``policies.*.model``), as ``module:Class``.
 ``resume`` and ``eval`` of someone else's run folder would import those modules, so a folder is
 as trusted as code. Modules of the env packages installed in this environment (and interplay's
 own) pass; anything else, a local file or a module not installed, is listed and needs ``trust``.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import io
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from pydantic import (
 )
 
 from interplay.config.algo import AlgoSettings, settings_class, settings_for
-from interplay.config.code import Holds, NamesCode
+from interplay.config.code import Holds, NamesCode, names_code
 from interplay.config.model import ModelOverride, ModelSettings, check_models, refuse_renamed
 from interplay.errors import ConfigError
 
@@ -295,8 +296,40 @@ class LeagueConfig(Section):
     moves the two by ``elo_k`` times the surprise), or ``openskill`` (the Plackett-Luce model
     of the openskill library: a skill estimate and its uncertainty per member; the rating
     shown is the cautious estimate, skill minus three times its uncertainty, starting at 0)."""
-    elo_k: float = Field(16.0, gt=0)
-    """Elo's K: how far one game moves the ratings."""
+    elo_k: float = Field(16.0, gt=0, le=400)
+    """Elo's K: how far one game moves the ratings (at most 400, Elo's own scale: one game
+    then moves a rating by up to 400 points)."""
+
+    @model_validator(mode="after")
+    def _a_league_or_none(self) -> LeagueConfig:
+        if self.snapshot_every == 0:
+            unused = [f"league.{name}" for name, f in type(self).model_fields.items()
+                      if name != "snapshot_every"
+                      and getattr(self, name) != f.get_default(call_default_factory=True)]
+            if unused:
+                raise ValueError(f"{', '.join(unused)} set, but league.snapshot_every is 0, so "
+                                 "no league runs; set league.snapshot_every (env steps between "
+                                 "snapshots) to run one, or leave these out")
+        seen: dict[str, str] = {}
+        for entry in self.fixed:
+            if not entry.strip():
+                raise ValueError("league.fixed has an empty entry; each names a member: random, "
+                                 "module:function or RUN_DIR[:policy_id]")
+            same = _member_key(entry)
+            if same in seen:
+                also = f" (also as {entry!r})" if entry != seen[same] else ""
+                raise ValueError(f"league.fixed lists the member {seen[same]!r} twice{also}; "
+                                 "list each member once")
+            seen[same] = entry
+        return self
+
+
+def _member_key(entry: str) -> str:
+    """What tells league.fixed members apart: a path's spelling does not."""
+    if entry == "random" or names_code(entry):
+        return entry
+    path, colon, pid = entry.rpartition(":") if ":" in entry else (entry, "", "")
+    return os.path.normpath(path) + colon + pid
 
 
 _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]")

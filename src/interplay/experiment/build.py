@@ -43,6 +43,12 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def reads_env_obs(policy_types: Sequence[str], league_fixed: Sequence[str]) -> bool:
+    """Whether the env copies must keep the env's own observations: scripted policies and
+    scripted league members read them."""
+    return "scripted" in policy_types or any(names_code(entry) for entry in league_fixed)
+
+
 def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
                  keep_state: bool = True) -> tuple[VecEnv, Sequence[Any] | None]:
     """The vector env for a config, and the PettingZoo copies behind it (None if native).
@@ -65,9 +71,7 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
                             "observations mixes on)")
         return env, None
     make = env_factory(env_id, cfg.env.kwargs, cfg.env.api)
-    # scripted policies and scripted league members read the env's own observations
-    scripted = (any(p.type == "scripted" for p in cfg.policies.values())
-                or any(names_code(entry) for entry in cfg.league.fixed))
+    scripted = reads_env_obs([p.type for p in cfg.policies.values()], cfg.league.fixed)
     vec: SyncVecEnv | AsyncVecEnv
     if cfg.env.vectorization == "async":
         vec = AsyncVecEnv(

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from interplay.config.schema import Config, ConfigError, algo_name, read, validate
+from interplay.experiment.build import reads_env_obs
 from interplay.experiment.checkpoint import (
     CheckpointError,
     latest_valid,
@@ -149,6 +150,9 @@ def fresh_reasons(state: dict[str, Any], exp: Any, changes: dict[str, tuple[Any,
     """Why the env copies of the checkpoint cannot be put back, if they cannot."""
     reasons = [f"{k} changed from {old!r} to {new!r}" for k, (old, new) in changes.items()
                if k.startswith(FRESH)]
+    if _reads_env_obs_now(state, exp.cfg):
+        reasons.append("a scripted player (league.fixed or policies) now reads the env's own "
+                       "observations, which the checkpoint's env copies did not keep")
     if not getattr(exp.env, "snapshot_supported", True):
         reasons.append("env.vectorization is async: the env copies live in worker processes, "
                        "whose state a checkpoint cannot hold")
@@ -166,6 +170,17 @@ def fresh_reasons(state: dict[str, Any], exp: Any, changes: dict[str, tuple[Any,
                        f"{_runners(layout)} (backend.name, backend.num_env_runners, "
                        "backend.envs_per_runner)")
     return reasons
+
+
+def _reads_env_obs_now(state: dict[str, Any], cfg: Config) -> bool:
+    """Whether ``cfg`` has a scripted player where the run that wrote ``state`` had none."""
+    record = state.get("run")
+    if record is None or not reads_env_obs([p.type for p in cfg.policies.values()],
+                                           cfg.league.fixed):
+        return False
+    old = record["config"]
+    return not reads_env_obs([p.get("type", "") for p in old.get("policies", {}).values()],
+                             old.get("league", {}).get("fixed", []))
 
 
 def _runners(layout: list[int]) -> str:

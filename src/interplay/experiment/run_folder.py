@@ -22,10 +22,10 @@ from interplay.errors import UserError
 LOCK_FILE = ".interplay.lock"
 # Everything train, eval and the loggers write into a run folder.
 RUN_FILES = ("config.yaml", "metrics.jsonl", "checkpoints", "tensorboard", "curve.png",
-             "eval.json", "wandb")
-# Every name written into a run folder: the run's files, the lock, a league's and a search's.
-WRITTEN = (*RUN_FILES, LOCK_FILE, "league.jsonl", "league", "ratings.png", "hpo.jsonl",
-           "hpo_state.json", "lineage.png", "members", "best")
+             "eval.json", "wandb", "league", "league.jsonl", "ratings.png")
+# Every name written into a run folder: the run's files, the lock, a search's.
+WRITTEN = (*RUN_FILES, LOCK_FILE, "hpo.jsonl", "hpo_state.json", "lineage.png", "members",
+           "best")
 
 
 class RunFolderError(UserError):

@@ -189,7 +189,7 @@ def _play(cfg: Config, mapping: dict[str, PolicyConfig], pid: str, opp_id: str,
         elif opp_spec.config.type == "frozen":
             opp = frozen_actor(opp_spec, opponent, "--vs")
         else:
-            opp = ScriptedActor(opp_spec, load_callable(opponent, "--vs"))
+            opp = ScriptedActor(opp_spec, load_callable(opponent, "--vs"), legal_only=True)
         quota = [n // num_envs + (e < n % num_envs) for e in range(num_envs)]
         record = _Outcomes(seat, quota)
         runner = Runner(env, specs, {pid: actor, opp_id: opp}, set(), CallbackList([record]), copies)

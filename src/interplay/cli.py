@@ -71,7 +71,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="override a setting, e.g. -s hpo.population=6 (repeatable)")
     h.add_argument("--run-dir", help="where to write the search (default: log.dir/<name>)")
     h.add_argument("--resume", metavar="RUN_DIR",
-                   help="continue the search in this folder where it stopped")
+                   help="continue the search in this folder where it stopped (with "
+                        "-s hpo.generations=N, on to N generations)")
+    h.add_argument("--overwrite", action="store_true",
+                   help="if the folder already holds a search, delete it and start again")
+    h.add_argument("--trust", action="store_true",
+                   help="with --resume: import and run the modules the search's config names "
+                        "even when they are not installed env packages")
 
     lg = command("league", "show a league run's pool and ratings, and draw ratings.png")
     lg.add_argument("run_dir", help="the run folder of a league run")
@@ -149,7 +155,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "hpo":
         from interplay.population.hpo import run_search
 
-        best = run_search(args.configs, args.set, args.run_dir, args.resume)
+        best = run_search(args.configs, args.set, args.run_dir, args.resume,
+                          overwrite=args.overwrite, trust=args.trust)
         print(f"best member: {best}")
         return 0
     if args.command == "config":

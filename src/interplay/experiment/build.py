@@ -288,7 +288,13 @@ CUSTOM_METRICS = "custom/"
 def check_target_metric(cfg: Config, specs: dict[str, PolicySpec], agents: list[str],
                         callbacks: CallbackList) -> None:
     """Refuse a ``train.target_metric`` that no test phase of this run can report."""
-    name = cfg.train.target_metric
+    check_test_metric(cfg.train.target_metric, "train.target_metric", specs, agents, callbacks)
+
+
+def check_test_metric(name: str, key: str, specs: dict[str, PolicySpec], agents: list[str],
+                      callbacks: CallbackList) -> None:
+    """Refuse a metric (the setting ``key`` names it) that no test phase of this run can
+    report."""
     if name.startswith(CUSTOM_METRICS):
         return
     known = [*REPORT_METRICS]
@@ -302,7 +308,7 @@ def check_target_metric(cfg: Config, specs: dict[str, PolicySpec], agents: list[
     near = difflib.get_close_matches(name, [*known, *declared], n=3, cutoff=0.4)
     hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
     raise ConfigError(
-        f"train.target_metric {name!r} is not a metric test phases of this run report; {hint}"
+        f"{key} {name!r} is not a metric test phases of this run report; {hint}"
         f"They report {', '.join(REPORT_METRICS)}, agent_return_mean/<agent> for agents "
         f"{', '.join(agents)}, policy_return_mean/<policy> for policies {', '.join(specs)} "
         f"(and _min, _max), and custom metrics from callbacks: those named under "

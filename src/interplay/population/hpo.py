@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import Field as PydanticField
 
 from interplay.algos.base import rng_for
 from interplay.backends import map_members
@@ -86,10 +87,12 @@ class Search:
         self.next_member = 0  # members of this generation already trained
         self.counter = 0  # member ids handed out
         self.members: list[Member] = []
+        self.bred = True  # whether ``members`` are this generation's (else its parents)
         self.progress = progress or (lambda _: None)
         self.on_generation = on_generation or (lambda _: None)
         self.done = False
         check_search(cfg)
+        check_metric(cfg)
 
     # -- members --------------------------------------------------------------------------
     def _member_cfg(self, base: Config, seed: int) -> Config:
@@ -151,7 +154,10 @@ class Search:
         stop = stop or StopRequest()
         if not self.members:
             self.populate()
+            self.save()  # a search killed in its first member resumes from here
         while self.generation < self.hpo.generations and not self.done:
+            if not self.bred:  # also where a finished search given more generations goes on
+                self._next_generation()
             self.progress(f"generation {self.generation + 1}/{self.hpo.generations}")
             until = (self.generation + 1) * self.hpo.evo_steps
             try:
@@ -160,9 +166,9 @@ class Search:
                 else:
                     train_members(self.members[self.next_member:], until, stop,
                                   on_done=self._trained)
-            except Interrupted:
+            except Interrupted as err:
                 self.save()
-                raise
+                raise self._interrupted(err) from None
             self._score()
             self._log()
             best = self.best()
@@ -171,10 +177,19 @@ class Search:
                 self.done = True
             self.generation += 1
             self.next_member = 0
-            if self.generation < self.hpo.generations and not self.done:
-                self._next_generation()
+            self.bred = False
             self.save()
         return self.finish()
+
+    def _interrupted(self, err: Interrupted) -> Interrupted:
+        """The stop, told as the search's: what continues it is ``hpo --resume``, not the
+        member's ``resume``."""
+        out = Interrupted(err.signum, self.run_dir, self.run_dir / STATE_FILE, err.env_steps)
+        out.where = f"generation {self.generation}, member {self.members[self.next_member].id}" \
+            if self.next_member < len(self.members) else f"generation {self.generation}"
+        out.saved = f"search state written to {self.run_dir / STATE_FILE}"
+        out.command = f"interplay hpo --resume {self.run_dir}"
+        return out
 
     def _trained(self, member: Member) -> None:
         self.next_member += 1
@@ -241,10 +256,11 @@ class Search:
             picks = self.rng.choice(len(self.members), self.hpo.tournament_size, replace=False)
             parent = max((self.members[int(i)] for i in picks), key=self.fitness)
             children.append(self._offspring(parent, self._mutation()))
-        for m in self.members:  # what they were is in hpo.jsonl; their children carry their state
+        parents, self.members, self.bred = self.members, children, True
+        self.save()  # the children are saved: the parents' folders are no longer needed
+        for m in parents:  # what they were is in hpo.jsonl; their children carry their state
             m.exp.close()
             shutil.rmtree(m.exp.run_dir, ignore_errors=True)
-        self.members = children
 
     def _mutation(self) -> str:
         weights = self.hpo.mutation.model_dump()
@@ -281,7 +297,7 @@ class Search:
     def save(self) -> None:
         state = {
             "generation": self.generation, "next_member": self.next_member,
-            "counter": self.counter, "done": self.done,
+            "counter": self.counter, "done": self.done, "bred": self.bred,
             "rng": self.rng.bit_generator.state,
             "members": [{"id": m.id, "parent": m.parent, "mutation": m.mutation,
                          "scores": m.scores, "rating": m.rating} for m in self.members],
@@ -291,17 +307,21 @@ class Search:
         tmp.replace(self.run_dir / STATE_FILE)
 
     def restore(self) -> None:
-        path = self.run_dir / STATE_FILE
-        if not path.is_file():
-            raise HPOError(f"{self.run_dir}: no {STATE_FILE}; is this the folder of a search?")
-        state = json.loads(path.read_text())
-        self.generation, self.next_member = state["generation"], state["next_member"]
-        self.counter, self.done = state["counter"], state["done"]
-        self.rng.bit_generator.state = state["rng"]
-        for m in state["members"]:
-            exp = _load_member(self._dir(m["id"]), m["id"])
-            self.members.append(Member(m["id"], m["parent"], m["mutation"], exp,
-                                       list(m["scores"]), m["rating"]))
+        state = read_state(self.run_dir)
+        self.generation, self.next_member = state.generation, state.next_member
+        self.counter, self.done, self.bred = state.counter, state.done, state.bred
+        try:
+            self.rng.bit_generator.state = state.rng
+        except (TypeError, ValueError, KeyError) as err:
+            raise HPOError(f"{self.run_dir / STATE_FILE}: rng is not a random generator's "
+                           f"state ({err}); the file is damaged") from None
+        for m in state.members:
+            folder = self._dir(m.id)
+            if not (folder / "config.yaml").is_file():
+                raise HPOError(f"{self.run_dir / STATE_FILE} lists member {m.id}, but "
+                               f"{folder} holds no config.yaml; the search folder is incomplete")
+            self.members.append(Member(m.id, m.parent, m.mutation, _load_member(folder, m.id),
+                                       list(m.scores), m.rating))
         self._share_buffer()
 
     def finish(self) -> Path:
@@ -367,6 +387,58 @@ def leaderboard(rows: list[dict[str, Any]]) -> Any:
 
 class HPOError(UserError):
     """A search that cannot start or go on."""
+
+
+class _SavedMember(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = PydanticField(pattern=r"^m[0-9]+$")
+    parent: str | None
+    mutation: str
+    scores: list[float]
+    rating: float
+
+
+class _SavedSearch(BaseModel):
+    """What ``hpo_state.json`` holds, checked before any of it is used."""
+
+    model_config = ConfigDict(extra="forbid")
+    generation: int = PydanticField(ge=0)
+    next_member: int = PydanticField(ge=0)
+    counter: int = PydanticField(ge=0)
+    done: bool
+    bred: bool = True  # states written before it was saved had always bred
+    rng: dict[str, Any]
+    members: list[_SavedMember]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> _SavedSearch:
+        if self.next_member > len(self.members):
+            raise ValueError(f"next_member {self.next_member} is past the {len(self.members)} "
+                             "members")
+        if len({m.id for m in self.members}) != len(self.members):
+            raise ValueError("a member is listed twice")
+        return self
+
+
+def read_state(run_dir: Path) -> _SavedSearch:
+    """The search state saved in ``run_dir``; a missing or damaged file is named, and left as
+    it is."""
+    path = Path(run_dir) / STATE_FILE
+    if not path.is_file():
+        hint = (f"; it holds no saved search (start one there with `interplay hpo --run-dir "
+                f"{run_dir} --overwrite`)" if (Path(run_dir) / "config.yaml").is_file()
+                else "; is this the folder of a search?")
+        raise HPOError(f"{run_dir}: no {STATE_FILE}{hint}")
+    try:
+        return _SavedSearch.model_validate_json(path.read_bytes())
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the file"
+        raise HPOError(f"{path} is damaged ({where}: {first['msg']}); it was left as it is. "
+                       "Restore it from a backup, or start the search again with "
+                       "--overwrite") from None
+    except OSError as err:
+        raise HPOError(f"cannot read {path}: {err.strerror or err}") from None
 
 
 def _load_member(folder: Path, mid: str) -> Experiment:
@@ -452,6 +524,52 @@ def check_search(cfg: Config) -> None:
     for opponent in hpo.opponents:
         if opponent != "random" and ":" not in opponent:
             raise ConfigError(f"hpo.opponents: {opponent!r} is neither random nor module:function")
+    check_budget(cfg)
+
+
+def check_budget(cfg: Config) -> None:
+    """Refuse generations too short for a member to learn: an on-policy member must fill its
+    rollout within one generation, an off-policy one start learning within the search."""
+    algo, hpo, copies = cfg.algo, cfg.hpo, cfg.env.num_envs
+    rollout = getattr(algo, "rollout", None)
+    if isinstance(rollout, int) and hpo.evo_steps < rollout * copies:
+        need = rollout * copies
+        raise ConfigError(
+            f"hpo.evo_steps: {hpo.evo_steps} env steps is less than one {algo.name} update "
+            f"(algo.rollout {rollout} steps of env.num_envs {copies} copies = {need} env steps), "
+            f"so members would be scored without having learned; raise hpo.evo_steps to at "
+            f"least {need}, or lower algo.rollout or env.num_envs")
+    starts = getattr(algo, "learning_starts", None)
+    total = hpo.evo_steps * hpo.generations
+    if isinstance(starts, int) and total < starts:
+        raise ConfigError(
+            f"hpo.evo_steps: {hpo.generations} generations of {hpo.evo_steps} env steps "
+            f"({total} in all) end before algo.learning_starts ({starts}), so no member would "
+            f"ever learn; raise hpo.evo_steps or hpo.generations, or lower "
+            f"algo.learning_starts")
+
+
+def check_metric(cfg: Config) -> None:
+    """Refuse an ``hpo.metric`` that no member's test phase reports, before any member is
+    built (a probe of one env copy tells the agents and policies)."""
+    if cfg.hpo.fitness != "return":
+        return
+    from interplay.experiment.build import (
+        check_test_metric,
+        make_callbacks,
+        make_specs,
+        make_vec_env,
+    )
+
+    data = json.loads(cfg.model_dump_json())
+    data["env"]["vectorization"] = "sync"
+    probe = validate(data)
+    env, _ = make_vec_env(probe, num_envs=1, keep_state=False)
+    try:
+        check_test_metric(cfg.hpo.metric, "hpo.metric", make_specs(probe, env), env.agents,
+                          make_callbacks(probe))
+    finally:
+        env.close()
 
 
 def _typed(cfg: Config, key: str, value: float) -> Any:
@@ -624,10 +742,16 @@ def play_round(members: list[Member], hpo: Any, rng: np.random.Generator, seed: 
         m.rating = ratings[id(m)]
 
 
+SEARCH_FILES = ("config.yaml", STATE_FILE, "hpo.jsonl", "members", "best", "lineage.png")
+"""Everything a search writes into its folder (what ``--overwrite`` deletes)."""
+
+
 def run_search(configs: Sequence[str], overrides: Sequence[str], run_dir: str | None,
-               resume_dir: str | None) -> Path:
+               resume_dir: str | None, overwrite: bool = False, trust: bool = True) -> Path:
     """``interplay hpo``: a new search from config files, or ``--resume`` one, with a progress
-    line per generation; SIGINT or SIGTERM ends it saved (exit 130 / 143)."""
+    line per generation; SIGINT or SIGTERM ends it saved (exit 130 / 143). ``overwrite``
+    deletes a search already in the folder first; ``trust=False`` refuses to resume a folder
+    whose config names code other than installed env packages."""
     from rich.console import Console
 
     from interplay.experiment.build import new_run_dir
@@ -635,9 +759,16 @@ def run_search(configs: Sequence[str], overrides: Sequence[str], run_dir: str | 
 
     console = Console(stderr=True)
     if resume_dir:
+        if overwrite:
+            raise HPOError("--overwrite starts a search afresh; it does not go with --resume")
         folder = Path(resume_dir)
         if not (folder / "config.yaml").is_file():
             raise HPOError(f"--resume {folder}: no config.yaml there; is it a search's folder?")
+        from interplay.config.schema import read
+        from interplay.experiment.trust import require_trust
+
+        require_trust(folder, read([folder / "config.yaml"]), list(overrides), trust,
+                      "hpo --resume")
         cfg = load([folder / "config.yaml"], list(overrides))
     else:
         cfg = load(list(configs), list(overrides))
@@ -652,9 +783,9 @@ def run_search(configs: Sequence[str], overrides: Sequence[str], run_dir: str | 
         bar.update(task, completed=rows[0]["generation"] + 1 if rows else 0)
         console.print(leaderboard(rows))
 
-    with hold(folder), StopRequest() as stop, bar:
+    with hold(folder, create=not resume_dir), StopRequest() as stop, bar:
         if not resume_dir:
-            start_afresh(folder, False)
+            start_afresh(folder, overwrite, SEARCH_FILES, "interplay hpo --resume")
         with stop.deferring():
             return search(cfg, folder, bool(resume_dir), None, stop, shown)
 
@@ -671,7 +802,13 @@ def search(cfg: Config, run_dir: Path, resume: bool = False,
         s.restore()
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    _write_config(run_dir, cfg)  # a resume's changes (more generations) hold for the next one
     return s.run(stop)
+
+
+def _write_config(run_dir: Path, cfg: Config) -> None:
+    tmp = run_dir / "config.yaml.tmp"
+    tmp.write_text(to_yaml(cfg))
+    tmp.replace(run_dir / "config.yaml")
 
 

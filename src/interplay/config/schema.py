@@ -470,14 +470,35 @@ def _safe_load(text: str, where: str) -> Any:
     except _Refused as err:
         raise ConfigError(f"{where}, line {err.mark.line + 1}: {err.problem}") from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"{where}: not valid YAML (or uses a tag that is not allowed): {err}") from err
+        raise ConfigError(f"{where}: not valid YAML (or uses a tag that is not allowed): {err}"
+                          + _tab_hint(text, err)) from None
+
+
+def _tab_hint(text: str, err: yaml.YAMLError) -> str:
+    """Why a line with a tab fails: YAML indents with spaces only, which its error never says."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    lines = text.splitlines()
+    suspects = [mark.line] if mark is not None and mark.line < len(lines) else []
+    suspects += [i for i, line in enumerate(lines) if "\t" in line[:len(line) - len(line.lstrip())]]
+    for i in suspects:
+        if i < len(lines) and "\t" in lines[i]:
+            return (f"\n  line {i + 1} holds a tab: YAML indents with spaces only (and a tab "
+                    "cannot start a value); replace the tabs with spaces")
+    return ""
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir():
+        inside = " (it holds a config.yaml: give that file)" if (p / "config.yaml").is_file() else ""
+        raise ConfigError(f"config file {str(p)!r} is a folder, not a YAML file{inside}")
+    if not p.exists():
         raise ConfigError(f"config file {str(p)!r} does not exist")
-    raw = p.read_bytes()
+    try:
+        raw = p.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"config file {str(p)!r} cannot be read: "
+                          f"{err.strerror or type(err).__name__}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -6,7 +6,8 @@ import dataclasses
 import difflib
 import fnmatch
 import random
-from collections.abc import Sequence
+import tracemalloc
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from interplay.algos.learners import Learners
 from interplay.config.code import names_code
 from interplay.config.model import check_models
 from interplay.config.schema import Config, ConfigError, policy_settings, validate_section
+from interplay.data.memory import check_fits, human
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
 from interplay.envs.registry import EnvSpecError, env_factory, native_env_class
@@ -54,10 +56,16 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
     state, where = state_wanted(cfg) if keep_state else (None, "")
     native = native_env_class(env_id)
     if native is not None:
-        try:
-            env = native(num_envs=n, max_steps=cfg.train.max_steps_per_episode, **cfg.env.kwargs)
-        except (TypeError, ValueError) as err:  # the built-in envs phrase what is wrong
-            raise EnvSpecError(f"env.kwargs: {err}") from err
+        def build(copies: int) -> Any:
+            try:
+                return native(num_envs=copies, max_steps=cfg.train.max_steps_per_episode,
+                              **cfg.env.kwargs)
+            except (TypeError, ValueError) as err:  # the built-in envs phrase what is wrong
+                raise EnvSpecError(f"env.kwargs: {err}") from err
+
+        if n >= PROBE_FROM:
+            check_copies_fit(n, native_copy_bytes(build), env_name(env_id))
+        env = build(n)
         if state == "env":  # the built-in batched envs have no state(): auto mixes observations
             env.close()
             raise _no_state(env_name(env_id), where, "it is one of the built-in batched envs, "
@@ -65,6 +73,8 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
                             "observations mixes on)")
         return env, None
     make = env_factory(env_id, cfg.env.kwargs, cfg.env.api)
+    if n >= PROBE_FROM:
+        check_copies_fit(n, copy_bytes(make), env_name(env_id))
     # scripted policies and scripted league members read the env's own observations
     scripted = (any(p.type == "scripted" for p in cfg.policies.values())
                 or any(names_code(entry) for entry in cfg.league.fixed))
@@ -83,6 +93,57 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
         raise _no_state(env_name(env_id), where, "it declares no state_space (a gymnasium Box) "
                         "with a state() method")
     return vec, (CopyEnvs(vec) if isinstance(vec, SyncVecEnv) else None)
+
+
+PROBE_FROM = 64
+"""Copies from which what they will take is measured on one or two before they are built."""
+
+
+def check_copies_fit(n: int, per_copy: int | None, name: str) -> None:
+    """Refuse ``n`` copies of ``per_copy`` bytes each when the memory free cannot hold them."""
+    if per_copy:
+        check_fits(n * per_copy, "env.num_envs",
+                   f"{n:,} copies of env {name} ({human(per_copy)} each, measured on one)")
+
+
+def native_copy_bytes(build: Callable[[int], Any]) -> int:
+    """What one more copy of a built-in batched env takes: its arrays with two copies, less
+    with one (what they share is counted once)."""
+    one, two = build(1), build(2)
+    try:
+        return max(0, _array_bytes(two) - _array_bytes(one))
+    finally:
+        one.close()
+        two.close()
+
+
+def _array_bytes(env: Any) -> int:
+    total = 0
+    for value in vars(env).values():
+        items = value.values() if isinstance(value, dict) else [value]
+        total += sum(v.nbytes for v in items if isinstance(v, np.ndarray))
+    return total
+
+
+def copy_bytes(make: Callable[[], Any]) -> int | None:
+    """What one PettingZoo copy takes, built and reset once under tracemalloc; None when the
+    probe fails (building the copies names the env's error)."""
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    try:
+        env = make()
+        try:
+            env.reset(seed=0)
+            return max(0, tracemalloc.get_traced_memory()[0] - before)
+        finally:
+            env.close()
+    except Exception:  # noqa: BLE001 - the copies themselves report what is wrong
+        return None
+    finally:
+        if not tracing:
+            tracemalloc.stop()
 
 
 def state_wanted(cfg: Config) -> tuple[str | None, str]:

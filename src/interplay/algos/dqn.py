@@ -30,7 +30,15 @@ from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_S
 from interplay.config.model import ModelSettings
 from interplay.data.replay import PolicyReplay, Sample, policy_replay
 from interplay.errors import NonFiniteError
-from interplay.nets.build import encoder, head_settings, model_key, obs_input, policy_model
+from interplay.nets.build import (
+    check_network_fits,
+    encoder,
+    head_settings,
+    mlp_params,
+    model_key,
+    obs_input,
+    policy_model,
+)
 from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import ACTIVATIONS, mlp
 from interplay.run.actors import ActBatch, masked_uniform
@@ -139,8 +147,11 @@ class _Policy:
             torch.manual_seed(int(rng_for(seed, "dqn", "init", spec.id).integers(2**63)))
             model, where = policy_model(s, spec), model_key(spec)
             enc = encoder(model, [(obs_input(spec, model, where), 1)], where)
-            self.online = QNet(spec.obs_dim if enc is None else enc.out_features, view.mask_dim,
-                               head_settings(model), s.dueling, enc).to(device)
+            features = spec.obs_dim if enc is None else enc.out_features
+            head = head_settings(model)
+            check_network_fits(mlp_params(features, view.mask_dim * (1 + s.dueling), head),
+                               f"{where}.hidden", head.hidden)
+            self.online = QNet(features, view.mask_dim, head, s.dueling, enc).to(device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=s.lr)
         self.act_rng = rng_for(seed, "dqn", "act", spec.id)

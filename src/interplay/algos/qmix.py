@@ -37,7 +37,7 @@ from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
 from interplay.data.replay import Group, JointReplay, JointReplayBuffer
 from interplay.envs.batch import state_dim
-from interplay.nets.build import model_key, network, obs_input, policy_model
+from interplay.nets.build import check_network_fits, model_key, network, obs_input, policy_model
 from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import PerAgent
 from interplay.run.actors import ActBatch
@@ -445,6 +445,11 @@ class QMIX(VDN):
 
     def _mixer(self) -> Mixer:
         s = self.settings
+        hyper, hidden = s.hypernet_hidden, s.mixer_hidden
+        params = (3 * self.state_dim * hyper + hyper * (self.n_agents * hidden + hidden + 1)
+                  + self.state_dim * hidden)
+        check_network_fits(params, "algo.mixer_hidden and algo.hypernet_hidden",
+                           f"{hidden} and {hyper}")
         return Mixer(self.n_agents, self.state_dim, s.mixer_hidden, s.hypernet_hidden).to(
             self.device)
 

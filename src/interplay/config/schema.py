@@ -244,7 +244,7 @@ class HPOConfig(Section):
     opponents: list[str] = Field(default_factory=list)
     """With ``rating``: fixed baselines every member also plays: ``random`` or
     ``module:function`` (a scripted player)."""
-    tournament_size: int = Field(2, ge=2)
+    tournament_size: int = Field(2, ge=2, le=1000)
     """Members drawn at random for each tournament; the fittest becomes a parent."""
     elitism: bool = True
     """The fittest member goes on unchanged into the next generation."""

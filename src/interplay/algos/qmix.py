@@ -448,8 +448,9 @@ class QMIX(VDN):
         hyper, hidden = s.hypernet_hidden, s.mixer_hidden
         params = (3 * self.state_dim * hyper + hyper * (self.n_agents * hidden + hidden + 1)
                   + self.state_dim * hidden)
-        check_network_fits(params, "algo.mixer_hidden and algo.hypernet_hidden",
-                           f"{hidden} and {hyper}")
+        check_network_fits(params, "algo.mixer_hidden",
+                           f"{hidden}, algo.hypernet_hidden: {hyper}",
+                           "lower algo.mixer_hidden or algo.hypernet_hidden")
         return Mixer(self.n_agents, self.state_dim, s.mixer_hidden, s.hypernet_hidden).to(
             self.device)
 

@@ -129,12 +129,12 @@ def conv_params(channels: int, model: ModelSettings) -> int:
     return total
 
 
-def check_network_fits(params: int, key: str, value: Any) -> None:
+def check_network_fits(params: int, key: str, value: Any, fix: str | None = None) -> None:
     """Refuse a network whose parameters cannot be trained in the memory free, before torch
     tries to allocate them; ``key`` is the setting that sized it, at ``value``."""
     check_fits(params * BYTES_PER_PARAM, key,
                f"a network of {params:,} parameters ({key}: {value}; weights, gradients and "
-               f"Adam's moments at {BYTES_PER_PARAM} bytes each)")
+               f"Adam's moments at {BYTES_PER_PARAM} bytes each)", fix)
 
 
 def head_settings(model: ModelSettings) -> ModelSettings:

@@ -167,3 +167,27 @@ def test_a_search_killed_in_its_first_member_resumes(tmp_path, monkeypatch):
     assert (tmp_path / "killed" / STATE_FILE).is_file()
     search(load([tmp_path / "killed" / "config.yaml"], []), tmp_path / "killed", resume=True)
     assert rows(tmp_path / "killed") == rows(tmp_path / "straight")
+
+
+def test_resuming_a_search_that_names_local_code_needs_trust(finished, tmp_path, capsys):
+    import shutil
+
+    folder = tmp_path / "s"
+    shutil.copytree(finished, folder)
+    member = sorted((folder / "members").iterdir())[0] / "config.yaml"
+    member.write_text(member.read_text().replace("callbacks: []",
+                                                 "callbacks:\n  - trusted_helpers:Quiet"))
+    state = (folder / STATE_FILE).read_bytes()
+    assert main(["hpo", "--resume", str(folder), "-s", "hpo.generations=3"]) == 2
+    err = capsys.readouterr().err
+    assert "trusted_helpers" in err and "--trust" in err
+    assert (folder / STATE_FILE).read_bytes() == state
+
+
+def test_a_training_run_given_to_hpo_resume_is_named(tmp_path, capsys):
+    from interplay.experiment.loop import train
+
+    train(load([], ["train.steps=10", "log.console=false", "log.tensorboard=false",
+                    "log.curve=false"]), tmp_path / "run")
+    assert main(["hpo", "--resume", str(tmp_path / "run")]) == 2
+    assert f"interplay resume {tmp_path / 'run'}" in capsys.readouterr().err

@@ -425,9 +425,13 @@ def read_state(run_dir: Path) -> _SavedSearch:
     it is."""
     path = Path(run_dir) / STATE_FILE
     if not path.is_file():
-        hint = (f"; it holds no saved search (start one there with `interplay hpo --run-dir "
-                f"{run_dir} --overwrite`)" if (Path(run_dir) / "config.yaml").is_file()
-                else "; is this the folder of a search?")
+        if (Path(run_dir) / "metrics.jsonl").is_file():
+            hint = f"; it holds a training run (continue that with `interplay resume {run_dir}`)"
+        elif (Path(run_dir) / "config.yaml").is_file():
+            hint = (f"; it holds no saved search (start one there with `interplay hpo --run-dir "
+                    f"{run_dir} --overwrite`)")
+        else:
+            hint = "; is this the folder of a search?"
         raise HPOError(f"{run_dir}: no {STATE_FILE}{hint}")
     try:
         return _SavedSearch.model_validate_json(path.read_bytes())
@@ -769,6 +773,8 @@ def run_search(configs: Sequence[str], overrides: Sequence[str], run_dir: str | 
 
         require_trust(folder, read([folder / "config.yaml"]), list(overrides), trust,
                       "hpo --resume")
+        for member in sorted((folder / "members").glob("*/config.yaml")):  # each is loaded too
+            require_trust(member.parent, read([member]), [], trust, "hpo --resume")
         cfg = load([folder / "config.yaml"], list(overrides))
     else:
         cfg = load(list(configs), list(overrides))

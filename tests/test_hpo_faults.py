@@ -191,3 +191,17 @@ def test_a_training_run_given_to_hpo_resume_is_named(tmp_path, capsys):
                     "log.curve=false"]), tmp_path / "run")
     assert main(["hpo", "--resume", str(tmp_path / "run")]) == 2
     assert f"interplay resume {tmp_path / 'run'}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [["hpo.init={rollout: [5, 100]}"],
+                                   ["hpo.ranges={rollout: [5, 30]}"]])
+def test_a_rollout_the_search_may_draw_longer_than_a_generation_is_refused(tmp_path, extra):
+    with pytest.raises(ConfigError, match=r"hpo\.evo_steps: 50 env steps is less than one"):
+        search(load([], [*TINY, *extra]), tmp_path / "s")
+
+
+def test_maddpg_learning_delay_past_the_search_is_refused(tmp_path):
+    settings = ["algo.name=maddpg", "env.id=spread", "algo.learning_delay=1000",
+                "hpo.evo_steps=100", "hpo.generations=2", "log.console=false"]
+    with pytest.raises(ConfigError, match=r"algo\.learning_delay \(1000\)"):
+        search(load([], settings), tmp_path / "s")

@@ -533,24 +533,36 @@ def check_search(cfg: Config) -> None:
 
 def check_budget(cfg: Config) -> None:
     """Refuse generations too short for a member to learn: an on-policy member must fill its
-    rollout within one generation, an off-policy one start learning within the search."""
-    algo, hpo, copies = cfg.algo, cfg.hpo, cfg.env.num_envs
-    rollout = getattr(algo, "rollout", None)
-    if isinstance(rollout, int) and hpo.evo_steps < rollout * copies:
+    rollout within one generation, an off-policy one start learning within the search (at
+    the largest value ``hpo.init`` and ``hpo.ranges`` let the setting take)."""
+    hpo, copies = cfg.hpo, cfg.env.num_envs
+    rollout = _largest(cfg, "rollout")
+    if rollout is not None and hpo.evo_steps < rollout * copies:
         need = rollout * copies
         raise ConfigError(
-            f"hpo.evo_steps: {hpo.evo_steps} env steps is less than one {algo.name} update "
+            f"hpo.evo_steps: {hpo.evo_steps} env steps is less than one {cfg.algo.name} update "
             f"(algo.rollout {rollout} steps of env.num_envs {copies} copies = {need} env steps), "
             f"so members would be scored without having learned; raise hpo.evo_steps to at "
             f"least {need}, or lower algo.rollout or env.num_envs")
-    starts = getattr(algo, "learning_starts", None)
     total = hpo.evo_steps * hpo.generations
-    if isinstance(starts, int) and total < starts:
-        raise ConfigError(
-            f"hpo.evo_steps: {hpo.generations} generations of {hpo.evo_steps} env steps "
-            f"({total} in all) end before algo.learning_starts ({starts}), so no member would "
-            f"ever learn; raise hpo.evo_steps or hpo.generations, or lower "
-            f"algo.learning_starts")
+    for key in ("learning_starts", "learning_delay"):
+        starts = _largest(cfg, key)
+        if starts is not None and total < starts:
+            raise ConfigError(
+                f"hpo.evo_steps: {hpo.generations} generations of {hpo.evo_steps} env steps "
+                f"({total} in all) end before algo.{key} ({starts}), so no member would "
+                f"ever learn; raise hpo.evo_steps or hpo.generations, or lower algo.{key}")
+
+
+def _largest(cfg: Config, key: str) -> int | None:
+    """The largest value a member's integer setting ``key`` may take in the search; None when
+    the algorithm has no such setting."""
+    value = getattr(cfg.algo, key, None)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    bounds = [value] + [int(table[key][1]) for table in (cfg.hpo.init, cfg.hpo.ranges)
+                        if key in table]
+    return max(bounds)
 
 
 def check_metric(cfg: Config) -> None:

@@ -13,7 +13,9 @@ weights, optimiser, normalisation statistics, replay buffer, counters.
 
 ``hpo.jsonl`` gets one line per member per generation; ``hpo_state.json`` and each member's
 checkpoints make the search resumable exactly (``interplay hpo --resume RUN_DIR``), also
-when it was stopped in the middle of a generation. ``RUN_DIR/best`` is the fittest member's
+when it was stopped in the middle of a generation; ``-s hpo.generations=N`` takes a search
+(finished or not) on to N generations, as a straight N-generation search on the same seed
+would have gone. ``RUN_DIR/best`` is the fittest member's
 run folder, for ``interplay eval``.
 """
 

@@ -204,3 +204,13 @@ def test_a_loaded_policy_still_acts_on_good_observations(spread_policy, board_po
     obs = board_policy.observation_space.sample()
     obs["action_mask"] = np.eye(9, dtype=np.int8)[4]
     assert board_policy.act(obs) == 4
+
+
+def test_many_copies_of_a_slow_env_are_announced_before_they_are_built(monkeypatch):
+    from interplay.experiment import build
+
+    monkeypatch.setattr(build, "SLOW_BUILD_S", 0.0)
+    cfg = load([], ["env.id=pettingzoo.classic.tictactoe_v3", "env.num_envs=64"])
+    with pytest.warns(UserWarning, match=r"env\.num_envs: building 64 copies .* min"):
+        env, _ = build.make_vec_env(cfg)
+    env.close()

@@ -6,7 +6,9 @@ import dataclasses
 import difflib
 import fnmatch
 import random
+import time
 import tracemalloc
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -74,7 +76,9 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
         return env, None
     make = env_factory(env_id, cfg.env.kwargs, cfg.env.api)
     if n >= PROBE_FROM:
+        started = time.perf_counter()
         check_copies_fit(n, copy_bytes(make), env_name(env_id))
+        _say_when_slow(n, time.perf_counter() - started, env_name(env_id))
     # scripted policies and scripted league members read the env's own observations
     scripted = (any(p.type == "scripted" for p in cfg.policies.values())
                 or any(names_code(entry) for entry in cfg.league.fixed))
@@ -104,6 +108,18 @@ def check_copies_fit(n: int, per_copy: int | None, name: str) -> None:
     if per_copy:
         check_fits(n * per_copy, "env.num_envs",
                    f"{n:,} copies of env {name} ({human(per_copy)} each, measured on one)")
+
+
+SLOW_BUILD_S = 30.0
+"""Seconds of building env copies past which the run says so before it starts on them."""
+
+
+def _say_when_slow(n: int, one_s: float, name: str) -> None:
+    """Many copies of a slow env take minutes to build before anything is reported: say so."""
+    if n * one_s > SLOW_BUILD_S:
+        warnings.warn(f"env.num_envs: building {n:,} copies of env {name} may take about "
+                      f"{n * one_s / 60:.0f} min ({one_s * 1e3:.1f} ms each, measured on one) "
+                      "before training starts", stacklevel=3)
 
 
 def native_copy_bytes(build: Callable[[int], Any]) -> int:

@@ -205,3 +205,32 @@ def test_maddpg_learning_delay_past_the_search_is_refused(tmp_path):
                 "hpo.evo_steps=100", "hpo.generations=2", "log.console=false"]
     with pytest.raises(ConfigError, match=r"algo\.learning_delay \(1000\)"):
         search(load([], settings), tmp_path / "s")
+
+
+def test_rows_written_again_or_cut_short_are_not_kept_twice(finished, tmp_path):
+    import shutil
+
+    folder = tmp_path / "s"
+    shutil.copytree(finished, folder)
+    log = folder / "hpo.jsonl"
+    last = log.read_text().splitlines()[-1]
+    again = json.loads(last) | {"generation": 2}  # rows of a generation the state never saved
+    log.write_text(log.read_text() + json.dumps(again) + "\n" + last[: len(last) // 2])
+    search(load([folder / "config.yaml"], ["hpo.generations=3"]), folder, resume=True)
+    search(load([], [*TINY, "hpo.generations=3"]), tmp_path / "straight")
+    assert rows(folder) == rows(tmp_path / "straight")
+
+
+def test_a_damaged_row_in_the_middle_of_the_log_is_named(finished, tmp_path):
+    import shutil
+
+    folder = tmp_path / "s"
+    shutil.copytree(finished, folder)
+    log = folder / "hpo.jsonl"
+    lines = log.read_text().splitlines()
+    lines[1] = lines[1][:10]
+    log.write_text("\n".join(lines) + "\n")
+    damaged = log.read_bytes()
+    with pytest.raises(HPOError, match=r"hpo\.jsonl, line 2"):
+        search(load([folder / "config.yaml"], ["hpo.generations=3"]), folder, resume=True)
+    assert log.read_bytes() == damaged

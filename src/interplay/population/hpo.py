@@ -317,6 +317,7 @@ class Search:
         except (TypeError, ValueError, KeyError) as err:
             raise HPOError(f"{self.run_dir / STATE_FILE}: rng is not a random generator's "
                            f"state ({err}); the file is damaged") from None
+        trim_log(self.run_dir, self.generation)
         for m in state.members:
             folder = self._dir(m.id)
             if not (folder / "config.yaml").is_file():
@@ -337,6 +338,35 @@ class Search:
         for m in self.members:
             m.exp.close()
         return dest
+
+
+LOG_FILE = "hpo.jsonl"
+
+
+def trim_log(run_dir: Path, generations: int) -> None:
+    """Keep the rows of ``hpo.jsonl`` of the first ``generations`` generations (those the saved
+    state has done): a search stopped after writing a generation's rows but before saving
+    writes them again, and a line cut short by a kill is dropped. A damaged line before the
+    last is named, and the file left as it is."""
+    path = run_dir / LOG_FILE
+    if not path.is_file():
+        return
+    lines = path.read_text(errors="replace").splitlines()
+    kept = []
+    for i, line in enumerate(lines):
+        try:
+            row = json.loads(line)
+            generation = row["generation"]
+        except (ValueError, TypeError, KeyError):
+            if i == len(lines) - 1:
+                break
+            raise HPOError(f"{path}, line {i + 1}: not a row of the search ({line[:60]!r}); "
+                           "the file is damaged; it was left as it is") from None
+        if isinstance(generation, int) and generation < generations:
+            kept.append(line + "\n")
+    tmp = run_dir / (LOG_FILE + ".tmp")
+    tmp.write_text("".join(kept))
+    tmp.replace(path)
 
 
 def plot_lineage(run_dir: Path) -> None:

@@ -234,3 +234,15 @@ def test_a_damaged_row_in_the_middle_of_the_log_is_named(finished, tmp_path):
     with pytest.raises(HPOError, match=r"hpo\.jsonl, line 2"):
         search(load([folder / "config.yaml"], ["hpo.generations=3"]), folder, resume=True)
     assert log.read_bytes() == damaged
+
+
+def test_a_member_whose_checkpoints_are_all_damaged_is_named(finished, tmp_path):
+    import shutil
+
+    folder = tmp_path / "s"
+    shutil.copytree(finished, folder)
+    member = json.loads((folder / STATE_FILE).read_text())["members"][0]["id"]
+    for state in (folder / "members" / member / "checkpoints").glob("*/state.pt"):
+        state.write_bytes(b"not a checkpoint")
+    with pytest.raises(HPOError, match=f"member {member}: none of its checkpoints"):
+        search(load([folder / "config.yaml"], ["hpo.generations=3"]), folder, resume=True)

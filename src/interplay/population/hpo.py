@@ -41,7 +41,7 @@ from interplay.config.schema import Config, ConfigError, load, to_yaml, validate
 from interplay.data.rollout import RolloutStorage
 from interplay.envs.images import is_image
 from interplay.errors import UserError
-from interplay.experiment.checkpoint import latest_valid, load_checkpoint
+from interplay.experiment.checkpoint import latest_valid, list_checkpoints, load_checkpoint
 from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.loop import Experiment
 
@@ -479,8 +479,13 @@ def read_state(run_dir: Path) -> _SavedSearch:
 
 def _load_member(folder: Path, mid: str) -> Experiment:
     """Member ``mid`` as its folder's latest checkpoint left it (as built, before training)."""
+    written = list_checkpoints(folder)
+    checkpoint = latest_valid(folder) if written else None
+    if written and checkpoint is None:
+        raise HPOError(f"member {mid}: none of its checkpoints in {folder / 'checkpoints'} can "
+                       "be read (each is damaged), so the search cannot go on where it was; "
+                       "they were left as they are")
     exp = Experiment(load([folder / "config.yaml"], []), folder)
-    checkpoint = latest_valid(folder) if (folder / "checkpoints").is_dir() else None
     if checkpoint is not None:
         saved, _ = load_checkpoint(checkpoint)
         exp.load_state_dict(saved, source=f"member {mid}")

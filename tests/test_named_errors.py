@@ -214,3 +214,9 @@ def test_many_copies_of_a_slow_env_are_announced_before_they_are_built(monkeypat
     with pytest.warns(UserWarning, match=r"env\.num_envs: building 64 copies .* min"):
         env, _ = build.make_vec_env(cfg)
     env.close()
+
+
+def test_a_config_path_that_is_a_broken_link_names_its_target(tmp_path):
+    (tmp_path / "c.yaml").symlink_to(tmp_path / "gone.yaml")
+    with pytest.raises(ConfigError, match="is a link to .*gone.yaml.*does not exist"):
+        load([tmp_path / "c.yaml"])

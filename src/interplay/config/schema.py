@@ -495,6 +495,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if p.is_dir():
         inside = " (it holds a config.yaml: give that file)" if (p / "config.yaml").is_file() else ""
         raise ConfigError(f"config file {str(p)!r} is a folder, not a YAML file{inside}")
+    if p.is_symlink() and not p.exists():
+        raise ConfigError(f"config file {str(p)!r} is a link to {str(p.readlink())!r}, which "
+                          "does not exist")
     if not p.exists():
         raise ConfigError(f"config file {str(p)!r} does not exist")
     try:

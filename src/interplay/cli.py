@@ -77,7 +77,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="override a setting, e.g. -s hpo.population=6 (repeatable)")
     h.add_argument("--run-dir", help="where to write the search (default: log.dir/<name>)")
     h.add_argument("--resume", metavar="RUN_DIR",
-                   help="continue the search in this folder where it stopped")
+                   help="continue the search in this folder where it stopped (with "
+                        "-s hpo.generations=N, on to N generations)")
+    h.add_argument("--overwrite", action="store_true",
+                   help="if the folder already holds a search, delete it and start again")
     h.add_argument("--trust", action="store_true",
                    help="import and run the modules the search folder's configs name (with "
                         "--resume), and those of run folders the config names")
@@ -158,7 +161,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "hpo":
         from interplay.population.hpo import run_search
 
-        best = run_search(args.configs, args.set, args.run_dir, args.resume, args.trust)
+        best = run_search(args.configs, args.set, args.run_dir, args.resume,
+                          overwrite=args.overwrite, trust=args.trust)
         print(f"best member: {best}")
         return 0
     if args.command == "config":

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from interplay.config.code import NamesCode
+from interplay.config.limits import MAX_SIZE
 from interplay.errors import ConfigError
 
 
@@ -28,7 +29,7 @@ class ModelSettings(BaseModel):
     """The shape of one policy's networks."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True,
-                              use_attribute_docstrings=True)
+                              use_attribute_docstrings=True, allow_inf_nan=False)
     type: Annotated[str, NamesCode("attr")] = "auto"
     """``auto`` (a CNN when the observation is an image the conv layers fit, else an MLP),
     ``mlp``, ``cnn``, or ``module:Class``: your ``torch.nn.Module``, built as
@@ -63,9 +64,9 @@ class ModelSettings(BaseModel):
     """A GRU or LSTM cell between the hidden layers and the head (IPPO and MAPPO), in the actor
     and in the critic, so that they remember what came before in the episode; each agent's
     state is reset when its episode starts."""
-    recurrent_size: int = Field(64, ge=1)
+    recurrent_size: int = Field(64, ge=1, le=MAX_SIZE)
     """Units of the recurrent cell."""
-    seq_len: int = Field(32, ge=1)
+    seq_len: int = Field(32, ge=1, le=MAX_SIZE)
     """Longest sequence a recurrent update trains on: gradients flow back at most this many
     of an agent's steps. Sequences never span two episodes, and each starts from the state
     its first action was taken with; set it past the longest gap between seeing something
@@ -81,6 +82,10 @@ class ModelSettings(BaseModel):
     def _consistent(self) -> ModelSettings:
         if any(w < 1 for w in self.hidden):
             raise ValueError(f"hidden widths must be positive, got {self.hidden}")
+        sizes = self.hidden + self.channels + self.kernels + self.strides + (self.resize or [])
+        if max(sizes, default=0) > MAX_SIZE:
+            raise ValueError(f"a width, channel count, kernel, stride or size above {MAX_SIZE:,} "
+                             f"(got {max(sizes):,}); no network of that size fits in memory")
         n = len(self.channels)
         if not n or len(self.kernels) != n or len(self.strides) != n:
             raise ValueError(

@@ -28,13 +28,15 @@ from pydantic import (
 
 from interplay.config.algo import AlgoSettings, settings_class, settings_for
 from interplay.config.code import Holds, NamesCode, names_code
+from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_SIZE, MAX_STEPS, MAX_THREADS
 from interplay.config.model import ModelOverride, ModelSettings, check_models, refuse_renamed
 from interplay.errors import ConfigError
 
 
 class Section(BaseModel):
+    # inf and nan pass a bound like ``gt=0`` and then overflow where they are used
     model_config = ConfigDict(extra="forbid", validate_assignment=True,
-                              use_attribute_docstrings=True)
+                              use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 class EnvConfig(Section):
@@ -45,18 +47,18 @@ class EnvConfig(Section):
     """Keyword arguments for the env's constructor."""
     api: Literal["auto", "aec", "parallel"] = "auto"
     """Which PettingZoo API to build a module path with; auto prefers ``parallel_env``."""
-    num_envs: int = Field(1, ge=1)
+    num_envs: int = Field(1, ge=1, le=MAX_SIZE)
     """Env copies stepped together; each policy acts once per step for all of them."""
     vectorization: Literal["sync", "async"] = "sync"
     """How PettingZoo copies are stepped: ``sync`` (in this process) or ``async`` (in workers)."""
-    num_workers: int | None = Field(None, ge=1)
+    num_workers: int | None = Field(None, ge=1, le=MAX_THREADS)
     """Worker processes for ``async``; none means one per CPU core, at most one per copy."""
-    step_timeout_s: float = Field(60.0, gt=0)
+    step_timeout_s: float = Field(60.0, gt=0, le=7 * 24 * 3600.0)
     """Seconds an ``async`` worker may take over a step or reset before it is deemed hung."""
-    max_failures: int = Field(3, ge=1)
+    max_failures: int = Field(3, ge=1, le=MAX_COUNT)
     """Times one env copy may raise (rebuilt, episode dropped) with no episode finished in
     between before the run stops with the env's error."""
-    max_restarts: int = Field(10, ge=0)
+    max_restarts: int = Field(10, ge=0, le=MAX_COUNT)
     """Dead or hung ``async`` workers that may be replaced in a run; 0 stops at the first."""
     eval_id: Annotated[Any, NamesCode("env")] = None
     """The env test phases run on (same spaces); none = the training env."""
@@ -67,7 +69,8 @@ class PolicyConfig(Section):
     """Agent ids or glob patterns (``agent_*``) this policy controls; none means the
     default group of the same name (ids sharing the prefix before the last ``_``)."""
     model_config = ConfigDict(extra="forbid", validate_assignment=True,
-                              use_attribute_docstrings=True, populate_by_name=True)
+                              use_attribute_docstrings=True, populate_by_name=True,
+                              allow_inf_nan=False)
     type: Literal["trainable", "random", "scripted", "frozen"] = "trainable"
     """``trainable`` (learned by the algorithm), ``random`` (legal actions, uniformly),
     ``scripted`` (``fn`` acts) or ``frozen`` (a policy trained in another run, ``from``,
@@ -82,7 +85,7 @@ class PolicyConfig(Section):
     (or ``**kwargs``) gets the legal actions as a bool array, whether the env puts them in
     the observation or in ``info["action_mask"]`` (all True when it gives none; None for
     Box actions)."""
-    stack_size: int = Field(1, ge=1)
+    stack_size: int = Field(1, ge=1, le=MAX_COUNT)
     """Frames stacked per agent in what this policy sees (image frames along their channels)."""
     model: Annotated[dict[str, Any], Holds(lambda: ModelSettings)] = Field(default_factory=dict)
     """This policy's network: any ``algo.model`` settings, merged over ``algo.model``."""
@@ -116,12 +119,12 @@ class PolicyConfig(Section):
 
 
 class TrainConfig(Section):
-    steps: int = Field(50_000, ge=-1)
+    steps: int = Field(50_000, ge=-1, le=MAX_STEPS)
     """Env steps to train for (one env step is one call of a copy's step); -1 = no limit."""
     seed: int = Field(0, ge=0, lt=2**31)
     """The one seed every RNG (python, numpy, torch, env copies) is derived from; 0 to
     2147483647 (2^31 - 1), as the seeds derived for env copies must be."""
-    max_steps_per_episode: int | None = Field(None, ge=1)
+    max_steps_per_episode: int | None = Field(None, ge=1, le=MAX_STEPS)
     """Cut episodes after this many env steps, as truncation (not termination)."""
 
     @field_validator("seed", mode="before")
@@ -149,11 +152,11 @@ class TrainConfig(Section):
     """Callback classes as ``module:Class``."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where networks and learner batches live."""
-    torch_threads: int = Field(1, ge=0)
+    torch_threads: int = Field(1, ge=0, le=MAX_THREADS)
     """CPU threads torch may use; small networks run fastest on one, 0 leaves torch's default."""
-    test_frequency: int = Field(-1, ge=-1)
+    test_frequency: int = Field(-1, ge=-1, le=MAX_STEPS)
     """Env steps between test phases (greedy policies on a separate eval env); -1 = none."""
-    test_episodes: int = Field(10, ge=1)
+    test_episodes: int = Field(10, ge=1, le=MAX_COUNT)
     """Episodes per test phase."""
     target: float | None = None
     """Stop early once a test phase's ``target_metric`` reaches this value."""
@@ -174,7 +177,7 @@ class TrainConfig(Section):
 
 
 class LogConfig(Section):
-    every: int | None = Field(None, ge=1)
+    every: int | None = Field(None, ge=1, le=MAX_STEPS)
     """Env steps between two ``metrics.jsonl`` reports; none = ``max(2000, 250 * env.num_envs)``,
     a report every 250 steps of all copies at most, so many copies do not flood the file.
     Each train row's ``env_steps_per_s`` is the rate since the previous train row (the last,
@@ -201,49 +204,49 @@ class LogConfig(Section):
 
 
 class CheckpointConfig(Section):
-    every: int = Field(0, ge=0)
+    every: int = Field(0, ge=0, le=MAX_STEPS)
     """Env steps between checkpoints; 0 = only at the end."""
-    keep: int = Field(3, ge=1)
+    keep: int = Field(3, ge=1, le=MAX_COUNT)
     """How many of the newest checkpoints to keep."""
     at_end: bool = True
     """Write a checkpoint when training ends."""
 
 
 class MutationConfig(Section):
-    none: float = Field(0.2, ge=0)
+    none: float = Field(0.2, ge=0, le=MAX_COEF)
     """Weight of leaving a child as its parent was."""
-    hp: float = Field(0.4, ge=0)
+    hp: float = Field(0.4, ge=0, le=MAX_COEF)
     """Weight of changing one RL hyper-parameter (grown or shrunk within its range)."""
-    arch: float = Field(0.2, ge=0)
+    arch: float = Field(0.2, ge=0, le=MAX_COEF)
     """Weight of changing the network: a hidden layer added or removed, or units added or
     removed (CNN channels too), keeping the learned weights where shapes allow."""
-    noise: float = Field(0.1, ge=0)
+    noise: float = Field(0.1, ge=0, le=MAX_COEF)
     """Weight of adding Gaussian noise to the policy's weights."""
-    activation: float = Field(0.1, ge=0)
+    activation: float = Field(0.1, ge=0, le=MAX_COEF)
     """Weight of changing the hidden layers' nonlinearity."""
 
 
 class HPOConfig(Section):
-    population: int = Field(4, ge=2)
+    population: int = Field(4, ge=2, le=1000)
     """Members of the population, each a full learner with its own settings and RNG streams."""
-    generations: int = Field(10, ge=1)
+    generations: int = Field(10, ge=1, le=MAX_COUNT)
     """Generations to run (fewer when ``train.target_metric`` reaches ``train.target``)."""
-    evo_steps: int = Field(10_000, ge=1)
+    evo_steps: int = Field(10_000, ge=1, le=MAX_STEPS)
     """Env steps each member trains per generation."""
-    eval_loop: int = Field(1, ge=1)
+    eval_loop: int = Field(1, ge=1, le=MAX_COUNT)
     """Fitness (``return``) is the mean over this many of a member's last test phases."""
     metric: str = "episode_return_mean"
     """The test-phase metric that is the fitness with ``fitness: return``."""
     fitness: Literal["return", "rating"] = "return"
     """``return``: a test phase's ``metric``; ``rating``: an Elo rating from games every
     member plays against every other (and against ``opponents``), for two-player games."""
-    games: int = Field(10, ge=2)
+    games: int = Field(10, ge=2, le=MAX_COUNT)
     """With ``rating``: games per pairing (each seat half of them), so every member plays the
     same number of games per generation."""
     opponents: Annotated[list[str], NamesCode("player")] = Field(default_factory=list)
     """With ``rating``: fixed baselines every member also plays: ``random`` or
     ``module:function`` (a scripted player)."""
-    tournament_size: int = Field(2, ge=2)
+    tournament_size: int = Field(2, ge=2, le=1000)
     """Members drawn at random for each tournament; the fittest becomes a parent."""
     elitism: bool = True
     """The fittest member goes on unchanged into the next generation."""
@@ -255,9 +258,9 @@ class HPOConfig(Section):
     init: dict[str, list[float]] = Field(default_factory=dict)
     """``setting: [low, high]``: each member's starting value drawn from this range
     (log-uniform for positive ranges spanning more than a factor of ten)."""
-    factor: float = Field(1.2, gt=1)
+    factor: float = Field(1.2, gt=1, le=10.0)
     """A mutated hyper-parameter is multiplied or divided by this."""
-    noise_std: float = Field(0.1, gt=0)
+    noise_std: float = Field(0.1, gt=0, le=10.0)
     """Parameter noise: its std relative to each weight tensor's own std."""
     shared_buffer: bool = False
     """Off-policy members share one replay buffer, so exploration is pooled."""
@@ -271,15 +274,15 @@ class HPOConfig(Section):
 
 
 class LeagueConfig(Section):
-    snapshot_every: int = Field(0, ge=0)
+    snapshot_every: int = Field(0, ge=0, le=MAX_STEPS)
     """Env steps between snapshots of the learner into the opponent pool; 0: no league.
     Needs one trained policy on every seat (self-play)."""
-    max_snapshots: int = Field(10, ge=1)
+    max_snapshots: int = Field(10, ge=1, le=MAX_COUNT)
     """Snapshots kept in the pool (and on disk, ``league/``); the oldest leaves first."""
     opponent_sampling: Literal["latest", "uniform", "pfsp"] = "pfsp"
     """How each episode's opponent is drawn: the newest snapshot, any member alike, or
     prioritised fictitious self-play (members the learner does worse against, more often)."""
-    pfsp_power: float = Field(2.0, gt=0)
+    pfsp_power: float = Field(2.0, gt=0, le=100.0)
     """pfsp weights a member by (1 - the learner's score against it) to this power."""
     sides: list[list[str]] | None = None
     """The sides of the game, each a list of agent ids or globs (``[[blue_*], [red_*]]`` for
@@ -357,17 +360,17 @@ class BackendConfig(Section):
     address written out (``ray://host:10001``, ``host:6379``) joins a running cluster, which is
     trusted with the config, the policies' weights and the code it names: its network must be
     trusted too. A run folder's config that would join a cluster needs ``--trust``."""
-    num_env_runners: int = Field(2, ge=1)
+    num_env_runners: int = Field(2, ge=1, le=MAX_THREADS)
     """Ray actors that each step their own copies of the env with copies of the policies."""
-    envs_per_runner: int | None = Field(None, ge=1)
+    envs_per_runner: int | None = Field(None, ge=1, le=MAX_SIZE)
     """Env copies on each runner; none = ``env.num_envs``. A run with one runner and
     ``env.num_envs`` copies on it is the local run, step for step."""
-    cpus_per_runner: float = Field(1.0, gt=0)
+    cpus_per_runner: float = Field(1.0, gt=0, le=MAX_THREADS)
     """CPUs Ray reserves for each runner."""
-    gpus_for_learner: float = Field(0.0, ge=0)
+    gpus_for_learner: float = Field(0.0, ge=0, le=MAX_THREADS)
     """GPUs the learner (this process, on ``train.device``) needs: more than 0 stops a run
     that would learn on the CPU. Env runners act on the CPU and are given no GPU."""
-    max_restarts: int = Field(3, ge=0)
+    max_restarts: int = Field(3, ge=0, le=MAX_COUNT)
     """Runner actors that may die and be replaced in a run; one more stops the run, naming the
     runner and its last error."""
     @field_validator("address")
@@ -376,7 +379,7 @@ class BackendConfig(Section):
         check_ray_address(value)
         return value
 
-    steps_per_call: int = Field(64, ge=1)
+    steps_per_call: int = Field(64, ge=1, le=MAX_STEPS)
     """Steps each runner takes per remote call when the learner does not say when it next
     learns (off-policy learners): its policies may then lag the learner by the updates made
     in up to two such blocks (reported as ``policy_lag``). On-policy learners step exactly
@@ -527,14 +530,38 @@ def _safe_load(text: str, where: str) -> Any:
     except _Refused as err:
         raise ConfigError(f"{where}, line {err.mark.line + 1}: {err.problem}") from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"{where}: not valid YAML (or uses a tag that is not allowed): {err}") from err
+        raise ConfigError(f"{where}: not valid YAML (or uses a tag that is not allowed): {err}"
+                          + _tab_hint(text, err)) from None
+
+
+def _tab_hint(text: str, err: yaml.YAMLError) -> str:
+    """Why a line with a tab fails: YAML indents with spaces only, which its error never says."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    lines = text.splitlines()
+    suspects = [mark.line] if mark is not None and mark.line < len(lines) else []
+    suspects += [i for i, line in enumerate(lines) if "\t" in line[:len(line) - len(line.lstrip())]]
+    for i in suspects:
+        if i < len(lines) and "\t" in lines[i]:
+            return (f"\n  line {i + 1} holds a tab: YAML indents with spaces only (and a tab "
+                    "cannot start a value); replace the tabs with spaces")
+    return ""
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir():
+        inside = " (it holds a config.yaml: give that file)" if (p / "config.yaml").is_file() else ""
+        raise ConfigError(f"config file {str(p)!r} is a folder, not a YAML file{inside}")
+    if p.is_symlink() and not p.exists():
+        raise ConfigError(f"config file {str(p)!r} is a link to {str(p.readlink())!r}, which "
+                          "does not exist")
+    if not p.exists():
         raise ConfigError(f"config file {str(p)!r} does not exist")
-    raw = p.read_bytes()
+    try:
+        raw = p.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"config file {str(p)!r} cannot be read: "
+                          f"{err.strerror or type(err).__name__}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -206,22 +206,23 @@ class Policy:
         legal actions when the env gives them elsewhere; ``state`` (from
         :meth:`initial_state`) carries memory between the steps of an episode."""
         single = self._single(observation)
-        batch = [observation] if single else list(observation)
+        batch = [observation] if single else self._observations(observation)
         n = len(batch)
         rows = np.zeros((n, self.view.dim), self.view.dtype)
         masks = None
         for i, obs in enumerate(batch):
             try:
                 self.view.write(obs, rows, i)
-            except (ValueError, TypeError, KeyError) as err:
-                raise PolicyLoadError(f"policy {self.id!r}: observation {i} does not fit "
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
+                raise PolicyLoadError(f"policy {self.id!r}: observation {i} "
+                                      f"({type(obs).__name__}) does not fit "
                                       f"{self.observation_space}: {err}") from None
             if self.view.has_mask_key:
                 masks = masks if masks is not None else np.ones(
                     (n, self.spec.action_view.mask_dim), bool)
-                masks[i] = np.asarray(obs["action_mask"], bool)
+                masks[i] = self._legal(obs["action_mask"], 1, f"observation {i}'s action_mask")[0]
         if mask is not None:
-            masks = np.asarray(mask, bool).reshape(n, -1)
+            masks = self._legal(mask, n, "mask")
         if self.spec.prep is not None:
             rows = self.spec.prep(rows[:, None])[:, 0]
         state = {} if state is None else state
@@ -235,6 +236,33 @@ class Policy:
         view = self.spec.action_view
         out = view.to_env(view.to_env_batch(action, self.actor.squashed))
         return out[0] if single else out
+
+    def _observations(self, observation: Any) -> list[Any]:
+        """A batch of observations as a list; anything else is not an observation."""
+        try:
+            return list(observation)
+        except TypeError:
+            raise PolicyLoadError(
+                f"policy {self.id!r}: the observation ({type(observation).__name__}) is "
+                f"neither one observation of {self.observation_space} nor a list or array of "
+                "them") from None
+
+    def _legal(self, mask: Any, n: int, what: str) -> np.ndarray:
+        """``mask`` as ``n`` rows of legal actions, or an error naming what does not fit."""
+        dim = self.spec.action_view.mask_dim
+        if not dim:
+            raise PolicyLoadError(f"policy {self.id!r}: {what} given, but the actions of "
+                                  f"{self.action_space} cannot be masked")
+        try:
+            legal = np.asarray(mask)
+        except (ValueError, TypeError) as err:
+            raise PolicyLoadError(f"policy {self.id!r}: {what} is not an array ({err})") from None
+        if legal.dtype.kind not in "biuf" or legal.size != n * dim:
+            raise PolicyLoadError(
+                f"policy {self.id!r}: {what} must give {dim} legal-action flags (bools or 0/1) "
+                f"per observation for {self.action_space}, {n * dim} in all; got "
+                f"{legal.size} of dtype {legal.dtype}")
+        return legal.reshape(n, dim).astype(bool)
 
     def _single(self, observation: Any) -> bool:
         if isinstance(observation, dict):

@@ -11,7 +11,7 @@ import contextlib
 import os
 import shutil
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -99,19 +99,21 @@ def _holder(path: Path) -> str:
     return f"pid {pid}" if host == socket.gethostname() else f"pid {pid} on host {host}"
 
 
-def start_afresh(run_dir: Path, overwrite: bool = False) -> None:
-    """Refuse a folder that holds a run, or with ``overwrite`` delete that run's files first.
+def start_afresh(run_dir: Path, overwrite: bool = False, files: Sequence[str] = RUN_FILES,
+                 resume_with: str = "interplay resume") -> None:
+    """Refuse a folder that holds a run (one of ``files``), or with ``overwrite`` delete that
+    run's files first; ``resume_with`` is the command that continues such a run.
 
     Other files in the folder are left alone, so an empty folder, or one holding only the
     user's own files, is fine.
     """
-    found = [name for name in RUN_FILES if (run_dir / name).exists()]
+    found = [name for name in files if (run_dir / name).exists()]
     if not found:
         return
     if not overwrite:
         raise RunFolderError(
             f"{run_dir} already holds a run ({', '.join(found)}); continue it with "
-            f"`interplay resume {run_dir}`, train into a new folder, or delete that run and "
+            f"`{resume_with} {run_dir}`, write into a new folder, or delete that run and "
             "start again with --overwrite (overwrite=True from Python)")
     for name in found:
         path = run_dir / name

@@ -29,6 +29,7 @@ from torch import nn
 
 from interplay.config.code import load_callable
 from interplay.config.model import ModelSettings, model_for
+from interplay.data.memory import check_fits
 from interplay.envs.images import frame_shape, image_layout, in_layout, is_image
 from interplay.errors import ConfigError
 from interplay.nets.cnn import conv_out, conv_stack
@@ -105,8 +106,41 @@ def network(model: ModelSettings, parts: list[Part], out_dim: int, out_gain: flo
     """Encoder (if any) -> hidden layers -> a layer of ``out_dim`` (gain ``out_gain``)."""
     enc = encoder(model, parts, where)
     if enc is None:
+        check_network_fits(mlp_params(width(parts), out_dim, model), f"{where}.hidden",
+                           model.hidden)
         return mlp(width(parts), out_dim, model, out_gain)
-    return nn.Sequential(enc, mlp(enc.out_features, out_dim, head_settings(model), out_gain))
+    head = head_settings(model)
+    check_network_fits(mlp_params(enc.out_features, out_dim, head), f"{where}.hidden",
+                       head.hidden)
+    return nn.Sequential(enc, mlp(enc.out_features, out_dim, head, out_gain))
+
+
+BYTES_PER_PARAM = 16
+"""What one float32 parameter costs in training: its value, its gradient and Adam's two moments."""
+
+
+def mlp_params(in_dim: int, out_dim: int, model: ModelSettings) -> int:
+    """Parameters of ``model``'s hidden layers and an output layer, from the widths alone."""
+    widths = [in_dim, *model.hidden, out_dim]
+    norms = 2 * sum(model.hidden) if model.layer_norm else 0
+    return sum(a * b + b for a, b in zip(widths, widths[1:], strict=False)) + norms
+
+
+def conv_params(channels: int, model: ModelSettings) -> int:
+    """Parameters of ``model``'s conv layers over ``channels`` input channels."""
+    total, c = 0, channels
+    for out, k in zip(model.channels, model.kernels, strict=True):
+        total += c * out * k * k + out
+        c = out
+    return total
+
+
+def check_network_fits(params: int, key: str, value: Any, fix: str | None = None) -> None:
+    """Refuse a network whose parameters cannot be trained in the memory free, before torch
+    tries to allocate them; ``key`` is the setting that sized it, at ``value``."""
+    check_fits(params * BYTES_PER_PARAM, key,
+               f"a network of {params:,} parameters ({key}: {value}; weights, gradients and "
+               f"Adam's moments at {BYTES_PER_PARAM} bytes each)", fix)
 
 
 def head_settings(model: ModelSettings) -> ModelSettings:
@@ -202,6 +236,8 @@ class Encoder(nn.Module):
 
 def _block(kind: str, model: ModelSettings, obs: ObsInput, where: str) -> nn.Module:
     if kind == "cnn":
+        check_network_fits(conv_params(obs.frames()[0], model), f"{where}.channels",
+                           model.channels)
         return ImageBlock(obs, model)
     if kind == "module":
         return UserBlock(obs, model, where)

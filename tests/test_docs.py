@@ -79,10 +79,11 @@ def test_reference_lists_every_section_key_and_algorithm_setting():
 
 def test_reference_shows_type_bounds_default_and_doc():
     text = docs.reference_md()
-    assert ("| `env.num_envs` | int (≥ 1) | `1` | Env copies stepped together; each policy acts "
+    assert ("| `env.num_envs` | int (≥ 1, ≤ 2,147,483,647) | `1` | Env copies stepped together; each policy acts "
             "once per step for all of them. |") in text
     assert "| `env.api` | one of `auto`, `aec`, `parallel` | `auto` |" in text
-    assert "| `train.max_steps_per_episode` | int or null (≥ 1) | `null` |" in text
+    assert ("| `train.max_steps_per_episode` | int or null (≥ 1, ≤ 1,000,000,000,000,000) | `null` |"
+            in text)
     assert "| `algo.model.recurrent` | one of `none`, `gru`, `lstm` | `none` |" in text
 
 

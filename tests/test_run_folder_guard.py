@@ -138,3 +138,53 @@ def test_runs_without_a_folder_get_one_each(tmp_path):
     cfg = quick(50, f"log.dir={tmp_path}")
     a, b = train(cfg), train(cfg)
     assert a.run_dir != b.run_dir and a.run_dir.parent == b.run_dir.parent == tmp_path
+
+
+@pytest.fixture(scope="module")
+def linked_base(tmp_path_factory):
+    run = tmp_path_factory.mktemp("links") / "run"
+    train(quick(100), run)
+    return run
+
+
+def _checkpoint_file(run):
+    return next((run / "checkpoints").iterdir()).relative_to(run) / "state.pt"
+
+
+@pytest.mark.parametrize("name", [LOCK_FILE, "metrics.jsonl", "config.yaml", "checkpoints",
+                                  "eval.json", "curve.png", "league.jsonl", ".eval.json.tmp",
+                                  "checkpoint file"])
+@pytest.mark.parametrize("target", ["outside file", "dangling", "loop"])
+@pytest.mark.parametrize("command", ["resume", "eval", "train --overwrite"])
+def test_a_symlink_where_interplay_writes_is_refused_by_name(linked_base, tmp_path, capsys, name,
+                                                             target, command):
+    run = tmp_path / "run"
+    shutil.copytree(linked_base, run)
+    name = str(_checkpoint_file(run)) if name == "checkpoint file" else name
+    link = run / name
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"precious")
+    if link.is_dir():
+        shutil.rmtree(link)
+    else:
+        link.unlink(missing_ok=True)
+    link.symlink_to({"outside file": outside, "dangling": tmp_path / "gone" / "x",
+                     "loop": link}[target])
+    argv = {"resume": ["resume", str(run), "-s", "train.steps=200"],
+            "eval": ["eval", str(run), "--episodes", "1"],
+            "train --overwrite": ["train", *[p for o in QUICK for p in ("-s", o)], "-s",
+                                  "train.steps=100", "--run-dir", str(run), "--overwrite"]}[command]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert f"{link} is a symbolic link" in err
+    assert outside.read_bytes() == b"precious" and link.is_symlink()
+    assert not (tmp_path / "gone").exists()
+
+
+def test_the_users_own_links_in_a_run_folder_are_left_alone(linked_base, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(linked_base, run)
+    (run / "notes.txt").symlink_to(tmp_path)
+    assert resume(run, ["train.steps=200"]).env_steps == 200

@@ -5,6 +5,7 @@ from interplay.config.algo import AlgoSettings
 from interplay.config.schema import Config, ConfigError
 from interplay.config.schema import load as load_config
 from interplay.envs.registry import register_env
+from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Result, resume, train
 from interplay.experiment.policies import load_policy
 from interplay.run.callbacks import Callbacks
@@ -12,6 +13,6 @@ from interplay.run.episodes import Episode
 
 __all__ = [
     "AlgoSettings", "Algorithm", "Callbacks", "Config", "ConfigError", "Episode", "Result",
-    "load_config", "load_policy", "register", "register_env", "resume", "train",
+    "evaluate", "load_config", "load_policy", "register", "register_env", "resume", "train",
 ]
 __version__ = "0.1.0"

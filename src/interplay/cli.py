@@ -9,6 +9,10 @@ from collections.abc import Sequence
 
 from interplay.config.schema import ConfigError
 
+TRUST_RUNS = ("import and run the modules named by the configs of run folders this config "
+              "names (policies.*.from, league.fixed) even when they are not installed env "
+              "packages")
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -27,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--run-dir", help="where to write the run folder (default: log.dir/<name>)")
     t.add_argument("--overwrite", action="store_true",
                    help="if the run folder already holds a run, delete it and start again")
+    t.add_argument("--trust", action="store_true", help=TRUST_RUNS)
 
     r = command("resume", "continue a run from its newest valid checkpoint")
     r.add_argument("run_dir", help="the run folder to continue")
@@ -56,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
                         "-s env.kwargs.max_cycles=50 (repeatable)")
     e.add_argument("--trust", action="store_true",
                    help="import and run the modules the run's config names (env, policies, "
-                        "callbacks...) even when they are not installed env packages")
+                        "callbacks...), and those of a --vs run, even when they are not "
+                        "installed env packages")
 
     c = command("check", "check an env against PettingZoo's API and interplay's rules")
     c.add_argument("env_id", help="module path, registered name, or module:function")
@@ -71,7 +77,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="override a setting, e.g. -s hpo.population=6 (repeatable)")
     h.add_argument("--run-dir", help="where to write the search (default: log.dir/<name>)")
     h.add_argument("--resume", metavar="RUN_DIR",
-                   help="continue the search in this folder where it stopped")
+                   help="continue the search in this folder where it stopped (with "
+                        "-s hpo.generations=N, on to N generations)")
+    h.add_argument("--overwrite", action="store_true",
+                   help="if the folder already holds a search, delete it and start again")
+    h.add_argument("--trust", action="store_true",
+                   help="import and run the modules the search folder's configs name (with "
+                        "--resume), and those of run folders the config names")
 
     lg = command("league", "show a league run's pool and ratings, and draw ratings.png")
     lg.add_argument("run_dir", help="the run folder of a league run")
@@ -119,7 +131,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from interplay.experiment.loop import train
 
         cfg = config_mod.load(args.configs, args.set)
-        result = train(cfg, args.run_dir, overwrite=args.overwrite)
+        result = train(cfg, args.run_dir, overwrite=args.overwrite, trust=args.trust)
         print(f"run folder: {result.run_dir}")
         return 0
     if args.command == "resume":
@@ -149,7 +161,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "hpo":
         from interplay.population.hpo import run_search
 
-        best = run_search(args.configs, args.set, args.run_dir, args.resume)
+        best = run_search(args.configs, args.set, args.run_dir, args.resume,
+                          overwrite=args.overwrite, trust=args.trust)
         print(f"best member: {best}")
         return 0
     if args.command == "config":

@@ -167,9 +167,16 @@ _BOUNDS = ((annotated_types.Ge, "≥", "ge"), (annotated_types.Gt, ">", "gt"),
 
 def _type_of(field: FieldInfo) -> str:
     name = _type_name(field.annotation)
-    bounds = [f"{sign} {getattr(m, attr)}" for m in field.metadata
+    bounds = [f"{sign} {_number(getattr(m, attr))}" for m in field.metadata
               for kind, sign, attr in _BOUNDS if isinstance(m, kind)]
     return f"{name} ({', '.join(bounds)})" if bounds else name
+
+
+def _number(value: Any) -> str:
+    """A bound as people read it: large ones with thousands separators."""
+    if isinstance(value, int | float) and abs(value) >= 10_000 and float(value).is_integer():
+        return f"{int(value):,}"
+    return str(value)
 
 
 def _default(field: FieldInfo) -> str:

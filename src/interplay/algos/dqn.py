@@ -26,10 +26,19 @@ from torch import nn
 
 from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
 from interplay.config.algo import PrioritySettings
+from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
 from interplay.data.replay import PolicyReplay, Sample, policy_replay
 from interplay.errors import NonFiniteError
-from interplay.nets.build import encoder, head_settings, model_key, obs_input, policy_model
+from interplay.nets.build import (
+    check_network_fits,
+    encoder,
+    head_settings,
+    mlp_params,
+    model_key,
+    obs_input,
+    policy_model,
+)
 from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import ACTIVATIONS, mlp
 from interplay.run.actors import ActBatch, masked_uniform
@@ -40,26 +49,26 @@ class DQNSettings(PrioritySettings):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr": (1e-5, 1e-2), "batch_size": (16, 512), "gamma": (0.9, 0.999),
         "train_every": (1, 16), "epsilon_end": (0.0, 0.2), "target_every": (50, 5000)}
-    lr: float = Field(5e-4, gt=0)
+    lr: float = Field(5e-4, gt=0, le=MAX_LR)
     """Adam's learning rate."""
     gamma: float = Field(0.99, ge=0, le=1)
     """Discount per transition (per agent turn in turn-based envs)."""
-    n_step: int = Field(1, ge=1)
+    n_step: int = Field(1, ge=1, le=MAX_COUNT)
     """Transitions of one agent folded into each return before bootstrapping."""
-    batch_size: int = Field(64, ge=1)
+    batch_size: int = Field(64, ge=1, le=MAX_SIZE)
     """Transitions per gradient step."""
-    buffer_size: int = Field(100_000, ge=1)
+    buffer_size: int = Field(100_000, ge=1, le=MAX_SIZE)
     """Transitions each policy's replay buffer holds; the oldest go first."""
     save_buffer: bool = True
     """Keep the replay buffers in checkpoints, so that a resumed run continues exactly."""
-    learning_starts: int = Field(1_000, ge=0)
+    learning_starts: int = Field(1_000, ge=0, le=MAX_STEPS)
     """Env steps (all copies together) before the first learning round."""
-    train_every: int = Field(1, ge=1)
+    train_every: int = Field(1, ge=1, le=MAX_STEPS)
     """Env steps between two learning rounds; when the copies take more than this in one
     step of the loop, that step takes as many rounds, so learning keeps pace with the data."""
-    gradient_steps: int = Field(1, ge=1)
+    gradient_steps: int = Field(1, ge=1, le=MAX_COUNT)
     """Gradient steps per learning round and policy."""
-    target_every: int = Field(500, ge=1)
+    target_every: int = Field(500, ge=1, le=MAX_STEPS)
     """Gradient steps between two target-network updates."""
     tau: float = Field(1.0, gt=0, le=1)
     """Each target update moves the target this far towards the online network (1 = copy)."""
@@ -71,11 +80,11 @@ class DQNSettings(PrioritySettings):
     """Chance of a uniformly random legal action at the start."""
     epsilon_end: float = Field(0.05, ge=0, le=1)
     """That chance after ``exploration_steps`` and from then on."""
-    exploration_steps: int = Field(10_000, ge=0)
+    exploration_steps: int = Field(10_000, ge=0, le=MAX_STEPS)
     """Env steps (all copies together) over which epsilon falls linearly from start to end."""
-    max_grad_norm: float = Field(10.0, gt=0)
+    max_grad_norm: float = Field(10.0, gt=0, le=MAX_COEF)
     """Gradient-norm clip."""
-    huber_delta: float = Field(1.0, gt=0)
+    huber_delta: float = Field(1.0, gt=0, le=MAX_COEF)
     """Where the Huber loss turns from quadratic to linear."""
     model: ModelSettings = Field(
         default_factory=lambda: ModelSettings(hidden=[128, 128], activation="relu"))
@@ -138,8 +147,11 @@ class _Policy:
             torch.manual_seed(int(rng_for(seed, "dqn", "init", spec.id).integers(2**63)))
             model, where = policy_model(s, spec), model_key(spec)
             enc = encoder(model, [(obs_input(spec, model, where), 1)], where)
-            self.online = QNet(spec.obs_dim if enc is None else enc.out_features, view.mask_dim,
-                               head_settings(model), s.dueling, enc).to(device)
+            features = spec.obs_dim if enc is None else enc.out_features
+            head = head_settings(model)
+            check_network_fits(mlp_params(features, view.mask_dim * (1 + s.dueling), head),
+                               f"{where}.hidden", head.hidden)
+            self.online = QNet(features, view.mask_dim, head, s.dueling, enc).to(device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=s.lr)
         self.act_rng = rng_for(seed, "dqn", "act", spec.id)

@@ -47,6 +47,7 @@ from pydantic import Field, field_validator
 from torch import nn
 
 from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
+from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings, same_view_as_actors
 from interplay.data.memory import check_fits
 from interplay.data.replay import Group, GroupRows, JointReplay, JointReplayBuffer
@@ -67,51 +68,51 @@ class MADDPGSettings(AlgoSettings):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr_actor": (1e-5, 1e-2), "lr_critic": (1e-5, 1e-2), "batch_size": (64, 4096),
         "gamma": (0.9, 0.999), "tau": (0.001, 0.1), "noise_scale": (0.0, 0.5)}
-    lr_actor: float = Field(1e-3, gt=0)
+    lr_actor: float = Field(1e-3, gt=0, le=MAX_LR)
     """Adam's learning rate for the actors."""
-    lr_critic: float = Field(1e-3, gt=0)
+    lr_critic: float = Field(1e-3, gt=0, le=MAX_LR)
     """Adam's learning rate for the critics."""
     gamma: float = Field(0.95, ge=0, le=1)
     """Discount per step."""
     tau: float = Field(0.01, gt=0, le=1)
     """Each target update moves the target networks this far towards the online ones."""
-    batch_size: int = Field(1024, ge=1)
+    batch_size: int = Field(1024, ge=1, le=MAX_SIZE)
     """Joint rows (one per env copy and step) per gradient step."""
-    buffer_size: int = Field(200_000, ge=1)
+    buffer_size: int = Field(200_000, ge=1, le=MAX_SIZE)
     """Joint rows the replay buffer holds; the oldest go first."""
     save_buffer: bool = True
     """Keep the replay buffer in checkpoints, so that a resumed run continues exactly."""
-    learning_delay: int = Field(100, ge=0)
+    learning_delay: int = Field(100, ge=0, le=MAX_STEPS)
     """Env steps (all copies together) before the first learning round."""
-    learn_step: int = Field(1, ge=1)
+    learn_step: int = Field(1, ge=1, le=MAX_STEPS)
     """Env steps between two learning rounds; when the copies take more than this in one
     step of the loop, that step takes as many rounds, so learning keeps pace with the data."""
-    gradient_steps: int = Field(1, ge=1)
+    gradient_steps: int = Field(1, ge=1, le=MAX_COUNT)
     """Gradient steps per learning round (each on every policy's critics)."""
-    policy_delay: int = Field(1, ge=1)
+    policy_delay: int = Field(1, ge=1, le=MAX_COUNT)
     """Gradient steps per actor and target update (TD3's delayed policy updates)."""
     twin_critics: bool = False
     """Two critics per policy; targets take the smaller of their two values (TD3)."""
-    target_noise: float = Field(0.0, ge=0)
+    target_noise: float = Field(0.0, ge=0, le=MAX_COEF)
     """Scale of the Gaussian noise on target actions (TD3's target policy smoothing; Box only)."""
-    target_noise_clip: float = Field(0.5, ge=0)
+    target_noise_clip: float = Field(0.5, ge=0, le=MAX_COEF)
     """The target noise is clipped to +-this before the actions are clipped to [-1, 1]."""
     noise: Literal["gaussian", "ou"] = "gaussian"
     """Exploration noise on Box actions: independent Gaussian, or Ornstein-Uhlenbeck per agent."""
-    noise_scale: float = Field(0.1, ge=0)
+    noise_scale: float = Field(0.1, ge=0, le=MAX_COEF)
     """The Gaussian's std, or the OU process's sigma, in the actor's [-1, 1] units."""
-    noise_scale_end: float = Field(0.1, ge=0)
+    noise_scale_end: float = Field(0.1, ge=0, le=MAX_COEF)
     """The noise scale after ``noise_decay_steps`` env steps and from then on."""
-    noise_decay_steps: int = Field(0, ge=0)
+    noise_decay_steps: int = Field(0, ge=0, le=MAX_STEPS)
     """Env steps over which the noise scale moves linearly to its end value; 0 keeps it at
     the start."""
-    ou_theta: float = Field(0.15, gt=0)
+    ou_theta: float = Field(0.15, gt=0, le=MAX_COEF)
     """OU's pull towards zero per unit of time."""
-    ou_dt: float = Field(1e-2, gt=0)
+    ou_dt: float = Field(1e-2, gt=0, le=1.0)
     """OU's time per step: x += -theta * x * dt + sigma * sqrt(dt) * N(0, 1)."""
-    gumbel_temperature: float = Field(1.0, gt=0)
+    gumbel_temperature: float = Field(1.0, gt=0, le=MAX_COEF)
     """Temperature of the Gumbel-softmax for discrete actions."""
-    max_grad_norm: float = Field(0.5, gt=0)
+    max_grad_norm: float = Field(0.5, gt=0, le=MAX_COEF)
     """Gradient-norm clip, per actor and per policy's critics."""
     model: ModelSettings = Field(default_factory=_relu([64, 64]))
     """The actors, and how observations are prepared (``policies.<pid>.model`` overrides any
@@ -127,11 +128,11 @@ class MADDPGSettings(AlgoSettings):
 
 
 class MATD3Settings(MADDPGSettings):
-    policy_delay: int = Field(2, ge=1)
+    policy_delay: int = Field(2, ge=1, le=MAX_COUNT)
     """Gradient steps per actor and target update (TD3's delayed policy updates)."""
     twin_critics: bool = True
     """Two critics per policy; targets take the smaller of their two values (TD3)."""
-    target_noise: float = Field(0.2, ge=0)
+    target_noise: float = Field(0.2, ge=0, le=MAX_COEF)
     """Scale of the Gaussian noise on target actions (TD3's target policy smoothing; Box only)."""
 
 

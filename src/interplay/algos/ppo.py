@@ -21,6 +21,7 @@ import torch
 from pydantic import Field
 
 from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
+from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
@@ -73,29 +74,29 @@ class PPOSettings(AlgoSettings):
         "lr": (1e-5, 1e-2), "ent_coef": (0.0, 0.1), "clip": (0.05, 0.5), "gamma": (0.9, 0.999),
         "gae_lambda": (0.8, 1.0), "epochs": (1, 20), "minibatches": (1, 32)}
     supports_recurrent: ClassVar[bool] = True
-    rollout: int = Field(100, ge=1)
+    rollout: int = Field(100, ge=1, le=MAX_SIZE)
     """Steps of each copy per rollout (the T of its ``[T, E, k]`` arrays): an update comes
     every ``rollout`` × ``env.num_envs`` env steps."""
-    epochs: int = Field(10, ge=1)
+    epochs: int = Field(10, ge=1, le=MAX_COUNT)
     """Passes over each rollout per update."""
-    minibatches: int = Field(2, ge=1)
+    minibatches: int = Field(2, ge=1, le=MAX_SIZE)
     """Gradient steps per epoch (each on an equal share of the rollout)."""
-    lr: float = Field(7e-4, gt=0)
+    lr: float = Field(7e-4, gt=0, le=MAX_LR)
     """Adam's learning rate at the start."""
-    lr_decay_steps: int = Field(0, ge=0)
+    lr_decay_steps: int = Field(0, ge=0, le=MAX_STEPS)
     """Env steps over which the learning rate falls linearly to zero (``train.steps`` anneals
     over the whole run); 0 keeps it constant."""
     gamma: float = Field(0.99, ge=0, le=1)
     """Discount per transition (per agent turn in turn-based envs)."""
     gae_lambda: float = Field(0.95, ge=0, le=1)
     """GAE's lambda: 0 is one-step TD, 1 is Monte Carlo."""
-    clip: float = Field(0.2, gt=0)
+    clip: float = Field(0.2, gt=0, le=MAX_COEF)
     """PPO's clip range for the probability ratio."""
-    ent_coef: float = Field(0.01, ge=0)
+    ent_coef: float = Field(0.01, ge=0, le=MAX_COEF)
     """Weight of the entropy bonus."""
-    vf_coef: float = Field(0.5, ge=0)
+    vf_coef: float = Field(0.5, ge=0, le=MAX_COEF)
     """Weight of the value loss."""
-    max_grad_norm: float = Field(0.5, gt=0)
+    max_grad_norm: float = Field(0.5, gt=0, le=MAX_COEF)
     """Gradient-norm clip, applied to the actor and to the critic separately."""
     norm_adv: bool = True
     """Normalise advantages over each rollout."""
@@ -111,7 +112,7 @@ class PPOSettings(AlgoSettings):
     model: ModelSettings = Field(default_factory=ModelSettings)
     """The actor and critic networks (``policies.<pid>.model`` overrides any of these for one
     policy)."""
-    log_std_init: float = 0.0
+    log_std_init: float = Field(0.0, ge=-20.0, le=5.0)
     """Initial log-std of the Gaussian policy for Box actions."""
 
 

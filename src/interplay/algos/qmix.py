@@ -31,12 +31,13 @@ from torch import nn
 
 from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
 from interplay.config.algo import PrioritySettings
+from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
 from interplay.data.replay import Group, JointReplay, JointReplayBuffer
 from interplay.envs.batch import state_dim
-from interplay.nets.build import model_key, network, obs_input, policy_model
+from interplay.nets.build import check_network_fits, model_key, network, obs_input, policy_model
 from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import PerAgent
 from interplay.run.actors import ActBatch
@@ -47,26 +48,26 @@ class VDNSettings(PrioritySettings):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr": (1e-5, 1e-2), "batch_size": (16, 1024), "gamma": (0.9, 0.999),
         "epsilon_end": (0.0, 0.2), "target_every": (50, 5000)}
-    lr: float = Field(5e-4, gt=0)
+    lr: float = Field(5e-4, gt=0, le=MAX_LR)
     """Adam's learning rate (agents' networks and mixer together)."""
     gamma: float = Field(0.99, ge=0, le=1)
     """Discount per env step."""
-    n_step: int = Field(1, ge=1)
+    n_step: int = Field(1, ge=1, le=MAX_COUNT)
     """Team rewards of this many steps of one env copy folded into each target before
     bootstrapping (fewer where the episode ends)."""
-    batch_size: int = Field(128, ge=1)
+    batch_size: int = Field(128, ge=1, le=MAX_SIZE)
     """Joint rows per gradient step."""
-    buffer_size: int = Field(50_000, ge=1)
+    buffer_size: int = Field(50_000, ge=1, le=MAX_SIZE)
     """Joint rows kept (one per env copy and step)."""
     save_buffer: bool = True
     """Keep the buffer in checkpoints (exact resume)."""
-    learning_starts: int = Field(2_000, ge=0)
+    learning_starts: int = Field(2_000, ge=0, le=MAX_STEPS)
     """Env steps before the first learning round."""
-    train_every: int = Field(8, ge=1)
+    train_every: int = Field(8, ge=1, le=MAX_STEPS)
     """Env steps between learning rounds."""
-    gradient_steps: int = Field(1, ge=1)
+    gradient_steps: int = Field(1, ge=1, le=MAX_COUNT)
     """Gradient steps per learning round."""
-    target_every: int = Field(200, ge=1)
+    target_every: int = Field(200, ge=1, le=MAX_STEPS)
     """Gradient steps between copies of the online networks into the target networks."""
     tau: float = Field(1.0, gt=0, le=1)
     """Each target update moves the target networks this far towards the online ones (1 =
@@ -80,9 +81,9 @@ class VDNSettings(PrioritySettings):
     """Exploration at the start."""
     epsilon_end: float = Field(0.05, ge=0, le=1)
     """Exploration after ``exploration_steps``."""
-    exploration_steps: int = Field(50_000, ge=0)
+    exploration_steps: int = Field(50_000, ge=0, le=MAX_STEPS)
     """Env steps over which epsilon falls linearly."""
-    max_grad_norm: float = Field(10.0, gt=0)
+    max_grad_norm: float = Field(10.0, gt=0, le=MAX_COEF)
     """Gradient-norm clip."""
     share_params: bool = True
     """One Q-network per policy; false gives each agent its own."""
@@ -99,9 +100,9 @@ class QMIXSettings(VDNSettings):
     env without one, such as the built-in batched envs), ``observations`` every trained
     agent's observation joined, ``auto`` the env's state where it has a flat one, else the
     observations."""
-    mixer_hidden: int = Field(32, ge=1)
+    mixer_hidden: int = Field(32, ge=1, le=MAX_SIZE)
     """Width of the mixing network's hidden layer."""
-    hypernet_hidden: int = Field(64, ge=1)
+    hypernet_hidden: int = Field(64, ge=1, le=MAX_SIZE)
     """Width of the hypernetworks that make the mixer's weights from the state."""
 
 
@@ -444,6 +445,12 @@ class QMIX(VDN):
 
     def _mixer(self) -> Mixer:
         s = self.settings
+        hyper, hidden = s.hypernet_hidden, s.mixer_hidden
+        params = (3 * self.state_dim * hyper + hyper * (self.n_agents * hidden + hidden + 1)
+                  + self.state_dim * hidden)
+        check_network_fits(params, "algo.mixer_hidden",
+                           f"{hidden}, algo.hypernet_hidden: {hyper}",
+                           "lower algo.mixer_hidden or algo.hypernet_hidden")
         return Mixer(self.n_agents, self.state_dim, s.mixer_hidden, s.hypernet_hidden).to(
             self.device)
 

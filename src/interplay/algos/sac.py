@@ -53,6 +53,7 @@ from torch import nn
 from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
 from interplay.algos.maddpg import MADDPGActor, gumbel_noise, soft_update
 from interplay.config.algo import PrioritySettings
+from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings, same_view_as_actors
 from interplay.data.memory import check_fits
 from interplay.data.replay import (
@@ -82,40 +83,40 @@ class SACSettings(PrioritySettings):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr_actor": (1e-5, 1e-2), "lr_critic": (1e-5, 1e-2), "lr_alpha": (1e-5, 1e-2),
         "batch_size": (32, 4096), "gamma": (0.9, 0.999), "tau": (0.001, 0.1)}
-    lr_actor: float = Field(3e-4, gt=0)
+    lr_actor: float = Field(3e-4, gt=0, le=MAX_LR)
     """Adam's learning rate for the actors."""
-    lr_critic: float = Field(3e-4, gt=0)
+    lr_critic: float = Field(3e-4, gt=0, le=MAX_LR)
     """Adam's learning rate for the critics."""
-    lr_alpha: float = Field(3e-4, gt=0)
+    lr_alpha: float = Field(3e-4, gt=0, le=MAX_LR)
     """Adam's learning rate for log alpha (with ``learn_alpha``)."""
     gamma: float = Field(0.99, ge=0, le=1)
     """Discount per transition (per agent turn in turn-based envs)."""
     tau: float = Field(0.005, gt=0, le=1)
     """Each gradient step moves the target critics this far towards the critics."""
-    batch_size: int = Field(256, ge=1)
+    batch_size: int = Field(256, ge=1, le=MAX_SIZE)
     """Rows per gradient step: transitions (isac) or joint rows, one per env copy and step
     (masac)."""
-    buffer_size: int = Field(200_000, ge=1)
+    buffer_size: int = Field(200_000, ge=1, le=MAX_SIZE)
     """Rows the replay buffer holds (isac: each policy's); the oldest go first."""
     save_buffer: bool = True
     """Keep the replay buffers in checkpoints, so that a resumed run continues exactly."""
-    learning_starts: int = Field(1_000, ge=0)
+    learning_starts: int = Field(1_000, ge=0, le=MAX_STEPS)
     """Env steps (all copies together) before the first learning round."""
-    train_every: int = Field(1, ge=1)
+    train_every: int = Field(1, ge=1, le=MAX_STEPS)
     """Env steps between two learning rounds; when the copies take more than this in one
     step of the loop, that step takes as many rounds, so learning keeps pace with the data."""
-    gradient_steps: int = Field(1, ge=1)
+    gradient_steps: int = Field(1, ge=1, le=MAX_COUNT)
     """Gradient steps per learning round (each on every policy's critics, actor and alpha)."""
     learn_alpha: bool = True
     """Learn the entropy weight alpha so that each policy's entropy approaches its target;
     false keeps alpha at ``alpha``."""
-    alpha: float = Field(0.2, gt=0)
+    alpha: float = Field(0.2, gt=0, le=MAX_COEF)
     """The entropy weight at the start (and throughout, without ``learn_alpha``)."""
-    target_entropy_scale: float | None = None
+    target_entropy_scale: float | None = Field(None, ge=-MAX_COEF, le=MAX_COEF)
     """The entropy each policy is held near: ``-action_dim * scale`` for Box actions,
     ``scale * log(legal actions)`` for discrete ones; none takes 1.0 for Box actions (SAC's
     ``-action_dim``) and 0.5 for discrete ones."""
-    max_grad_norm: float = Field(10.0, gt=0)
+    max_grad_norm: float = Field(10.0, gt=0, le=MAX_COEF)
     """Gradient-norm clip, per actor and per policy's critics."""
     model: ModelSettings = Field(default_factory=_relu([64, 64]))
     """The actors, and how observations are prepared (``policies.<pid>.model`` overrides any

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -34,12 +35,15 @@ def require_ray() -> None:
             f"{INSTALL}, or set backend.name: local")
 
 
-def connect(cfg: BackendConfig, num_cpus: float | None = None, at_least: float = 0.0) -> bool:
+def connect(cfg: BackendConfig, num_cpus: float | None = None, at_least: float = 0.0,
+            runners: int = 0) -> bool:
     """Make sure this process is connected to Ray as ``cfg`` says; True if it started Ray here
     (then :func:`disconnect` stops it). A process already connected stays as it is.
 
     A Ray started here has ``num_cpus`` CPUs (none: this machine's count), and at least
-    ``at_least`` (Ray's CPUs are a count to place work by, not a limit)."""
+    ``at_least`` (Ray's CPUs are a count to place work by, not a limit); it is started as
+    ``local``, so that no ``RAY_ADDRESS`` in the environment sends the run elsewhere. Starting
+    one for more env ``runners`` than this machine has cores warns: they would share them."""
     require_ray()
     if not cfg.address:
         # Ray binds its servers to the node's address; with clusters turned off (the
@@ -61,8 +65,17 @@ def connect(cfg: BackendConfig, num_cpus: float | None = None, at_least: float =
     from ray._private import ray_constants
 
     ray_constants.ENABLE_RAY_CLUSTER = False  # in case Ray was imported before the above
-    cpus = max(float(num_cpus if num_cpus is not None else os.cpu_count() or 1), at_least)
-    ray.init(num_cpus=math.ceil(cpus), include_dashboard=False, configure_logging=False)
+    cores = machine_cores()
+    cpus = max(float(num_cpus if num_cpus is not None else cores), at_least)
+    if runners > cores:
+        warnings.warn(
+            f"backend.num_env_runners: {runners} env runners on a machine with {cores} CPU "
+            f"cores; each runner is a process, so they take turns on the cores and the run is "
+            f"slower, not faster. Set backend.num_env_runners to {cores} or fewer (more copies "
+            "each with backend.envs_per_runner), or join a cluster (backend.address)",
+            stacklevel=2)
+    ray.init(address="local", num_cpus=math.ceil(cpus), include_dashboard=False,
+             configure_logging=False)
     address = ray.util.get_node_ip_address()
     if address not in LOOPBACK:
         ray.shutdown()
@@ -71,6 +84,14 @@ def connect(cfg: BackendConfig, num_cpus: float | None = None, at_least: float =
             "only on 127.0.0.1; start Ray yourself (ray start --head --node-ip-address "
             "127.0.0.1) and set backend.address: auto")
     return True
+
+
+def machine_cores() -> int:
+    """The CPU cores this process may run on (a container's or ``taskset``'s share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def disconnect(started: bool) -> None:

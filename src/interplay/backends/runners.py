@@ -225,7 +225,8 @@ class RayRunners:
         self._inflight_version = 0
         self._dead_stats: dict[str, float] = {}
         self._stats: list[dict[str, float]] = [{} for _ in self.layout]
-        self._started = connect(cfg, at_least=cfg.cpus_per_runner * cfg.num_env_runners)
+        self._started = connect(cfg, at_least=cfg.cpus_per_runner * cfg.num_env_runners,
+                                runners=cfg.num_env_runners)
         import ray
 
         self._ray = ray

@@ -10,11 +10,12 @@ algorithm outside the package; its ``Settings`` class validates the section the 
 from __future__ import annotations
 
 import difflib
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from interplay.config.code import load_callable
+from interplay.config.code import NamesCode, load_callable
+from interplay.config.limits import MAX_STEPS
 from interplay.config.model import refuse_renamed
 from interplay.errors import ConfigError
 
@@ -23,11 +24,11 @@ class AlgoSettings(BaseModel):
     """Settings shared by every algorithm; each algorithm's model adds its own fields."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True,
-                              use_attribute_docstrings=True)
+                              use_attribute_docstrings=True, allow_inf_nan=False)
     # Hyper-parameters an evolutionary search may mutate, each with the range it stays in
     # (``hpo.ranges`` narrows or moves them, within the field's own bounds).
     mutable: ClassVar[dict[str, tuple[float, float]]] = {}
-    name: str = "random"
+    name: Annotated[str, NamesCode("attr")] = "random"
     """The algorithm: a registered name (``ippo``, ``mappo``, ``dqn``, ``vdn``, ``qmix``,
     ``maddpg``, ``matd3``, ``isac``, ``masac``, ``random``) or ``module:Class`` for an
     algorithm of your own."""
@@ -44,9 +45,9 @@ class PrioritySettings(AlgoSettings):
     """How much the TD error sets a row's chance: 0 is uniform, 1 proportional."""
     priority_beta: float = Field(0.4, ge=0, le=1)
     """Importance-weight exponent at the start; it grows linearly to 1."""
-    priority_beta_steps: int = Field(100_000, ge=1)
+    priority_beta_steps: int = Field(100_000, ge=1, le=MAX_STEPS)
     """Env steps over which ``priority_beta`` grows to 1."""
-    priority_eps: float = Field(1e-6, gt=0)
+    priority_eps: float = Field(1e-6, gt=0, le=1.0)
     """Added to every |TD error|, so that no row is never drawn."""
 
     def beta(self, env_steps: int) -> float:

@@ -4,10 +4,41 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from interplay.errors import ConfigError
+
+CodeKind = Literal["attr", "env", "player", "run", "cluster"]
+
+
+@dataclass(frozen=True)
+class NamesCode:
+    """Marks a config field (``Annotated[..., NamesCode(kind)]``) whose value, or each item of
+    a list, may name code that reading the config imports and runs, or somewhere code is sent.
+
+    The trust check (:mod:`interplay.experiment.trust`) finds every such field in the schema,
+    so a new field that names code is checked the moment it is marked. ``kind`` says how its
+    value is read:
+
+    * ``attr``: ``module:attribute``; a plain name is a registered one (``ippo``, ``mlp``);
+    * ``env``: a built-in or registered env name, else a module path or ``module:function``;
+    * ``player``: ``random``, a run folder, checkpoint or snapshot file (whose own config names
+      code in turn), or ``module:function``;
+    * ``run``: a run folder, checkpoint or snapshot file, whose own config names code in turn;
+    * ``cluster``: a Ray address, to which the config, the weights and the code are sent.
+    """
+
+    kind: CodeKind
+
+
+@dataclass(frozen=True)
+class Holds:
+    """Marks a free-form mapping field whose keys are those of another settings model (a
+    policy's ``model`` is ``algo.model``'s keys): the trust check reads it with that model."""
+
+    model: Callable[[], type]
 
 
 def load_callable(path: str, what: str) -> Callable[..., Any]:

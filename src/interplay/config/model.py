@@ -8,7 +8,7 @@ also have ``algo.critic_model``); ``policies.<pid>.model`` holds a partial overr
 from __future__ import annotations
 
 import difflib
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,8 @@ from pydantic import (
     model_validator,
 )
 
+from interplay.config.code import NamesCode
+from interplay.config.limits import MAX_SIZE
 from interplay.errors import ConfigError
 
 
@@ -27,8 +29,8 @@ class ModelSettings(BaseModel):
     """The shape of one policy's networks."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True,
-                              use_attribute_docstrings=True)
-    type: str = "auto"
+                              use_attribute_docstrings=True, allow_inf_nan=False)
+    type: Annotated[str, NamesCode("attr")] = "auto"
     """``auto`` (a CNN when the observation is an image the conv layers fit, else an MLP),
     ``mlp``, ``cnn``, or ``module:Class``: your ``torch.nn.Module``, built as
     ``Class(observation_space, action_space, **kwargs)``, mapping a float batch
@@ -48,7 +50,9 @@ class ModelSettings(BaseModel):
     """CNN: stride of each conv layer (one per entry of ``channels``)."""
     layout: Literal["auto", "hwc", "chw"] = "auto"
     """Where an image observation keeps its channels: last (``hwc``) or first (``chw``);
-    ``auto`` takes the smaller of the first and last axes, and asks when they are equal."""
+    ``auto`` takes the smaller of the first and last axes, warns when that guess looks unlike
+    a picture (not 1, 3 or 4 channels, or float planes), and asks when the two are equal and
+    a CNN, a network of your own or ``resize`` reads the frames as images."""
     resize: list[int] | None = None
     """``[height, width]`` image observations are resized to (area averaging) before frame
     stacking; none keeps their size."""
@@ -60,9 +64,9 @@ class ModelSettings(BaseModel):
     """A GRU or LSTM cell between the hidden layers and the head (IPPO and MAPPO), in the actor
     and in the critic, so that they remember what came before in the episode; each agent's
     state is reset when its episode starts."""
-    recurrent_size: int = Field(64, ge=1)
+    recurrent_size: int = Field(64, ge=1, le=MAX_SIZE)
     """Units of the recurrent cell."""
-    seq_len: int = Field(32, ge=1)
+    seq_len: int = Field(32, ge=1, le=MAX_SIZE)
     """Longest sequence a recurrent update trains on: gradients flow back at most this many
     of an agent's steps. Sequences never span two episodes, and each starts from the state
     its first action was taken with; set it past the longest gap between seeing something
@@ -78,6 +82,10 @@ class ModelSettings(BaseModel):
     def _consistent(self) -> ModelSettings:
         if any(w < 1 for w in self.hidden):
             raise ValueError(f"hidden widths must be positive, got {self.hidden}")
+        sizes = self.hidden + self.channels + self.kernels + self.strides + (self.resize or [])
+        if max(sizes, default=0) > MAX_SIZE:
+            raise ValueError(f"a width, channel count, kernel, stride or size above {MAX_SIZE:,} "
+                             f"(got {max(sizes):,}); no network of that size fits in memory")
         n = len(self.channels)
         if not n or len(self.kernels) != n or len(self.strides) != n:
             raise ValueError(

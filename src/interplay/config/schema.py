@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import difflib
 import io
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -26,37 +27,40 @@ from pydantic import (
 )
 
 from interplay.config.algo import AlgoSettings, settings_class, settings_for
-from interplay.config.model import ModelOverride, check_models, refuse_renamed
+from interplay.config.code import Holds, NamesCode, names_code
+from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_SIZE, MAX_STEPS, MAX_THREADS
+from interplay.config.model import ModelOverride, ModelSettings, check_models, refuse_renamed
 from interplay.errors import ConfigError
 
 
 class Section(BaseModel):
+    # inf and nan pass a bound like ``gt=0`` and then overflow where they are used
     model_config = ConfigDict(extra="forbid", validate_assignment=True,
-                              use_attribute_docstrings=True)
+                              use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 class EnvConfig(Section):
-    id: Any = "spread"
+    id: Annotated[Any, NamesCode("env")] = "spread"
     """A built-in or registered env name, a module path (``mpe2.simple_spread_v3``) whose
     ``parallel_env()``/``env()`` builds the env, ``module:function``, or a factory."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the env's constructor."""
     api: Literal["auto", "aec", "parallel"] = "auto"
     """Which PettingZoo API to build a module path with; auto prefers ``parallel_env``."""
-    num_envs: int = Field(1, ge=1)
+    num_envs: int = Field(1, ge=1, le=MAX_SIZE)
     """Env copies stepped together; each policy acts once per step for all of them."""
     vectorization: Literal["sync", "async"] = "sync"
     """How PettingZoo copies are stepped: ``sync`` (in this process) or ``async`` (in workers)."""
-    num_workers: int | None = Field(None, ge=1)
+    num_workers: int | None = Field(None, ge=1, le=MAX_THREADS)
     """Worker processes for ``async``; none means one per CPU core, at most one per copy."""
-    step_timeout_s: float = Field(60.0, gt=0)
+    step_timeout_s: float = Field(60.0, gt=0, le=7 * 24 * 3600.0)
     """Seconds an ``async`` worker may take over a step or reset before it is deemed hung."""
-    max_failures: int = Field(3, ge=1)
+    max_failures: int = Field(3, ge=1, le=MAX_COUNT)
     """Times one env copy may raise (rebuilt, episode dropped) with no episode finished in
     between before the run stops with the env's error."""
-    max_restarts: int = Field(10, ge=0)
+    max_restarts: int = Field(10, ge=0, le=MAX_COUNT)
     """Dead or hung ``async`` workers that may be replaced in a run; 0 stops at the first."""
-    eval_id: Any = None
+    eval_id: Annotated[Any, NamesCode("env")] = None
     """The env test phases run on (same spaces); none = the training env."""
 
 
@@ -65,26 +69,27 @@ class PolicyConfig(Section):
     """Agent ids or glob patterns (``agent_*``) this policy controls; none means the
     default group of the same name (ids sharing the prefix before the last ``_``)."""
     model_config = ConfigDict(extra="forbid", validate_assignment=True,
-                              use_attribute_docstrings=True, populate_by_name=True)
+                              use_attribute_docstrings=True, populate_by_name=True,
+                              allow_inf_nan=False)
     type: Literal["trainable", "random", "scripted", "frozen"] = "trainable"
     """``trainable`` (learned by the algorithm), ``random`` (legal actions, uniformly),
     ``scripted`` (``fn`` acts) or ``frozen`` (a policy trained in another run, ``from``,
     acting greedily and never updated)."""
-    source: str | None = Field(None, alias="from")
+    source: Annotated[str | None, NamesCode("run")] = Field(None, alias="from")
     """For frozen policies: ``RUN_DIR`` or ``RUN_DIR:policy_id`` (the policy to load, when
     that run trained several), a checkpoint folder inside a run, or one of its league
     snapshots (``RUN_DIR/league/snapshot_<env steps>.pt``)."""
-    fn: str | None = None
+    fn: Annotated[str | None, NamesCode("attr")] = None
     """For scripted policies: ``module:function``, called as ``fn(observation, agent_id)``
     with the env's own observation. A function that also takes an ``action_mask`` keyword
     (or ``**kwargs``) gets the legal actions as a bool array, whether the env puts them in
     the observation or in ``info["action_mask"]`` (all True when it gives none; None for
     Box actions)."""
-    stack_size: int = Field(1, ge=1)
+    stack_size: int = Field(1, ge=1, le=MAX_COUNT)
     """Frames stacked per agent in what this policy sees (image frames along their channels)."""
-    model: dict[str, Any] = Field(default_factory=dict)
+    model: Annotated[dict[str, Any], Holds(lambda: ModelSettings)] = Field(default_factory=dict)
     """This policy's network: any ``algo.model`` settings, merged over ``algo.model``."""
-    algo: dict[str, Any] = Field(default_factory=dict)
+    algo: Annotated[dict[str, Any], Holds(lambda: AlgoSettings)] = Field(default_factory=dict)
     """This policy's own algorithm settings: any setting of the run's algorithm, merged over
     ``algo`` (its own ``lr``, ``ent_coef``, ...), or ``name`` and that algorithm's settings
     for another algorithm altogether (its defaults then apply, not the run's). Policies whose
@@ -114,12 +119,12 @@ class PolicyConfig(Section):
 
 
 class TrainConfig(Section):
-    steps: int = Field(50_000, ge=-1)
+    steps: int = Field(50_000, ge=-1, le=MAX_STEPS)
     """Env steps to train for (one env step is one call of a copy's step); -1 = no limit."""
     seed: int = Field(0, ge=0, lt=2**31)
     """The one seed every RNG (python, numpy, torch, env copies) is derived from; 0 to
     2147483647 (2^31 - 1), as the seeds derived for env copies must be."""
-    max_steps_per_episode: int | None = Field(None, ge=1)
+    max_steps_per_episode: int | None = Field(None, ge=1, le=MAX_STEPS)
     """Cut episodes after this many env steps, as truncation (not termination)."""
 
     @field_validator("seed", mode="before")
@@ -140,18 +145,18 @@ class TrainConfig(Section):
     transitions may already have been learned from)."""
     self_play: bool = False
     """One policy on every seat."""
-    policy_mapping_fn: str | None = None
+    policy_mapping_fn: Annotated[str | None, NamesCode("attr")] = None
     """``module:function`` mapping an agent id to a policy id (for agents not listed in
     ``policies``)."""
-    callbacks: list[str] = Field(default_factory=list)
+    callbacks: Annotated[list[str], NamesCode("attr")] = Field(default_factory=list)
     """Callback classes as ``module:Class``."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where networks and learner batches live."""
-    torch_threads: int = Field(1, ge=0)
+    torch_threads: int = Field(1, ge=0, le=MAX_THREADS)
     """CPU threads torch may use; small networks run fastest on one, 0 leaves torch's default."""
-    test_frequency: int = Field(-1, ge=-1)
+    test_frequency: int = Field(-1, ge=-1, le=MAX_STEPS)
     """Env steps between test phases (greedy policies on a separate eval env); -1 = none."""
-    test_episodes: int = Field(10, ge=1)
+    test_episodes: int = Field(10, ge=1, le=MAX_COUNT)
     """Episodes per test phase."""
     target: float | None = None
     """Stop early once a test phase's ``target_metric`` reaches this value."""
@@ -172,7 +177,7 @@ class TrainConfig(Section):
 
 
 class LogConfig(Section):
-    every: int | None = Field(None, ge=1)
+    every: int | None = Field(None, ge=1, le=MAX_STEPS)
     """Env steps between two ``metrics.jsonl`` reports; none = ``max(2000, 250 * env.num_envs)``,
     a report every 250 steps of all copies at most, so many copies do not flood the file.
     Each train row's ``env_steps_per_s`` is the rate since the previous train row (the last,
@@ -199,49 +204,49 @@ class LogConfig(Section):
 
 
 class CheckpointConfig(Section):
-    every: int = Field(0, ge=0)
+    every: int = Field(0, ge=0, le=MAX_STEPS)
     """Env steps between checkpoints; 0 = only at the end."""
-    keep: int = Field(3, ge=1)
+    keep: int = Field(3, ge=1, le=MAX_COUNT)
     """How many of the newest checkpoints to keep."""
     at_end: bool = True
     """Write a checkpoint when training ends."""
 
 
 class MutationConfig(Section):
-    none: float = Field(0.2, ge=0)
+    none: float = Field(0.2, ge=0, le=MAX_COEF)
     """Weight of leaving a child as its parent was."""
-    hp: float = Field(0.4, ge=0)
+    hp: float = Field(0.4, ge=0, le=MAX_COEF)
     """Weight of changing one RL hyper-parameter (grown or shrunk within its range)."""
-    arch: float = Field(0.2, ge=0)
+    arch: float = Field(0.2, ge=0, le=MAX_COEF)
     """Weight of changing the network: a hidden layer added or removed, or units added or
     removed (CNN channels too), keeping the learned weights where shapes allow."""
-    noise: float = Field(0.1, ge=0)
+    noise: float = Field(0.1, ge=0, le=MAX_COEF)
     """Weight of adding Gaussian noise to the policy's weights."""
-    activation: float = Field(0.1, ge=0)
+    activation: float = Field(0.1, ge=0, le=MAX_COEF)
     """Weight of changing the hidden layers' nonlinearity."""
 
 
 class HPOConfig(Section):
-    population: int = Field(4, ge=2)
+    population: int = Field(4, ge=2, le=1000)
     """Members of the population, each a full learner with its own settings and RNG streams."""
-    generations: int = Field(10, ge=1)
+    generations: int = Field(10, ge=1, le=MAX_COUNT)
     """Generations to run (fewer when ``train.target_metric`` reaches ``train.target``)."""
-    evo_steps: int = Field(10_000, ge=1)
+    evo_steps: int = Field(10_000, ge=1, le=MAX_STEPS)
     """Env steps each member trains per generation."""
-    eval_loop: int = Field(1, ge=1)
+    eval_loop: int = Field(1, ge=1, le=MAX_COUNT)
     """Fitness (``return``) is the mean over this many of a member's last test phases."""
     metric: str = "episode_return_mean"
     """The test-phase metric that is the fitness with ``fitness: return``."""
     fitness: Literal["return", "rating"] = "return"
     """``return``: a test phase's ``metric``; ``rating``: an Elo rating from games every
     member plays against every other (and against ``opponents``), for two-player games."""
-    games: int = Field(10, ge=2)
+    games: int = Field(10, ge=2, le=MAX_COUNT)
     """With ``rating``: games per pairing (each seat half of them), so every member plays the
     same number of games per generation."""
-    opponents: list[str] = Field(default_factory=list)
+    opponents: Annotated[list[str], NamesCode("player")] = Field(default_factory=list)
     """With ``rating``: fixed baselines every member also plays: ``random`` or
     ``module:function`` (a scripted player)."""
-    tournament_size: int = Field(2, ge=2)
+    tournament_size: int = Field(2, ge=2, le=1000)
     """Members drawn at random for each tournament; the fittest becomes a parent."""
     elitism: bool = True
     """The fittest member goes on unchanged into the next generation."""
@@ -253,9 +258,9 @@ class HPOConfig(Section):
     init: dict[str, list[float]] = Field(default_factory=dict)
     """``setting: [low, high]``: each member's starting value drawn from this range
     (log-uniform for positive ranges spanning more than a factor of ten)."""
-    factor: float = Field(1.2, gt=1)
+    factor: float = Field(1.2, gt=1, le=10.0)
     """A mutated hyper-parameter is multiplied or divided by this."""
-    noise_std: float = Field(0.1, gt=0)
+    noise_std: float = Field(0.1, gt=0, le=10.0)
     """Parameter noise: its std relative to each weight tensor's own std."""
     shared_buffer: bool = False
     """Off-policy members share one replay buffer, so exploration is pooled."""
@@ -269,20 +274,20 @@ class HPOConfig(Section):
 
 
 class LeagueConfig(Section):
-    snapshot_every: int = Field(0, ge=0)
+    snapshot_every: int = Field(0, ge=0, le=MAX_STEPS)
     """Env steps between snapshots of the learner into the opponent pool; 0: no league.
     Needs one trained policy on every seat (self-play)."""
-    max_snapshots: int = Field(10, ge=1)
+    max_snapshots: int = Field(10, ge=1, le=MAX_COUNT)
     """Snapshots kept in the pool (and on disk, ``league/``); the oldest leaves first."""
     opponent_sampling: Literal["latest", "uniform", "pfsp"] = "pfsp"
     """How each episode's opponent is drawn: the newest snapshot, any member alike, or
     prioritised fictitious self-play (members the learner does worse against, more often)."""
-    pfsp_power: float = Field(2.0, gt=0)
+    pfsp_power: float = Field(2.0, gt=0, le=100.0)
     """pfsp weights a member by (1 - the learner's score against it) to this power."""
     sides: list[list[str]] | None = None
     """The sides of the game, each a list of agent ids or globs (``[[blue_*], [red_*]]`` for
     teams); none: each agent is a side (two-player games)."""
-    fixed: list[str] = Field(default_factory=list)
+    fixed: Annotated[list[str], NamesCode("player")] = Field(default_factory=list)
     """Members that stay in the pool: ``random``, ``module:function`` (scripted), or a frozen
     policy from another run (``RUN_DIR[:policy_id]``, or a snapshot file of its league)."""
     learn_from_members: bool = False
@@ -294,32 +299,87 @@ class LeagueConfig(Section):
     moves the two by ``elo_k`` times the surprise), or ``openskill`` (the Plackett-Luce model
     of the openskill library: a skill estimate and its uncertainty per member; the rating
     shown is the cautious estimate, skill minus three times its uncertainty, starting at 0)."""
-    elo_k: float = Field(16.0, gt=0)
-    """Elo's K: how far one game moves the ratings."""
+    elo_k: float = Field(16.0, gt=0, le=400)
+    """Elo's K: how far one game moves the ratings (at most 400, Elo's own scale: one game
+    then moves a rating by up to 400 points)."""
+
+    @model_validator(mode="after")
+    def _a_league_or_none(self) -> LeagueConfig:
+        if self.snapshot_every == 0:
+            unused = [f"league.{name}" for name, f in type(self).model_fields.items()
+                      if name != "snapshot_every"
+                      and getattr(self, name) != f.get_default(call_default_factory=True)]
+            if unused:
+                raise ValueError(f"{', '.join(unused)} set, but league.snapshot_every is 0, so "
+                                 "no league runs; set league.snapshot_every (env steps between "
+                                 "snapshots) to run one, or leave these out")
+        seen: dict[str, str] = {}
+        for entry in self.fixed:
+            if not entry.strip():
+                raise ValueError("league.fixed has an empty entry; each names a member: random, "
+                                 "module:function or RUN_DIR[:policy_id]")
+            same = _member_key(entry)
+            if same in seen:
+                also = f" (also as {entry!r})" if entry != seen[same] else ""
+                raise ValueError(f"league.fixed lists the member {seen[same]!r} twice{also}; "
+                                 "list each member once")
+            seen[same] = entry
+        return self
+
+
+def _member_key(entry: str) -> str:
+    """What tells league.fixed members apart: a path's spelling does not."""
+    if entry == "random" or names_code(entry):
+        return entry
+    path, colon, pid = entry.rpartition(":") if ":" in entry else (entry, "", "")
+    return os.path.normpath(path) + colon + pid
+
+
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]")
+
+
+def check_ray_address(value: str) -> None:
+    """Accept only what says where Ray is: empty, ``auto``, ``host:port`` or ``ray://host:port``;
+    anything else (a scheme Ray would resolve elsewhere, ``local``, a bare host) is refused."""
+    if value in ("", "auto"):
+        return
+    host, sep, port = value.removeprefix("ray://").rpartition(":")
+    if not (sep and _HOST.fullmatch(host) and port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"{value!r} is not a Ray address: use empty (start a Ray on this "
+                         "machine), auto (the cluster this machine is a node of), host:port "
+                         "(the head's GCS, e.g. 10.0.0.1:6379) or ray://host:port (Ray Client)")
 
 
 class BackendConfig(Section):
     name: Literal["local", "ray"] = "local"
     """Where the env copies are stepped: ``local`` (in this process, or ``env.vectorization``'s
     workers) or ``ray`` (on Ray env runners; needs the ``ray`` extra). The learner stays here."""
-    address: str = ""
-    """``ray`` only: empty starts a Ray on this machine, bound to 127.0.0.1 with no dashboard;
-    ``auto`` or an address (``ray://host:10001``, ``host:6379``) joins a running cluster, which
-    is trusted with the config, the policies' weights and the code it names."""
-    num_env_runners: int = Field(2, ge=1)
+    address: Annotated[str, NamesCode("cluster")] = ""
+    """``ray`` only: empty starts a Ray on this machine, bound to 127.0.0.1 with no dashboard
+    (``RAY_ADDRESS`` is not read); ``auto`` (the cluster this machine is a node of) or an
+    address written out (``ray://host:10001``, ``host:6379``) joins a running cluster, which is
+    trusted with the config, the policies' weights and the code it names: its network must be
+    trusted too. A run folder's config that would join a cluster needs ``--trust``."""
+    num_env_runners: int = Field(2, ge=1, le=MAX_THREADS)
     """Ray actors that each step their own copies of the env with copies of the policies."""
-    envs_per_runner: int | None = Field(None, ge=1)
+    envs_per_runner: int | None = Field(None, ge=1, le=MAX_SIZE)
     """Env copies on each runner; none = ``env.num_envs``. A run with one runner and
     ``env.num_envs`` copies on it is the local run, step for step."""
-    cpus_per_runner: float = Field(1.0, gt=0)
+    cpus_per_runner: float = Field(1.0, gt=0, le=MAX_THREADS)
     """CPUs Ray reserves for each runner."""
-    gpus_for_learner: float = Field(0.0, ge=0)
+    gpus_for_learner: float = Field(0.0, ge=0, le=MAX_THREADS)
     """GPUs the learner (this process, on ``train.device``) needs: more than 0 stops a run
     that would learn on the CPU. Env runners act on the CPU and are given no GPU."""
-    max_restarts: int = Field(3, ge=0)
+    max_restarts: int = Field(3, ge=0, le=MAX_COUNT)
     """Runner actors that may die and be replaced in a run; one more stops the run, naming the
     runner and its last error."""
-    steps_per_call: int = Field(64, ge=1)
+    @field_validator("address")
+    @classmethod
+    def _an_address(cls, value: str) -> str:
+        check_ray_address(value)
+        return value
+
+    steps_per_call: int = Field(64, ge=1, le=MAX_STEPS)
     """Steps each runner takes per remote call when the learner does not say when it next
     learns (off-policy learners): its policies may then lag the learner by the updates made
     in up to two such blocks (reported as ``policy_lag``). On-policy learners step exactly
@@ -470,14 +530,38 @@ def _safe_load(text: str, where: str) -> Any:
     except _Refused as err:
         raise ConfigError(f"{where}, line {err.mark.line + 1}: {err.problem}") from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"{where}: not valid YAML (or uses a tag that is not allowed): {err}") from err
+        raise ConfigError(f"{where}: not valid YAML (or uses a tag that is not allowed): {err}"
+                          + _tab_hint(text, err)) from None
+
+
+def _tab_hint(text: str, err: yaml.YAMLError) -> str:
+    """Why a line with a tab fails: YAML indents with spaces only, which its error never says."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    lines = text.splitlines()
+    suspects = [mark.line] if mark is not None and mark.line < len(lines) else []
+    suspects += [i for i, line in enumerate(lines) if "\t" in line[:len(line) - len(line.lstrip())]]
+    for i in suspects:
+        if i < len(lines) and "\t" in lines[i]:
+            return (f"\n  line {i + 1} holds a tab: YAML indents with spaces only (and a tab "
+                    "cannot start a value); replace the tabs with spaces")
+    return ""
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir():
+        inside = " (it holds a config.yaml: give that file)" if (p / "config.yaml").is_file() else ""
+        raise ConfigError(f"config file {str(p)!r} is a folder, not a YAML file{inside}")
+    if p.is_symlink() and not p.exists():
+        raise ConfigError(f"config file {str(p)!r} is a link to {str(p.readlink())!r}, which "
+                          "does not exist")
+    if not p.exists():
         raise ConfigError(f"config file {str(p)!r} does not exist")
-    raw = p.read_bytes()
+    try:
+        raw = p.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"config file {str(p)!r} cannot be read: "
+                          f"{err.strerror or type(err).__name__}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:

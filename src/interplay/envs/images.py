@@ -4,6 +4,7 @@ run between env and policy, before frame stacking (what SuperSuit's ``color_redu
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -21,17 +22,44 @@ def is_image(space: spaces.Space) -> bool:
     return isinstance(space, spaces.Box) and len(space.shape) == 3
 
 
-def image_layout(shape: tuple[int, ...], layout: str, where: str) -> str:
+PICTURE_CHANNELS = (1, 3, 4)
+"""Channel counts of pictures (gray, RGB, RGBA); any other count is more likely feature planes,
+whose count may exceed the board's width (Overcooked's 25 planes on a 5x4 grid)."""
+
+
+def image_layout(shape: tuple[int, ...], layout: str, where: str, dtype: Any = np.uint8,
+                 needed: bool = True) -> str:
     """``hwc`` or ``chw`` for an image of ``shape``: as ``layout`` says, or for ``auto`` the
-    smaller of the first and last axes holds the channels."""
+    smaller of the first and last axes holds the channels.
+
+    ``needed`` False says nothing will read the frames as images (an MLP sees the same flat
+    rows either way), so an ambiguous shape is not refused then. A guess that looks unlike
+    a picture (a channel count other than 1, 3 or 4, or float planes) is warned about."""
     if layout != "auto":
         return layout
-    if shape[-1] < shape[0]:
-        return "hwc"
-    if shape[0] < shape[-1]:
-        return "chw"
-    raise ConfigError(f"{where}: the image observations of shape {shape} could keep their "
-                      "channels first or last; set model.layout to hwc or chw")
+    if shape[0] == shape[-1]:
+        if not needed:
+            return "chw"
+        raise ConfigError(f"{where}: the image observations of shape {shape} could keep their "
+                          "channels first or last; set model.layout to hwc or chw")
+    guess = "hwc" if shape[-1] < shape[0] else "chw"
+    _warn_unlike_a_picture(shape, guess, np.dtype(dtype), where)
+    return guess
+
+
+def _warn_unlike_a_picture(shape: tuple[int, ...], guess: str, dtype: np.dtype,
+                           where: str) -> None:
+    c, h, w = frame_shape(shape, guess)
+    if c in PICTURE_CHANNELS and dtype == np.uint8:
+        return
+    other = "chw" if guess == "hwc" else "hwc"
+    oc, oh, ow = frame_shape(shape, other)
+    what = f"{dtype} planes" if dtype != np.uint8 else "channels"
+    warnings.warn(f"{where}.layout: the observations of shape {shape} ({dtype}) are taken as "
+                  f"{guess}: {c} {what} of {h}x{w} (auto takes the smaller end axis for the "
+                  f"channels); if they are {oc} planes of {oh}x{ow}, set {where}.layout: "
+                  f"{other}, or set {where}.layout: {guess} to keep this reading",
+                  UserWarning, stacklevel=3)
 
 
 def frame_shape(shape: tuple[int, ...], layout: str) -> tuple[int, int, int]:
@@ -111,5 +139,5 @@ def image_prep(space: Any, model: Any, where: str) -> ImagePrep | None:
         key = "resize" if model.resize is not None else "grayscale"
         raise ConfigError(f"{where}.{key}: the observations ({space}) are not images (a 3-D "
                           "Box, HWC or CHW); leave resize and grayscale unset for this policy")
-    return ImagePrep(space, image_layout(tuple(space.shape), model.layout, where),
-                     model.resize, model.grayscale, where)
+    layout = image_layout(tuple(space.shape), model.layout, where, space.dtype)
+    return ImagePrep(space, layout, model.resize, model.grayscale, where)

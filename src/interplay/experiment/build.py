@@ -6,7 +6,10 @@ import dataclasses
 import difflib
 import fnmatch
 import random
-from collections.abc import Sequence
+import time
+import tracemalloc
+import warnings
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ from interplay.algos.learners import Learners
 from interplay.config.code import names_code
 from interplay.config.model import check_models
 from interplay.config.schema import Config, ConfigError, policy_settings, validate_section
+from interplay.data.memory import check_fits, human
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
 from interplay.envs.registry import EnvSpecError, env_factory, native_env_class
@@ -43,6 +47,12 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def reads_env_obs(policy_types: Sequence[str], league_fixed: Sequence[str]) -> bool:
+    """Whether the env copies must keep the env's own observations: scripted policies and
+    scripted league members read them."""
+    return "scripted" in policy_types or any(names_code(entry) for entry in league_fixed)
+
+
 def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
                  keep_state: bool = True) -> tuple[VecEnv, Sequence[Any] | None]:
     """The vector env for a config, and the PettingZoo copies behind it (None if native).
@@ -54,10 +64,16 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
     state, where = state_wanted(cfg) if keep_state else (None, "")
     native = native_env_class(env_id)
     if native is not None:
-        try:
-            env = native(num_envs=n, max_steps=cfg.train.max_steps_per_episode, **cfg.env.kwargs)
-        except (TypeError, ValueError) as err:  # the built-in envs phrase what is wrong
-            raise EnvSpecError(f"env.kwargs: {err}") from err
+        def build(copies: int) -> Any:
+            try:
+                return native(num_envs=copies, max_steps=cfg.train.max_steps_per_episode,
+                              **cfg.env.kwargs)
+            except (TypeError, ValueError) as err:  # the built-in envs phrase what is wrong
+                raise EnvSpecError(f"env.kwargs: {err}") from err
+
+        if n >= PROBE_FROM:
+            check_copies_fit(n, native_copy_bytes(build), env_name(env_id))
+        env = build(n)
         if state == "env":  # the built-in batched envs have no state(): auto mixes observations
             env.close()
             raise _no_state(env_name(env_id), where, "it is one of the built-in batched envs, "
@@ -65,9 +81,11 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
                             "observations mixes on)")
         return env, None
     make = env_factory(env_id, cfg.env.kwargs, cfg.env.api)
-    # scripted policies and scripted league members read the env's own observations
-    scripted = (any(p.type == "scripted" for p in cfg.policies.values())
-                or any(names_code(entry) for entry in cfg.league.fixed))
+    if n >= PROBE_FROM:
+        started = time.perf_counter()
+        check_copies_fit(n, copy_bytes(make), env_name(env_id))
+        _say_when_slow(n, time.perf_counter() - started, env_name(env_id))
+    scripted = reads_env_obs([p.type for p in cfg.policies.values()], cfg.league.fixed)
     vec: SyncVecEnv | AsyncVecEnv
     if cfg.env.vectorization == "async":
         vec = AsyncVecEnv(
@@ -83,6 +101,69 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
         raise _no_state(env_name(env_id), where, "it declares no state_space (a gymnasium Box) "
                         "with a state() method")
     return vec, (CopyEnvs(vec) if isinstance(vec, SyncVecEnv) else None)
+
+
+PROBE_FROM = 64
+"""Copies from which what they will take is measured on one or two before they are built."""
+
+
+def check_copies_fit(n: int, per_copy: int | None, name: str) -> None:
+    """Refuse ``n`` copies of ``per_copy`` bytes each when the memory free cannot hold them."""
+    if per_copy:
+        check_fits(n * per_copy, "env.num_envs",
+                   f"{n:,} copies of env {name} ({human(per_copy)} each, measured on one)")
+
+
+SLOW_BUILD_S = 30.0
+"""Seconds of building env copies past which the run says so before it starts on them."""
+
+
+def _say_when_slow(n: int, one_s: float, name: str) -> None:
+    """Many copies of a slow env take minutes to build before anything is reported: say so."""
+    if n * one_s > SLOW_BUILD_S:
+        warnings.warn(f"env.num_envs: building {n:,} copies of env {name} may take about "
+                      f"{n * one_s / 60:.0f} min ({one_s * 1e3:.1f} ms each, measured on one) "
+                      "before training starts", stacklevel=3)
+
+
+def native_copy_bytes(build: Callable[[int], Any]) -> int:
+    """What one more copy of a built-in batched env takes: its arrays with two copies, less
+    with one (what they share is counted once)."""
+    one, two = build(1), build(2)
+    try:
+        return max(0, _array_bytes(two) - _array_bytes(one))
+    finally:
+        one.close()
+        two.close()
+
+
+def _array_bytes(env: Any) -> int:
+    total = 0
+    for value in vars(env).values():
+        items = value.values() if isinstance(value, dict) else [value]
+        total += sum(v.nbytes for v in items if isinstance(v, np.ndarray))
+    return total
+
+
+def copy_bytes(make: Callable[[], Any]) -> int | None:
+    """What one PettingZoo copy takes, built and reset once under tracemalloc; None when the
+    probe fails (building the copies names the env's error)."""
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    try:
+        env = make()
+        try:
+            env.reset(seed=0)
+            return max(0, tracemalloc.get_traced_memory()[0] - before)
+        finally:
+            env.close()
+    except Exception:  # noqa: BLE001 - the copies themselves report what is wrong
+        return None
+    finally:
+        if not tracing:
+            tracemalloc.stop()
 
 
 def state_wanted(cfg: Config) -> tuple[str | None, str]:
@@ -288,7 +369,13 @@ CUSTOM_METRICS = "custom/"
 def check_target_metric(cfg: Config, specs: dict[str, PolicySpec], agents: list[str],
                         callbacks: CallbackList) -> None:
     """Refuse a ``train.target_metric`` that no test phase of this run can report."""
-    name = cfg.train.target_metric
+    check_test_metric(cfg.train.target_metric, "train.target_metric", specs, agents, callbacks)
+
+
+def check_test_metric(name: str, key: str, specs: dict[str, PolicySpec], agents: list[str],
+                      callbacks: CallbackList) -> None:
+    """Refuse a metric (the setting ``key`` names it) that no test phase of this run can
+    report."""
     if name.startswith(CUSTOM_METRICS):
         return
     known = [*REPORT_METRICS]
@@ -302,7 +389,7 @@ def check_target_metric(cfg: Config, specs: dict[str, PolicySpec], agents: list[
     near = difflib.get_close_matches(name, [*known, *declared], n=3, cutoff=0.4)
     hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
     raise ConfigError(
-        f"train.target_metric {name!r} is not a metric test phases of this run report; {hint}"
+        f"{key} {name!r} is not a metric test phases of this run report; {hint}"
         f"They report {', '.join(REPORT_METRICS)}, agent_return_mean/<agent> for agents "
         f"{', '.join(agents)}, policy_return_mean/<policy> for policies {', '.join(specs)} "
         f"(and _min, _max), and custom metrics from callbacks: those named under "

@@ -188,6 +188,11 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+def checkpoint_steps(run_dir: Path) -> list[int]:
+    """The steps of the run's checkpoints, oldest first (damaged ones included)."""
+    return [int(p.name.removeprefix("step_")) for p in list_checkpoints(run_dir)]
+
+
 def latest_valid(run_dir: Path) -> Path | None:
     """The newest checkpoint that passes verification, warning about each one skipped."""
     for path in reversed(list_checkpoints(run_dir)):

@@ -15,12 +15,13 @@ from rich.table import Table
 from interplay.config.schema import Config, ConfigError
 from interplay.envs.batch import SEED_LIMIT
 from interplay.envs.registry import env_factory, native_env_class
-from interplay.errors import UserError
+from interplay.errors import UserError, WriteError
 from interplay.experiment.build import make_vec_env
 from interplay.experiment.loop import Experiment, build_eval_runner, derived_seed
 from interplay.experiment.resume_check import check_loadable, check_spaces, open_run
-from interplay.experiment.trust import require_trust
-from interplay.experiment.versus import play_versus, print_versus
+from interplay.experiment.run_folder import refuse_links
+from interplay.experiment.trust import require_trust_in
+from interplay.experiment.versus import check_opponent, play_versus, print_versus
 from interplay.loggers.rows import return_totals
 from interplay.run.runner import Runner
 
@@ -42,11 +43,19 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
         raise ConfigError(f"--episodes must be at least 1, got {episodes}")
     if seed is not None and not 0 <= seed < SEED_LIMIT:
         raise ConfigError(f"--seed must be 0 to {SEED_LIMIT - 1}, got {seed}")
-    cfg, state, path = open_run(run_dir, ["log.console=false", *overrides], checkpoint)
-    require_trust(run_dir, cfg.model_dump(), list(overrides), trust, "eval")
+    if out is None:
+        refuse_links(run_dir)  # eval.json is written into it
+    if vs is not None:
+        check_opponent(vs)
+        require_trust_in("--vs", vs, trust, "eval")
+    cfg, state, path = open_run(run_dir, ["log.console=false", *overrides], checkpoint, trust,
+                                "eval")
     dest = Path(out) if out else run_dir / "eval.json"
+    check_destination(dest, "--out")
+    if render is not None:
+        check_destination(Path(render), "--render")
     failed: Exception | None = None
-    exp = Experiment(cfg, run_dir)
+    exp = Experiment(cfg, run_dir, league=False)  # the league's members play no part here
     try:
         check_loadable(state, exp, f"checkpoint {path}")  # the algorithm and networks it was made by
         check_spaces(state["spaces"], exp.specs, what="the run's own env")
@@ -97,10 +106,25 @@ class RenderError(UserError, RuntimeError):
     """The env could not be drawn; the scores were written all the same."""
 
 
+def check_destination(dest: Path, option: str) -> None:
+    """Refuse, before the work whose result it would hold, a file that cannot be written there."""
+    if dest.is_dir():
+        raise ConfigError(f"{option} {dest}: a folder; give the name of a file inside it")
+    folder = dest.parent
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise ConfigError(f"{option} {dest}: the folder {folder} {what}; make it first or "
+                          "write elsewhere")
+
+
 def _write_json(dest: Path, report: dict[str, Any]) -> None:
     tmp = dest.with_name(f".{dest.name}.tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, dest)
+    try:
+        tmp.write_text(json.dumps(report, indent=2) + "\n")
+        os.replace(tmp, dest)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise WriteError.of(dest, err, "the scores were not saved") from err
 
 
 def _score(cfg: Config, exp: Experiment, episodes: int, target: Any, path: Path,

@@ -28,13 +28,18 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(signum)
         self.signum, self.run_dir, self.checkpoint, self.env_steps = (
             signum, run_dir, checkpoint, env_steps)
+        self.where = f"env step {env_steps}"
+        """Where the run stopped, for the message."""
+        self.saved = f"checkpoint written to {checkpoint}"
+        """What was saved, and where."""
+        self.command = f"interplay resume {run_dir}"
+        """What continues it (a search's members are continued by ``hpo --resume``)."""
 
     def __str__(self) -> str:
         name = signal.Signals(self.signum).name
         if self.checkpoint is None:
             return f"stopped by {name} without writing a checkpoint"
-        return (f"stopped by {name} at env step {self.env_steps}; checkpoint written to "
-                f"{self.checkpoint}; continue with: interplay resume {self.run_dir}")
+        return f"stopped by {name} at {self.where}; {self.saved}; continue with: {self.command}"
 
 
 class StopRequest:

@@ -7,8 +7,11 @@ learner takes one side at random and one pool member, sampled by ``league.oppone
 plays all the others. Rows the members play are marked (``league_opponent``) and never
 learned from. Every ``league.snapshot_every`` env steps the learner's whole algorithm state
 is written to ``league/<name>.pt`` (atomically; a snapshot never changes) and joins the pool,
-at most ``league.max_snapshots`` of them (the oldest leaves). ``league.fixed`` members
-(``random``, ``module:function``, ``RUN_DIR[:policy_id]``) stay in the pool.
+at most ``league.max_snapshots`` of them (the oldest leaves: it plays out the games it is in,
+and its file is deleted once no checkpoint of the run names it). ``league.fixed`` members
+(``random``, ``module:function``, ``RUN_DIR[:policy_id]``) stay in the pool; a resume with
+another ``league.fixed`` drops the members no longer listed (their games so far stay in
+``league.jsonl``) and adds the new ones at the initial rating.
 
 Every finished training episode is a game between the learner and its member: won, drawn or
 lost as the learner's side's return is above, equal to or below the best other side's. Ratings
@@ -16,7 +19,8 @@ of every member and of the learner (Elo, or OpenSkill's: ``league.rating``) foll
 games; reports carry
 ``rating/<member>``, ``league.jsonl`` gets one line per report, and ``interplay league
 RUN_DIR`` prints the table and draws ``ratings.png``. The pool, ratings, results and sampler
-are part of the checkpoint (the callbacks' state), so a resumed league goes on exactly.
+are part of the checkpoint (the callbacks' state), so a resumed league goes on exactly, from
+any checkpoint: ``league.jsonl`` loses the lines written after it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from __future__ import annotations
 import copy
 import fnmatch
 import json
+import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,8 +40,10 @@ import torch
 from interplay.algos.base import rng_for
 from interplay.config.code import names_code
 from interplay.config.schema import Config, ConfigError
+from interplay.errors import WriteError
 from interplay.experiment.policies import LEAGUE_FOLDER as FOLDER
 from interplay.experiment.policies import FrozenActor, frozen_actor, snapshot_state
+from interplay.experiment.run_folder import refuse_links
 from interplay.experiment.statecodec import encode
 from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import Callbacks
@@ -43,6 +51,7 @@ from interplay.run.mapping import load_callable
 from interplay.run.transitions import Transitions
 
 LEARNER = "learner"
+OPENING_GAMES = 50  # games whose returns tell a cooperative env
 LEAGUE_DOCS = {  # what a league adds to every report (docs/metrics.md)
     "rating/<member>": "the rating (Elo, or OpenSkill's by `league.rating`) of the learner (`rating/learner`) and of each pool member "
                        "(`random`, a scripted player, `snapshot_<env steps>`, a frozen policy) "
@@ -59,6 +68,7 @@ class Member:
     file: str | None = None
     memory: dict[str, np.ndarray] = field(default_factory=dict)
     algo: Any = None  # a snapshot's own algorithm (its sampling RNGs move on as it plays)
+    retired: bool = False  # out of the pool: it plays out the games it is in, then goes
 
 
 class LeagueActor:
@@ -185,7 +195,15 @@ class League(Callbacks):
         self.skill: dict[str, list[float]] = {LEARNER: self.rater.new()}
         self.results: dict[str, list[int]] = {}  # member -> [learner wins, draws, losses]
         self.next_snapshot = 0
+        self.void = np.zeros(E, bool)  # games left unrated: their member left league.fixed
+        # Snapshot files out of the pool, kept while a checkpoint may name them: each with the
+        # env steps from its snapshot to its leaving (the checkpoints between hold it).
+        self.pending: list[dict[str, Any]] = []
+        self.logged = 0  # lines of league.jsonl written so far
+        self.opening: list[list[float]] = []  # the sides' returns in the first games
         self.folder = Path(exp.run_dir) / FOLDER
+        for leftover in self.folder.glob("snapshot_*.tmp"):  # of a write that was killed
+            leftover.unlink(missing_ok=True)
         for entry in lg.fixed:
             self._add(self._fixed(entry, spec))
         learner = exp.actors[self.pid]
@@ -200,7 +218,7 @@ class League(Callbacks):
                 self.cfg.train.seed, "league", "random")))
         if names_code(entry):
             fn = load_callable(entry, "league.fixed")
-            return Member(entry, "scripted", 0, ScriptedActor(spec, fn))
+            return Member(entry, "scripted", 0, ScriptedActor(spec, fn, legal_only=True))
         return Member(entry, "frozen", 0, frozen_actor(spec, entry, "league.fixed"))
 
     def _add(self, member: Member) -> None:
@@ -208,25 +226,64 @@ class League(Callbacks):
         self.skill.setdefault(member.name, self.rater.new())
         self.results.setdefault(member.name, [0, 0, 0])
 
+    def _pool(self) -> list[int]:
+        """The members episodes are drawn from (by index): all but the retired ones."""
+        return [i for i, m in enumerate(self.members) if not m.retired]
+
     def snapshot(self, env_steps: int) -> None:
         """Freeze the learner as it is now into the pool (and on disk)."""
         name = f"snapshot_{env_steps}"
-        self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"{name}.pt"
         state = copy.deepcopy(self.exp.algo.state_dict())
-        tmp = path.with_suffix(".tmp")
-        torch.save(encode(state, "league snapshot"), tmp)
-        tmp.replace(path)
+        self._write(path, state)
         actor, algo = self._frozen(state)
         self._add(Member(name, "snapshot", env_steps, actor, path.name, algo=algo))
-        snaps = [m for m in self.members if m.kind == "snapshot"]
-        while len(snaps) > self.settings.max_snapshots:
-            old = snaps.pop(0)
-            index = self.members.index(old)
+        self._retire_oldest(env_steps)
+
+    def _retire_oldest(self, env_steps: int) -> None:
+        """Retire the oldest snapshots beyond ``league.max_snapshots``."""
+        snaps = [m for m in self.members if m.kind == "snapshot" and not m.retired]
+        for old in snaps[:max(0, len(snaps) - self.settings.max_snapshots)]:
+            old.retired = True
+        self._drop_idle(env_steps)
+
+    def _write(self, path: Path, state: dict[str, Any]) -> None:
+        tmp = path.with_suffix(".tmp")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as fh:
+                torch.save(encode(state, "league snapshot"), fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            tmp.replace(path)
+        except (OSError, RuntimeError) as err:  # torch reports a failed write as RuntimeError
+            tmp.unlink(missing_ok=True)
+            raise WriteError.of(path, err if isinstance(err, OSError) else OSError(str(err)),
+                                "the snapshots and checkpoints written before are intact"
+                                ) from err
+
+    def _drop_idle(self, env_steps: int) -> None:
+        """Take the retired members that play no game any more out of the league."""
+        for index in reversed(range(len(self.members))):
+            member = self.members[index]
+            if not member.retired or (self.assign == index).any():
+                continue
             self.members.pop(index)
             self.assign[self.assign > index] -= 1
-            self.assign[self.assign == index] = len(self.members) - 1  # the newest, till re-drawn
-            (self.folder / (old.file or "")).unlink(missing_ok=True)
+            if member.file:
+                self.pending.append({"file": member.file, "from": member.env_steps,
+                                     "to": env_steps})
+
+    def checkpointed(self, steps: list[int]) -> None:
+        """Delete the snapshot files out of the pool that none of the checkpoints at ``steps``
+        (the run's checkpoints now) names: one taken while the snapshot was in the league."""
+        kept = []
+        for entry in self.pending:
+            if any(entry["from"] <= step <= entry["to"] for step in steps):
+                kept.append(entry)
+            elif Path(entry["file"]).name == entry["file"]:
+                (self.folder / entry["file"]).unlink(missing_ok=True)
+        self.pending = kept
 
     def _frozen(self, state: dict[str, Any]) -> tuple[Actor, Any]:
         from interplay.experiment.build import env_state_space, make_learners
@@ -238,15 +295,15 @@ class League(Callbacks):
     def sample(self) -> int:
         """A member for one episode, by ``league.opponent_sampling``."""
         how = self.settings.opponent_sampling
-        n = len(self.members)
+        pool = self._pool()
         if how == "latest":
-            snaps = [i for i, m in enumerate(self.members) if m.kind == "snapshot"]
-            return snaps[-1] if snaps else int(self.rng.integers(n))
+            snaps = [i for i in pool if self.members[i].kind == "snapshot"]
+            return snaps[-1] if snaps else pool[int(self.rng.integers(len(pool)))]
         if how == "uniform":
-            return int(self.rng.integers(n))
+            return pool[int(self.rng.integers(len(pool)))]
         # Prioritised fictitious self-play: members the learner does worse against come more.
-        weights = np.array([self._hardness(m.name) for m in self.members])
-        return int(self.rng.choice(n, p=weights / weights.sum()))
+        weights = np.array([self._hardness(self.members[i].name) for i in pool])
+        return pool[int(self.rng.choice(len(pool), p=weights / weights.sum()))]
 
     def _hardness(self, name: str) -> float:
         w, d, losses = self.results.get(name, [0, 0, 0])
@@ -258,13 +315,15 @@ class League(Callbacks):
     def on_episode_start(self, *, episode: Any, env_index: int, runner: Any) -> None:
         if runner is not self.exp.runner:
             return
-        if not self.members:
-            self.snapshot(0)
+        if not self._pool():
+            self.snapshot(runner.env_steps)
         self.assign[env_index] = self.sample()
         self.learner_side[env_index] = int(self.rng.integers(self.n_sides))
+        self.void[env_index] = False
+        self._drop_idle(runner.env_steps)
 
     def on_episode_end(self, *, episode: Any, env_index: int, runner: Any) -> None:
-        if runner is not self.exp.runner:
+        if runner is not self.exp.runner or self.void[env_index]:
             return
         agents = self.exp.specs[self.pid].agents
         totals = np.zeros(self.n_sides)
@@ -273,6 +332,7 @@ class League(Callbacks):
         mine = totals[self.learner_side[env_index]]
         best_other = np.delete(totals, self.learner_side[env_index]).max()
         score = 1.0 if mine > best_other else 0.5 if mine == best_other else 0.0
+        self._watch_for_cooperation(totals)
         member = self.members[int(self.assign[env_index])]
         self.results[member.name][0 if score == 1.0 else 1 if score == 0.5 else 2] += 1
         self.skill[LEARNER], self.skill[member.name] = self.rater.update(
@@ -284,6 +344,29 @@ class League(Callbacks):
             self.next_snapshot = env_steps - env_steps % every
             self.snapshot(env_steps)
 
+    def _watch_for_cooperation(self, totals: np.ndarray) -> None:
+        """Warn once when in the first games the sides' returns rose and fell together: the
+        env rewards its sides together (a cooperative env), and a league rates nothing."""
+        if len(self.opening) >= OPENING_GAMES:
+            return
+        self.opening.append(totals.tolist())
+        if len(self.opening) < OPENING_GAMES:
+            return
+        returns = np.array(self.opening)
+        spread = returns.std(axis=0)
+        if (spread == 0).all():  # every game the same: together if the sides' returns are
+            together = bool((returns[0] == returns[0, 0]).all() and returns[0, 0] != 0)
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                corr = np.corrcoef(returns.T)
+            together = bool((np.nan_to_num(corr, nan=0.0) > 0.9).all())
+        if together:
+            warnings.warn(
+                f"league: in the first {OPENING_GAMES} games the sides' returns went up and "
+                "down together (the env rewards its sides together: a cooperative env?), so "
+                "the wins, losses and ratings say little. A league is for sides that compete "
+                "(league.sides)", LeagueWarning, stacklevel=2)
+
     # -- reports --------------------------------------------------------------------------------
     @property
     def ratings(self) -> dict[str, float]:
@@ -293,7 +376,8 @@ class League(Callbacks):
     def rating_metrics(self) -> dict[str, float]:
         shown = self.ratings
         out = {f"rating/{LEARNER}": round(shown[LEARNER], 2)}
-        out.update({f"rating/{m.name}": round(shown[m.name], 2) for m in self.members})
+        out.update({f"rating/{m.name}": round(shown[m.name], 2) for m in self.members
+                    if not m.retired})
         return out
 
     def log(self, env_steps: int) -> None:
@@ -301,9 +385,14 @@ class League(Callbacks):
                 "members": [{"name": m.name, "kind": m.kind, "env_steps": m.env_steps,
                              "games": sum(self.results[m.name]),
                              "learner_win_draw_loss": self.results[m.name]}
-                            for m in self.members]}
-        with open(Path(self.exp.run_dir) / "league.jsonl", "a") as f:
-            f.write(json.dumps(line) + "\n")
+                            for m in self.members if not m.retired]}
+        path = Path(self.exp.run_dir) / "league.jsonl"
+        try:
+            with open(path, "a") as f:
+                f.write(json.dumps(line) + "\n")
+        except OSError as err:
+            raise WriteError.of(path, err, "the lines written before are intact") from err
+        self.logged += 1
 
     # -- checkpoint -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -317,40 +406,111 @@ class League(Callbacks):
             return out
 
         return {"members": [{"name": m.name, "kind": m.kind, "env_steps": m.env_steps,
-                             "file": m.file, **moving(m)} for m in self.members],
+                             "file": m.file, "retired": m.retired, **moving(m)}
+                            for m in self.members],
                 "ratings": self.ratings, "skill": {k: list(v) for k, v in self.skill.items()},
                 "results": {k: list(v) for k, v in self.results.items()},
                 "rng": self.rng.bit_generator.state, "assign": self.assign.tolist(),
-                "learner_side": self.learner_side.tolist(), "next_snapshot": self.next_snapshot}
+                "learner_side": self.learner_side.tolist(), "next_snapshot": self.next_snapshot,
+                "void": self.void.tolist(), "pending": [dict(p) for p in self.pending],
+                "logged": self.logged, "opening": [list(t) for t in self.opening],
+                "rating": self.settings.rating, "sides": self.side_of.tolist()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        fixed = {m.name: m for m in self.members if m.kind != "snapshot"}
-        self.members = []
-        for m in state["members"]:
-            if m["kind"] == "snapshot":
-                path = self.folder / m["file"]
-                if not path.is_file():
-                    raise LeagueError(f"league: snapshot {path} is missing; the pool cannot be "
-                                      "restored")
-                saved = snapshot_state(path, "league")
-                actor, algo = self._frozen(_merged(saved, m.get("rngs", {})))
-                self.members.append(Member(m["name"], "snapshot", m["env_steps"], actor,
-                                           m["file"], algo=algo))
-            elif m["name"] in fixed:
-                member = fixed[m["name"]]
-                if "actor" in m and hasattr(member.actor, "load_state_dict"):
-                    member.actor.load_state_dict(m["actor"])
-                self.members.append(member)
-            else:
-                continue
-            self.members[-1].memory = {k: np.array(v) for k, v in m.get("memory", {}).items()}
+        self._check_same_game(state)
         self.skill = {k: list(v) for k, v in state.get(
             "skill", {k: [r] for k, r in state["ratings"].items()}).items()}
         self.results = {k: list(v) for k, v in state["results"].items()}
         self.rng.bit_generator.state = state["rng"]
-        self.assign = np.array(state["assign"], np.int64)
-        self.learner_side = np.array(state["learner_side"], np.int64)
         self.next_snapshot = state["next_snapshot"]
+        self.pending = [dict(p) for p in state.get("pending", [])]
+        # (a checkpoint from before this was kept: too late to watch)
+        self.opening = [list(t) for t in state.get("opening", [[0.0]] * OPENING_GAMES)]
+        fixed = {m.name: m for m in self.members if m.kind != "snapshot"}  # as configured now
+        saved = state["members"]
+        now: dict[int, int] = {}  # a saved member's index -> its index now
+        self.members = []
+        for i, m in enumerate(saved):
+            member = self._restored(m, fixed)
+            if member is not None:
+                now[i] = len(self.members)
+                self.members.append(member)
+        left = [m["name"] for i, m in enumerate(saved) if i not in now]
+        joined = [name for name in fixed if name not in {m.name for m in self.members}]
+        for name in joined:
+            self._add(fixed[name])
+        self._reassign(state, now, left, joined)
+        self._retire_oldest(self.exp.runner.env_steps)  # league.max_snapshots may be lower now
+        self.actor.wants_env_obs = any(m.kind == "scripted" for m in self.members)
+        if "logged" in state:  # lines written after the checkpoint are written again
+            self.logged = state["logged"]
+            _keep_lines(Path(self.exp.run_dir) / "league.jsonl", self.logged)
+
+    def _check_same_game(self, state: dict[str, Any]) -> None:
+        """Refuse a checkpoint whose ratings or sides this config cannot go on with."""
+        skill = state.get("skill", {})
+        rating = state.get("rating", "elo" if all(len(v) == 1 for v in skill.values())
+                           else "openskill")
+        if rating != self.settings.rating:
+            raise LeagueError(
+                f"league.rating: the checkpoint's league rates with {rating}, this config with "
+                f"{self.settings.rating}, and the ratings of one cannot go on in the other; "
+                f"resume with -s league.rating={rating}")
+        sides = state.get("sides")
+        if sides is not None and sides != self.side_of.tolist():
+            agents = list(self.exp.specs[self.pid].agents)
+            raise LeagueError(
+                f"league.sides: the checkpoint's league put agents {agents} on sides {sides}, "
+                f"this config on {self.side_of.tolist()}; its games and ratings are of those "
+                "sides: resume with the run's league.sides")
+
+    def _restored(self, saved: dict[str, Any], fixed: dict[str, Member]) -> Member | None:
+        """A saved member as it was; None for a fixed member league.fixed no longer lists."""
+        if saved["kind"] == "snapshot":
+            path = self.folder / saved["file"]
+            if not path.is_file():
+                raise LeagueError(f"league: snapshot {path} is missing; the pool cannot be "
+                                  "restored")
+            state = snapshot_state(path, "league")
+            actor, algo = self._frozen(_merged(state, saved.get("rngs", {})))
+            member = Member(saved["name"], "snapshot", saved["env_steps"], actor, saved["file"],
+                            algo=algo)
+        elif saved["name"] in fixed:
+            member = fixed[saved["name"]]
+            if "actor" in saved and hasattr(member.actor, "load_state_dict"):
+                member.actor.load_state_dict(saved["actor"])
+        else:
+            return None
+        member.retired = bool(saved.get("retired", False))
+        member.memory = {k: np.array(v) for k, v in saved.get("memory", {}).items()}
+        return member
+
+    def _reassign(self, state: dict[str, Any], now: dict[int, int], left: list[str],
+                  joined: list[str]) -> None:
+        """Each copy's member and side as saved; a game against a member that left the pool
+        is played out by another, unrated."""
+        assign = np.array(state["assign"], np.int64)
+        if len(assign) != len(self.assign):  # other env copies (fresh episodes): drawn anew
+            return
+        self.learner_side = np.array(state["learner_side"], np.int64)
+        self.void = np.array(state.get("void", np.zeros(len(assign), bool)), bool)
+        if not self._pool():  # every member left: the learner as it is now joins
+            self.snapshot(self.exp.runner.env_steps)
+        for env, index in enumerate(assign.tolist()):
+            if index in now:
+                self.assign[env] = now[index]
+            else:
+                self.assign[env], self.void[env] = self.sample(), True
+        said = []
+        if left:
+            said.append(f"{left} left the pool (their ratings and games so far stay in "
+                        f"league.jsonl; {int(self.void.sum())} games under way against them are "
+                        "played out by other members, unrated)")
+        if joined:
+            said.append(f"{joined} joined it at the initial rating")
+        if said:
+            warnings.warn(f"league.fixed changed since the checkpoint: {'; '.join(said)}",
+                          LeagueWarning, stacklevel=2)
 
 
 class Elo:
@@ -365,7 +525,8 @@ class Elo:
 
     def update(self, a: list[float], b: list[float], score: float
                ) -> tuple[list[float], list[float]]:
-        expected = 1.0 / (1.0 + 10 ** ((b[0] - a[0]) / 400))
+        # Bounded so that far-apart ratings give a sure result, not an overflow.
+        expected = 1.0 / (1.0 + 10 ** min(max((b[0] - a[0]) / 400, -300.0), 300.0))
         delta = self.k * (score - expected)
         return [a[0] + delta], [b[0] - delta]
 
@@ -407,9 +568,9 @@ def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, An
     if not path.is_file():
         raise LeagueError(f"{run_dir}: no league.jsonl; was the run trained with "
                           "league.snapshot_every?")
-    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    lines = read_league_lines(path)
     if not lines:
-        raise LeagueError(f"{path} is empty: the run has not reported yet")
+        raise LeagueError(f"{path} has no readable line: the run has not reported yet")
     last = lines[-1]
     table = Table(title=f"league at {last['env_steps']:,} env steps (win/draw/loss: the "
                         "learner's games against each member)")
@@ -427,8 +588,40 @@ def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, An
         table.add_row(_short(r["member"], r["kind"]), r["kind"], f"{r['env_steps']:,}", f"{r['rating']:.1f}",
                       "" if r["games"] is None else str(r["games"]), *map(str, wdl))
     (console or Console()).print(table)
+    refuse_links(Path(run_dir))  # ratings.png is written into it
     _plot(lines, Path(run_dir) / "ratings.png")
     return rows
+
+
+def read_league_lines(path: Path) -> list[dict[str, Any]]:
+    """The lines of ``league.jsonl``; a damaged one (a crash cut it, say) is skipped and named."""
+    out = []
+    for number, text in enumerate(path.read_bytes().splitlines(), 1):
+        if not text.strip():
+            continue
+        try:
+            out.append(_checked(json.loads(text)))
+        except (ValueError, TypeError, KeyError, AttributeError) as err:
+            warnings.warn(f"{path}: line {number} is damaged and skipped ({type(err).__name__}: "
+                          f"{err})", LeagueWarning, stacklevel=2)
+    return out
+
+
+def _checked(line: Any) -> dict[str, Any]:
+    """``line`` if it holds what the table and the picture read (TypeError, KeyError if not)."""
+    ratings = line["ratings"]
+    _numbers(line["env_steps"], ratings[LEARNER], *ratings.values())
+    for m in line["members"]:
+        _numbers(ratings[m["name"]], m["env_steps"], m["games"], *m["learner_win_draw_loss"])
+        if not isinstance(m["kind"], str) or len(m["learner_win_draw_loss"]) != 3:
+            raise TypeError(f"member {m['name']!r} is not as league.jsonl writes it")
+    return line
+
+
+def _numbers(*values: Any) -> None:
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{value!r} is not a number")
 
 
 def _short(name: str, kind: str) -> str:
@@ -461,3 +654,24 @@ def _plot(lines: list[dict[str, Any]], dest: Path) -> None:
 
 class LeagueError(ConfigError):
     """A league that cannot be shown or restored."""
+
+
+class LeagueWarning(UserWarning):
+    """A league that runs, but not as its config may have meant."""
+
+
+def _keep_lines(path: Path, keep: int) -> None:
+    """Keep the first ``keep`` lines of ``path``: those a checkpoint had seen written."""
+    if not path.is_file():
+        return
+    lines = path.read_bytes().splitlines(keepends=True)
+    # A line cut short (the disk lost its end) stays, ended, for readers to skip.
+    cut = bool(lines) and len(lines) <= keep and not lines[-1].endswith(b"\n")
+    if len(lines) > keep or cut:
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            tmp.write_bytes(b"".join(lines[:keep]) + (b"\n" if cut else b""))
+            tmp.replace(path)  # all the lines or the kept ones, whatever stops this
+        except OSError as err:
+            tmp.unlink(missing_ok=True)
+            raise WriteError.of(path, err, "it is as it was") from err

@@ -42,6 +42,7 @@ from interplay.experiment.build import (
 )
 from interplay.experiment.checkpoint import (
     CheckpointError,
+    checkpoint_steps,
     save_checkpoint,
 )
 from interplay.experiment.env_runner import num_copies, ray_runners
@@ -90,7 +91,13 @@ def derived_seed(seed: int, *names: str) -> int:
 
 
 class Experiment:
-    def __init__(self, cfg: Config, run_dir: Path, callbacks: Sequence[Callbacks] = ()):
+    """What ``train`` runs: the env copies, policies, storage and loop of ``cfg``.
+
+    ``league=False`` leaves the league's pool unbuilt (evaluation plays the policies alone).
+    """
+
+    def __init__(self, cfg: Config, run_dir: Path, callbacks: Sequence[Callbacks] = (),
+                 league: bool = True):
         seed_everything(cfg.train.seed)
         if cfg.train.torch_threads:
             torch.set_num_threads(cfg.train.torch_threads)
@@ -118,7 +125,8 @@ class Experiment:
                 raise ConfigError("league.snapshot_every: a league runs with backend.name: "
                                   "local only (its opponents act in this process); set "
                                   "backend.name: local or league.snapshot_every: 0")
-            self.league = League(cfg, self) if cfg.league.snapshot_every > 0 else None
+            self.league = (League(cfg, self) if league and cfg.league.snapshot_every > 0
+                           else None)
             self.callbacks = make_callbacks(
                 cfg, [*callbacks, *([self.league] if self.league is not None else [])])
             self.storage = self.algo.make_storage(num_copies(cfg))  # the loop's
@@ -343,6 +351,8 @@ class Experiment:
         except OSError as err:
             raise WriteError.of(self.run_dir / "checkpoints", err,
                                 "the checkpoints written before are intact") from err
+        if self.league is not None:
+            self.league.checkpointed(checkpoint_steps(self.run_dir))
         if self.cfg.log.curve:
             plot_curve(self.run_dir / "metrics.jsonl", self.run_dir / "curve.png")
         return path
@@ -483,14 +493,18 @@ def truncate_lines(path: Path, keep: int) -> list[str]:
 
 
 def train(cfg: Config, run_dir: str | Path | None = None, *,
-          callbacks: Sequence[Callbacks] = (), overwrite: bool = False) -> Result:
+          callbacks: Sequence[Callbacks] = (), overwrite: bool = False,
+          trust: bool = True) -> Result:
     """Train as ``cfg`` says; writes the run folder and returns what was reported.
 
     A folder that already holds a run is refused, unless ``overwrite`` deletes that run first.
-    SIGINT or SIGTERM ends the run in a checkpoint and :class:`Interrupted`.
+    SIGINT or SIGTERM ends the run in a checkpoint and :class:`Interrupted`. ``trust=False``
+    refuses run folders the config names (``policies.*.from``, ``league.fixed``) whose own
+    configs name code; the CLI asks for ``--trust``.
     """
     from interplay.experiment.build import new_run_dir
 
+    require_trust("the config", cfg.model_dump(by_alias=True), (), trust, "train", own=True)
     run_dir = Path(run_dir) if run_dir else new_run_dir(cfg)
     with hold(run_dir), StopRequest() as stop:
         start_afresh(run_dir, overwrite)
@@ -510,8 +524,7 @@ def resume(run_dir: str | Path, overrides: Sequence[str] = (), checkpoint: str |
     packages (see :mod:`interplay.experiment.trust`); the CLI asks for ``--trust``.
     """
     with hold(Path(run_dir), create=False), StopRequest() as stop:
-        cfg, state, path = open_run(Path(run_dir), overrides, checkpoint)
-        require_trust(Path(run_dir), cfg.model_dump(), list(overrides), trust, "resume")
+        cfg, state, path = open_run(Path(run_dir), overrides, checkpoint, trust, "resume")
         exp = Experiment(cfg, Path(run_dir), callbacks)
         try:
             exp.load_state_dict(state, source=f"checkpoint {path}")

@@ -69,10 +69,21 @@ def snapshot_state(path: Path, where: str) -> dict[str, Any]:
                               f"({type(err).__name__}: {err})") from None
 
 
-def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_policy") -> Loaded:
+def source_run_dir(source: Path) -> Path:
+    """The run folder of ``source``: itself, or the run holding that checkpoint folder or
+    league snapshot file."""
+    if (source.is_file() and is_snapshot(source)) or (
+            not (source / "config.yaml").is_file() and (source / "state.pt").is_file()):
+        return source.parent.parent
+    return source
+
+
+def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_policy",
+             trust: bool = True) -> Loaded:
     """The algorithm of the run in ``source`` (a run folder, a checkpoint folder in one, or a
     snapshot file in its ``league/`` folder), loaded from ``checkpoint``, the snapshot, or the
-    newest valid checkpoint."""
+    newest valid checkpoint. ``trust=False`` refuses a run whose config names code (see
+    :mod:`interplay.experiment.trust`) before anything is imported."""
     from interplay.experiment.build import (
         env_state_space,
         make_learners,
@@ -81,21 +92,25 @@ def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_po
     )
     from interplay.experiment.checkpoint import CheckpointError, resolve_checkpoint
     from interplay.experiment.resume_check import open_run, run_config
+    from interplay.experiment.trust import TrustError
 
     source = Path(source)
-    run_dir = source
+    run_dir = source_run_dir(source)
     snapshot = source.is_file() and is_snapshot(source)
-    if snapshot or (not (source / "config.yaml").is_file() and (source / "state.pt").is_file()):
-        run_dir, checkpoint = source.parent.parent, None if snapshot else source
+    if run_dir != source:
+        checkpoint = None if snapshot else source
     if not (run_dir / "config.yaml").is_file():
         raise PolicyLoadError(f"{where}: {source} is not a run folder (it has no config.yaml)")
     try:
         if snapshot:
-            cfg, path = run_config(run_dir, ["log.console=false"]), source
+            cfg, path = run_config(run_dir, ["log.console=false"], trust, where), source
             state = {"algo": snapshot_state(source, where)}
         else:
             cfg, state, path = open_run(run_dir, ["log.console=false"],
-                                        resolve_checkpoint(checkpoint) if checkpoint else None)
+                                        resolve_checkpoint(checkpoint) if checkpoint else None,
+                                        trust, where)
+    except TrustError:
+        raise
     except UserError as err:
         raise PolicyLoadError(f"{where}: {run_dir}: {err}") from None
     env, _ = make_vec_env(cfg, num_envs=1)
@@ -191,22 +206,23 @@ class Policy:
         legal actions when the env gives them elsewhere; ``state`` (from
         :meth:`initial_state`) carries memory between the steps of an episode."""
         single = self._single(observation)
-        batch = [observation] if single else list(observation)
+        batch = [observation] if single else self._observations(observation)
         n = len(batch)
         rows = np.zeros((n, self.view.dim), self.view.dtype)
         masks = None
         for i, obs in enumerate(batch):
             try:
                 self.view.write(obs, rows, i)
-            except (ValueError, TypeError, KeyError) as err:
-                raise PolicyLoadError(f"policy {self.id!r}: observation {i} does not fit "
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
+                raise PolicyLoadError(f"policy {self.id!r}: observation {i} "
+                                      f"({type(obs).__name__}) does not fit "
                                       f"{self.observation_space}: {err}") from None
             if self.view.has_mask_key:
                 masks = masks if masks is not None else np.ones(
                     (n, self.spec.action_view.mask_dim), bool)
-                masks[i] = np.asarray(obs["action_mask"], bool)
+                masks[i] = self._legal(obs["action_mask"], 1, f"observation {i}'s action_mask")[0]
         if mask is not None:
-            masks = np.asarray(mask, bool).reshape(n, -1)
+            masks = self._legal(mask, n, "mask")
         if self.spec.prep is not None:
             rows = self.spec.prep(rows[:, None])[:, 0]
         state = {} if state is None else state
@@ -220,6 +236,33 @@ class Policy:
         view = self.spec.action_view
         out = view.to_env(view.to_env_batch(action, self.actor.squashed))
         return out[0] if single else out
+
+    def _observations(self, observation: Any) -> list[Any]:
+        """A batch of observations as a list; anything else is not an observation."""
+        try:
+            return list(observation)
+        except TypeError:
+            raise PolicyLoadError(
+                f"policy {self.id!r}: the observation ({type(observation).__name__}) is "
+                f"neither one observation of {self.observation_space} nor a list or array of "
+                "them") from None
+
+    def _legal(self, mask: Any, n: int, what: str) -> np.ndarray:
+        """``mask`` as ``n`` rows of legal actions, or an error naming what does not fit."""
+        dim = self.spec.action_view.mask_dim
+        if not dim:
+            raise PolicyLoadError(f"policy {self.id!r}: {what} given, but the actions of "
+                                  f"{self.action_space} cannot be masked")
+        try:
+            legal = np.asarray(mask)
+        except (ValueError, TypeError) as err:
+            raise PolicyLoadError(f"policy {self.id!r}: {what} is not an array ({err})") from None
+        if legal.dtype.kind not in "biuf" or legal.size != n * dim:
+            raise PolicyLoadError(
+                f"policy {self.id!r}: {what} must give {dim} legal-action flags (bools or 0/1) "
+                f"per observation for {self.action_space}, {n * dim} in all; got "
+                f"{legal.size} of dtype {legal.dtype}")
+        return legal.reshape(n, dim).astype(bool)
 
     def _single(self, observation: Any) -> bool:
         if isinstance(observation, dict):
@@ -243,12 +286,15 @@ class Policy:
 
 
 def load_policy(run_dir: str | Path, policy_id: str | None = None,
-                checkpoint: str | Path | None = None) -> Policy:
+                checkpoint: str | Path | None = None, trust: bool = True) -> Policy:
     """The trained policy ``policy_id`` of the run in ``run_dir`` (the only trained one when
-    not given), from ``checkpoint`` or the newest valid one, ready to ``act``."""
+    not given), from ``checkpoint`` or the newest valid one, ready to ``act``.
+
+    ``trust=False`` refuses a run folder whose config names code other than installed env
+    packages (a run from someone else), before anything is imported."""
     where = "load_policy"
     path = Path(run_dir)
     if not path.exists():
         raise PolicyLoadError(f"{where}: {path}: no such run folder")
-    loaded = load_run(path, Path(checkpoint) if checkpoint else None, where)
+    loaded = load_run(path, Path(checkpoint) if checkpoint else None, where, trust)
     return Policy(loaded, pick_policy(loaded, policy_id, where))

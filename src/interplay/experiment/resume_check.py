@@ -22,12 +22,14 @@ from typing import Any
 import torch
 
 from interplay.config.schema import Config, ConfigError, algo_name, read, validate
+from interplay.experiment.build import reads_env_obs
 from interplay.experiment.checkpoint import (
     CheckpointError,
     latest_valid,
     load_checkpoint,
     resolve_checkpoint,
 )
+from interplay.experiment.trust import require_trust
 
 # Settings a resumed run may change freely: they shape no saved tensor and no env copy.
 FREE = ("train.steps", "train.seed", "train.device", "train.torch_threads", "train.test_frequency",
@@ -148,6 +150,9 @@ def fresh_reasons(state: dict[str, Any], exp: Any, changes: dict[str, tuple[Any,
     """Why the env copies of the checkpoint cannot be put back, if they cannot."""
     reasons = [f"{k} changed from {old!r} to {new!r}" for k, (old, new) in changes.items()
                if k.startswith(FRESH)]
+    if _reads_env_obs_now(state, exp.cfg):
+        reasons.append("a scripted player (league.fixed or policies) now reads the env's own "
+                       "observations, which the checkpoint's env copies did not keep")
     if not getattr(exp.env, "snapshot_supported", True):
         reasons.append("env.vectorization is async: the env copies live in worker processes, "
                        "whose state a checkpoint cannot hold")
@@ -165,6 +170,17 @@ def fresh_reasons(state: dict[str, Any], exp: Any, changes: dict[str, tuple[Any,
                        f"{_runners(layout)} (backend.name, backend.num_env_runners, "
                        "backend.envs_per_runner)")
     return reasons
+
+
+def _reads_env_obs_now(state: dict[str, Any], cfg: Config) -> bool:
+    """Whether ``cfg`` has a scripted player where the run that wrote ``state`` had none."""
+    record = state.get("run")
+    if record is None or not reads_env_obs([p.type for p in cfg.policies.values()],
+                                           cfg.league.fixed):
+        return False
+    old = record["config"]
+    return not reads_env_obs([p.get("type", "") for p in old.get("policies", {}).values()],
+                             old.get("league", {}).get("fixed", []))
 
 
 def _runners(layout: list[int]) -> str:
@@ -263,21 +279,27 @@ def plain(value: Any) -> Any:
     return repr(value)
 
 
-def run_config(run_dir: Path, overrides: Sequence[str]) -> Config:
-    """A run folder's config, with ``overrides``."""
-    return validate(_run_data(run_dir, overrides))
+def run_config(run_dir: Path, overrides: Sequence[str], trust: bool = True,
+               command: str = "load_policy") -> Config:
+    """A run folder's config, with ``overrides``; ``trust=False`` refuses one that names code
+    (see :mod:`interplay.experiment.trust`) before anything is imported."""
+    return validate(_run_data(run_dir, overrides, trust, command))
 
 
-def _run_data(run_dir: Path, overrides: Sequence[str]) -> dict[str, Any]:
-    if not (run_dir / "config.yaml").is_file():
+def _run_data(run_dir: Path, overrides: Sequence[str], trust: bool, command: str) -> dict[str, Any]:
+    config = run_dir / "config.yaml"
+    if not config.is_file():
         raise ConfigError(f"{run_dir} is not a run folder: it has no config.yaml")
-    return read([run_dir / "config.yaml"], overrides)
+    data = read([config], overrides)
+    require_trust(config, data, overrides, trust, command)
+    return data
 
 
-def open_run(run_dir: Path, overrides: Sequence[str], checkpoint: str | Path | None
-             ) -> tuple[Config, dict[str, Any], Path]:
-    """A run folder's config (with ``overrides``) and the state of its newest valid checkpoint."""
-    data = _run_data(run_dir, overrides)
+def open_run(run_dir: Path, overrides: Sequence[str], checkpoint: str | Path | None,
+             trust: bool = True, command: str = "resume") -> tuple[Config, dict[str, Any], Path]:
+    """A run folder's config (with ``overrides``) and the state of its newest valid checkpoint;
+    ``trust=False`` refuses a config that names code before anything is imported."""
+    data = _run_data(run_dir, overrides, trust, command)
     found = resolve_checkpoint(Path(checkpoint)) if checkpoint is not None else latest_valid(run_dir)
     if found is None:
         raise CheckpointError(f"{run_dir} has no valid checkpoint")

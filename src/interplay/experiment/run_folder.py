@@ -11,7 +11,7 @@ import contextlib
 import os
 import shutil
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,7 +22,10 @@ from interplay.errors import UserError
 LOCK_FILE = ".interplay.lock"
 # Everything train, eval and the loggers write into a run folder.
 RUN_FILES = ("config.yaml", "metrics.jsonl", "checkpoints", "tensorboard", "curve.png",
-             "eval.json", "wandb")
+             "eval.json", "wandb", "league", "league.jsonl", "ratings.png")
+# Every name written into a run folder: the run's files, the lock, a search's.
+WRITTEN = (*RUN_FILES, LOCK_FILE, "hpo.jsonl", "hpo_state.json", "lineage.png", "members",
+           "best")
 
 
 class RunFolderError(UserError):
@@ -35,6 +38,7 @@ def hold(run_dir: Path, create: bool = True) -> Iterator[None]:
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise RunFolderError(f"{run_dir} is a file, not a run folder")
+    refuse_links(run_dir)
     made = create and not run_dir.is_dir()
     if made:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -61,6 +65,32 @@ def hold(run_dir: Path, create: bool = True) -> Iterator[None]:
         lock.release()
 
 
+def refuse_links(run_dir: Path) -> None:
+    """Refuse a run folder in which something interplay writes is a symbolic link: a name of
+    :data:`WRITTEN`, a temporary file beside one, or anything inside such a folder. A write
+    through a link lands wherever it points, out of the folder; none is ever followed."""
+    if not run_dir.is_dir():
+        return
+    for path in _written(run_dir):
+        if path.is_symlink():
+            raise RunFolderError(
+                f"{path} is a symbolic link (to {os.readlink(path)}); interplay writes there and "
+                "never through a link, which could lead out of the run folder. Replace the link "
+                "with the file or folder itself, or remove it")
+
+
+def _written(run_dir: Path) -> Iterator[Path]:
+    with os.scandir(run_dir) as entries:
+        for entry in entries:
+            name = entry.name
+            if not (name.startswith(WRITTEN) or name[1:].startswith(WRITTEN)):
+                continue  # the user's own file: never written
+            yield Path(entry.path)
+            if entry.is_dir(follow_symlinks=False):
+                for root, dirs, files in os.walk(entry.path):  # links are listed, not entered
+                    yield from (Path(root) / n for n in (*dirs, *files))
+
+
 def _holder(path: Path) -> str:
     try:
         pid, host = path.read_text().split()
@@ -69,19 +99,21 @@ def _holder(path: Path) -> str:
     return f"pid {pid}" if host == socket.gethostname() else f"pid {pid} on host {host}"
 
 
-def start_afresh(run_dir: Path, overwrite: bool = False) -> None:
-    """Refuse a folder that holds a run, or with ``overwrite`` delete that run's files first.
+def start_afresh(run_dir: Path, overwrite: bool = False, files: Sequence[str] = RUN_FILES,
+                 resume_with: str = "interplay resume") -> None:
+    """Refuse a folder that holds a run (one of ``files``), or with ``overwrite`` delete that
+    run's files first; ``resume_with`` is the command that continues such a run.
 
     Other files in the folder are left alone, so an empty folder, or one holding only the
     user's own files, is fine.
     """
-    found = [name for name in RUN_FILES if (run_dir / name).exists()]
+    found = [name for name in files if (run_dir / name).exists()]
     if not found:
         return
     if not overwrite:
         raise RunFolderError(
             f"{run_dir} already holds a run ({', '.join(found)}); continue it with "
-            f"`interplay resume {run_dir}`, train into a new folder, or delete that run and "
+            f"`{resume_with} {run_dir}`, write into a new folder, or delete that run and "
             "start again with --overwrite (overwrite=True from Python)")
     for name in found:
         path = run_dir / name

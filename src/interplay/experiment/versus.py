@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -64,6 +65,7 @@ def play_versus(cfg: Config, agents: list[str], specs: dict[str, PolicySpec],
     ``agents`` are the seats in the env's order, ``specs`` and ``actors`` the run's policies,
     ``home`` its run folder (where ``snapshot_<env steps>`` is looked for).
     """
+    check_opponent(opponent)
     if len(agents) != 2:
         raise ConfigError(f"--vs is for two-player games; this env has agents {agents}")
     if episodes < 2:
@@ -91,6 +93,17 @@ def play_versus(cfg: Config, agents: list[str], specs: dict[str, PolicySpec],
     report["episodes"] = len(every)
     report.update(_rates(every))
     return report
+
+
+OPPONENTS = ("random, module:function, snapshot_<env steps> (of this run's league), or "
+             "another RUN_DIR[:policy_id], checkpoint or snapshot file")
+"""What ``--vs`` takes, for its errors."""
+
+
+def check_opponent(opponent: Any) -> None:
+    """Refuse an opponent that names nothing (empty, blank, not text) before any work."""
+    if not isinstance(opponent, str) or not opponent.strip():
+        raise ConfigError(f"--vs: {opponent!r} names no opponent; give {OPPONENTS}")
 
 
 def _trained_on(seat: str, specs: dict[str, PolicySpec]) -> str:
@@ -132,7 +145,12 @@ def _opponent_config(opponent: str, seat: str) -> PolicyConfig:
     if opponent == "random":
         return PolicyConfig(type="random", agents=[seat])
     if _is_path(opponent):
-        return PolicyConfig.model_validate({"type": "frozen", "from": opponent, "agents": [seat]})
+        try:
+            return PolicyConfig.model_validate({"type": "frozen", "from": opponent,
+                                                "agents": [seat]})
+        except ValidationError as err:
+            raise ConfigError(f"--vs: {opponent!r}: {err.errors()[0]['msg']}; give "
+                              f"{OPPONENTS}") from None
     if "/" in opponent or opponent.endswith(".pt"):
         raise ConfigError(f"--vs: {opponent!r}: no such run folder, checkpoint or snapshot file")
     load_callable(opponent, "--vs")  # fails early, naming the option
@@ -189,7 +207,7 @@ def _play(cfg: Config, mapping: dict[str, PolicyConfig], pid: str, opp_id: str,
         elif opp_spec.config.type == "frozen":
             opp = frozen_actor(opp_spec, opponent, "--vs")
         else:
-            opp = ScriptedActor(opp_spec, load_callable(opponent, "--vs"))
+            opp = ScriptedActor(opp_spec, load_callable(opponent, "--vs"), legal_only=True)
         quota = [n // num_envs + (e < n % num_envs) for e in range(num_envs)]
         record = _Outcomes(seat, quota)
         runner = Runner(env, specs, {pid: actor, opp_id: opp}, set(), CallbackList([record]), copies)

@@ -29,6 +29,7 @@ from torch import nn
 
 from interplay.config.code import load_callable
 from interplay.config.model import ModelSettings, model_for
+from interplay.data.memory import check_fits
 from interplay.envs.images import frame_shape, image_layout, in_layout, is_image
 from interplay.errors import ConfigError
 from interplay.nets.cnn import conv_out, conv_stack
@@ -48,6 +49,7 @@ class ObsInput:
     layout: str | None  # "hwc" or "chw" for images, else None
     scale: bool  # image bytes: scaled to [0, 1] in the network
     action_space: spaces.Space
+    ambiguous: bool = False  # ``layout`` is a placeholder: either axis could hold the channels
 
     @property
     def dim(self) -> int:
@@ -83,11 +85,16 @@ def obs_input(spec: PolicySpec, model: ModelSettings, where: str) -> ObsInput:
     grid = view.plain and len(view.shape) == 3
     image = grid and is_image(spec.obs_space)
     # a 3-D Box beside an action_mask (a board: connect four's 6x7x2) takes a CNN when asked
-    layout = (image_layout(tuple(view.shape), model.layout, where)
-              if image or (grid and model.type == "cnn") else None)
-    return ObsInput(spec.id, model, where, tuple(view.shape) if view.plain else (view.dim,),
+    shape = tuple(view.shape)
+    layout, guessed = None, False
+    if spec.prep is not None:  # resized or grayed: the frames keep the layout prep read them in
+        layout = spec.prep.layout
+    elif image or (grid and model.type == "cnn"):
+        layout = image_layout(shape, model.layout, where, view.dtype, needed=False)
+        guessed = model.layout == "auto" and shape[0] == shape[-1]
+    return ObsInput(spec.id, model, where, shape if view.plain else (view.dim,),
                     spec.config.stack_size, layout, image and view.dtype == np.uint8,
-                    spec.action_space)
+                    spec.action_space, ambiguous=guessed)
 
 
 Part = tuple["ObsInput | int", int]
@@ -99,8 +106,41 @@ def network(model: ModelSettings, parts: list[Part], out_dim: int, out_gain: flo
     """Encoder (if any) -> hidden layers -> a layer of ``out_dim`` (gain ``out_gain``)."""
     enc = encoder(model, parts, where)
     if enc is None:
+        check_network_fits(mlp_params(width(parts), out_dim, model), f"{where}.hidden",
+                           model.hidden)
         return mlp(width(parts), out_dim, model, out_gain)
-    return nn.Sequential(enc, mlp(enc.out_features, out_dim, head_settings(model), out_gain))
+    head = head_settings(model)
+    check_network_fits(mlp_params(enc.out_features, out_dim, head), f"{where}.hidden",
+                       head.hidden)
+    return nn.Sequential(enc, mlp(enc.out_features, out_dim, head, out_gain))
+
+
+BYTES_PER_PARAM = 16
+"""What one float32 parameter costs in training: its value, its gradient and Adam's two moments."""
+
+
+def mlp_params(in_dim: int, out_dim: int, model: ModelSettings) -> int:
+    """Parameters of ``model``'s hidden layers and an output layer, from the widths alone."""
+    widths = [in_dim, *model.hidden, out_dim]
+    norms = 2 * sum(model.hidden) if model.layer_norm else 0
+    return sum(a * b + b for a, b in zip(widths, widths[1:], strict=False)) + norms
+
+
+def conv_params(channels: int, model: ModelSettings) -> int:
+    """Parameters of ``model``'s conv layers over ``channels`` input channels."""
+    total, c = 0, channels
+    for out, k in zip(model.channels, model.kernels, strict=True):
+        total += c * out * k * k + out
+        c = out
+    return total
+
+
+def check_network_fits(params: int, key: str, value: Any, fix: str | None = None) -> None:
+    """Refuse a network whose parameters cannot be trained in the memory free, before torch
+    tries to allocate them; ``key`` is the setting that sized it, at ``value``."""
+    check_fits(params * BYTES_PER_PARAM, key,
+               f"a network of {params:,} parameters ({key}: {value}; weights, gradients and "
+               f"Adam's moments at {BYTES_PER_PARAM} bytes each)", fix)
 
 
 def head_settings(model: ModelSettings) -> ModelSettings:
@@ -130,11 +170,11 @@ def encoder(model: ModelSettings, parts: list[Part], where: str) -> Encoder | No
 
 def _kind(model: ModelSettings, obs: ObsInput, where: str) -> str:
     if is_user(model):
-        return "module"
+        return _as_images("module", obs)
     if obs.layout is not None and model.type in ("auto", "cnn"):
         _, h, w = obs.frames()
         if min(conv_out(h, w, model)) >= 1:
-            return "cnn"
+            return _as_images("cnn", obs)
         why = (f"the conv layers (kernels {model.kernels}, strides {model.strides}) do not fit "
                f"policy {obs.pid!r}'s {h}x{w} images")
         if model.type == "cnn":
@@ -144,6 +184,14 @@ def _kind(model: ModelSettings, obs: ObsInput, where: str) -> str:
                       "smaller kernels and strides or a larger resize (or type: mlp to say so)",
                       stacklevel=2)
     return "scaled" if obs.scale else "flat"
+
+
+def _as_images(kind: str, obs: ObsInput) -> str:
+    """``kind``, a block that reads the frames as images: only once their channel axis is known
+    (an MLP sees the same flat rows whichever axis holds them, so it never asks)."""
+    if obs.ambiguous:
+        image_layout(obs.shape, "auto", obs.where)  # raises, naming the shape and the key
+    return kind
 
 
 class Encoder(nn.Module):
@@ -188,6 +236,8 @@ class Encoder(nn.Module):
 
 def _block(kind: str, model: ModelSettings, obs: ObsInput, where: str) -> nn.Module:
     if kind == "cnn":
+        check_network_fits(conv_params(obs.frames()[0], model), f"{where}.channels",
+                           model.channels)
         return ImageBlock(obs, model)
     if kind == "module":
         return UserBlock(obs, model, where)

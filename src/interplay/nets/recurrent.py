@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from interplay.config.model import ModelSettings
-from interplay.nets.build import Part, encoder, is_user, network, width
+from interplay.nets.build import Part, check_network_fits, encoder, is_user, network, width
 from interplay.nets.mlp import ACTIVATIONS
 
 Kind = Literal["gru", "lstm"]
@@ -99,6 +99,10 @@ def recurrent_net(model: ModelSettings, parts: list[Part], out_dim: int, out_gai
     else:
         found = encoder(model, parts, where)
         enc, features = (nn.Identity(), width(parts)) if found is None else (found, found.out_features)
+    gates = 3 if model.recurrent == "gru" else 4
+    size = model.recurrent_size
+    check_network_fits(gates * (features * size + size * size + 2 * size) + size * out_dim,
+                       f"{where}.recurrent_size", size)
     head = nn.Linear(model.recurrent_size, out_dim)
     nn.init.orthogonal_(head.weight, out_gain)
     nn.init.zeros_(head.bias)

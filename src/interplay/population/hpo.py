@@ -13,7 +13,9 @@ weights, optimiser, normalisation statistics, replay buffer, counters.
 
 ``hpo.jsonl`` gets one line per member per generation; ``hpo_state.json`` and each member's
 checkpoints make the search resumable exactly (``interplay hpo --resume RUN_DIR``), also
-when it was stopped in the middle of a generation. ``RUN_DIR/best`` is the fittest member's
+when it was stopped in the middle of a generation; ``-s hpo.generations=N`` takes a search
+(finished or not) on to N generations, as a straight N-generation search on the same seed
+would have gone. ``RUN_DIR/best`` is the fittest member's
 run folder, for ``interplay eval``.
 """
 
@@ -29,18 +31,20 @@ from typing import Any
 
 import numpy as np
 import torch
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import Field as PydanticField
 
 from interplay.algos.base import rng_for
 from interplay.backends import map_members
 from interplay.backends.ray import require_ray
-from interplay.config.schema import Config, ConfigError, load, to_yaml, validate
+from interplay.config.schema import Config, ConfigError, load, read, read_yaml, to_yaml, validate
 from interplay.data.rollout import RolloutStorage
 from interplay.envs.images import is_image
 from interplay.errors import UserError
-from interplay.experiment.checkpoint import latest_valid, load_checkpoint
+from interplay.experiment.checkpoint import latest_valid, list_checkpoints, load_checkpoint
 from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.loop import Experiment
+from interplay.experiment.trust import require_trust
 
 ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
 # What each line of hpo.jsonl holds, for the glossary (docs/metrics.md).
@@ -86,10 +90,12 @@ class Search:
         self.next_member = 0  # members of this generation already trained
         self.counter = 0  # member ids handed out
         self.members: list[Member] = []
+        self.bred = True  # whether ``members`` are this generation's (else its parents)
         self.progress = progress or (lambda _: None)
         self.on_generation = on_generation or (lambda _: None)
         self.done = False
         check_search(cfg)
+        check_metric(cfg)
 
     # -- members --------------------------------------------------------------------------
     def _member_cfg(self, base: Config, seed: int) -> Config:
@@ -151,7 +157,10 @@ class Search:
         stop = stop or StopRequest()
         if not self.members:
             self.populate()
+            self.save()  # a search killed in its first member resumes from here
         while self.generation < self.hpo.generations and not self.done:
+            if not self.bred:  # also where a finished search given more generations goes on
+                self._next_generation()
             self.progress(f"generation {self.generation + 1}/{self.hpo.generations}")
             until = (self.generation + 1) * self.hpo.evo_steps
             try:
@@ -160,9 +169,9 @@ class Search:
                 else:
                     train_members(self.members[self.next_member:], until, stop,
                                   on_done=self._trained)
-            except Interrupted:
+            except Interrupted as err:
                 self.save()
-                raise
+                raise self._interrupted(err) from None
             self._score()
             self._log()
             best = self.best()
@@ -171,10 +180,19 @@ class Search:
                 self.done = True
             self.generation += 1
             self.next_member = 0
-            if self.generation < self.hpo.generations and not self.done:
-                self._next_generation()
+            self.bred = False
             self.save()
         return self.finish()
+
+    def _interrupted(self, err: Interrupted) -> Interrupted:
+        """The stop, told as the search's: what continues it is ``hpo --resume``, not the
+        member's ``resume``."""
+        out = Interrupted(err.signum, self.run_dir, self.run_dir / STATE_FILE, err.env_steps)
+        out.where = f"generation {self.generation}, member {self.members[self.next_member].id}" \
+            if self.next_member < len(self.members) else f"generation {self.generation}"
+        out.saved = f"search state written to {self.run_dir / STATE_FILE}"
+        out.command = f"interplay hpo --resume {self.run_dir}"
+        return out
 
     def _trained(self, member: Member) -> None:
         self.next_member += 1
@@ -241,10 +259,11 @@ class Search:
             picks = self.rng.choice(len(self.members), self.hpo.tournament_size, replace=False)
             parent = max((self.members[int(i)] for i in picks), key=self.fitness)
             children.append(self._offspring(parent, self._mutation()))
-        for m in self.members:  # what they were is in hpo.jsonl; their children carry their state
+        parents, self.members, self.bred = self.members, children, True
+        self.save()  # the children are saved: the parents' folders are no longer needed
+        for m in parents:  # what they were is in hpo.jsonl; their children carry their state
             m.exp.close()
             shutil.rmtree(m.exp.run_dir, ignore_errors=True)
-        self.members = children
 
     def _mutation(self) -> str:
         weights = self.hpo.mutation.model_dump()
@@ -281,7 +300,7 @@ class Search:
     def save(self) -> None:
         state = {
             "generation": self.generation, "next_member": self.next_member,
-            "counter": self.counter, "done": self.done,
+            "counter": self.counter, "done": self.done, "bred": self.bred,
             "rng": self.rng.bit_generator.state,
             "members": [{"id": m.id, "parent": m.parent, "mutation": m.mutation,
                          "scores": m.scores, "rating": m.rating} for m in self.members],
@@ -291,17 +310,22 @@ class Search:
         tmp.replace(self.run_dir / STATE_FILE)
 
     def restore(self) -> None:
-        path = self.run_dir / STATE_FILE
-        if not path.is_file():
-            raise HPOError(f"{self.run_dir}: no {STATE_FILE}; is this the folder of a search?")
-        state = json.loads(path.read_text())
-        self.generation, self.next_member = state["generation"], state["next_member"]
-        self.counter, self.done = state["counter"], state["done"]
-        self.rng.bit_generator.state = state["rng"]
-        for m in state["members"]:
-            exp = _load_member(self._dir(m["id"]), m["id"])
-            self.members.append(Member(m["id"], m["parent"], m["mutation"], exp,
-                                       list(m["scores"]), m["rating"]))
+        state = read_state(self.run_dir)
+        self.generation, self.next_member = state.generation, state.next_member
+        self.counter, self.done, self.bred = state.counter, state.done, state.bred
+        try:
+            self.rng.bit_generator.state = state.rng
+        except (TypeError, ValueError, KeyError) as err:
+            raise HPOError(f"{self.run_dir / STATE_FILE}: rng is not a random generator's "
+                           f"state ({err}); the file is damaged") from None
+        trim_log(self.run_dir, self.generation)
+        for m in state.members:
+            folder = self._dir(m.id)
+            if not (folder / "config.yaml").is_file():
+                raise HPOError(f"{self.run_dir / STATE_FILE} lists member {m.id}, but "
+                               f"{folder} holds no config.yaml; the search folder is incomplete")
+            self.members.append(Member(m.id, m.parent, m.mutation, _load_member(folder, m.id),
+                                       list(m.scores), m.rating))
         self._share_buffer()
 
     def finish(self) -> Path:
@@ -315,6 +339,35 @@ class Search:
         for m in self.members:
             m.exp.close()
         return dest
+
+
+LOG_FILE = "hpo.jsonl"
+
+
+def trim_log(run_dir: Path, generations: int) -> None:
+    """Keep the rows of ``hpo.jsonl`` of the first ``generations`` generations (those the saved
+    state has done): a search stopped after writing a generation's rows but before saving
+    writes them again, and a line cut short by a kill is dropped. A damaged line before the
+    last is named, and the file left as it is."""
+    path = run_dir / LOG_FILE
+    if not path.is_file():
+        return
+    lines = path.read_text(errors="replace").splitlines()
+    kept = []
+    for i, line in enumerate(lines):
+        try:
+            row = json.loads(line)
+            generation = row["generation"]
+        except (ValueError, TypeError, KeyError):
+            if i == len(lines) - 1:
+                break
+            raise HPOError(f"{path}, line {i + 1}: not a row of the search ({line[:60]!r}); "
+                           "the file is damaged; it was left as it is") from None
+        if isinstance(generation, int) and generation < generations:
+            kept.append(line + "\n")
+    tmp = run_dir / (LOG_FILE + ".tmp")
+    tmp.write_text("".join(kept))
+    tmp.replace(path)
 
 
 def plot_lineage(run_dir: Path) -> None:
@@ -369,10 +422,71 @@ class HPOError(UserError):
     """A search that cannot start or go on."""
 
 
+class _SavedMember(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = PydanticField(pattern=r"^m[0-9]+$")
+    parent: str | None
+    mutation: str
+    scores: list[float]
+    rating: float
+
+
+class _SavedSearch(BaseModel):
+    """What ``hpo_state.json`` holds, checked before any of it is used."""
+
+    model_config = ConfigDict(extra="forbid")
+    generation: int = PydanticField(ge=0)
+    next_member: int = PydanticField(ge=0)
+    counter: int = PydanticField(ge=0)
+    done: bool
+    bred: bool = True  # states written before it was saved had always bred
+    rng: dict[str, Any]
+    members: list[_SavedMember]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> _SavedSearch:
+        if self.next_member > len(self.members):
+            raise ValueError(f"next_member {self.next_member} is past the {len(self.members)} "
+                             "members")
+        if len({m.id for m in self.members}) != len(self.members):
+            raise ValueError("a member is listed twice")
+        return self
+
+
+def read_state(run_dir: Path) -> _SavedSearch:
+    """The search state saved in ``run_dir``; a missing or damaged file is named, and left as
+    it is."""
+    path = Path(run_dir) / STATE_FILE
+    if not path.is_file():
+        if (Path(run_dir) / "metrics.jsonl").is_file():
+            hint = f"; it holds a training run (continue that with `interplay resume {run_dir}`)"
+        elif (Path(run_dir) / "config.yaml").is_file():
+            hint = (f"; it holds no saved search (start one there with `interplay hpo --run-dir "
+                    f"{run_dir} --overwrite`)")
+        else:
+            hint = "; is this the folder of a search?"
+        raise HPOError(f"{run_dir}: no {STATE_FILE}{hint}")
+    try:
+        return _SavedSearch.model_validate_json(path.read_bytes())
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the file"
+        raise HPOError(f"{path} is damaged ({where}: {first['msg']}); it was left as it is. "
+                       "Restore it from a backup, or start the search again with "
+                       "--overwrite") from None
+    except OSError as err:
+        raise HPOError(f"cannot read {path}: {err.strerror or err}") from None
+
+
 def _load_member(folder: Path, mid: str) -> Experiment:
     """Member ``mid`` as its folder's latest checkpoint left it (as built, before training)."""
+    written = list_checkpoints(folder)
+    checkpoint = latest_valid(folder) if written else None
+    if written and checkpoint is None:
+        raise HPOError(f"member {mid}: none of its checkpoints in {folder / 'checkpoints'} can "
+                       "be read (each is damaged), so the search cannot go on where it was; "
+                       "they were left as they are")
     exp = Experiment(load([folder / "config.yaml"], []), folder)
-    checkpoint = latest_valid(folder) if (folder / "checkpoints").is_dir() else None
     if checkpoint is not None:
         saved, _ = load_checkpoint(checkpoint)
         exp.load_state_dict(saved, source=f"member {mid}")
@@ -452,6 +566,64 @@ def check_search(cfg: Config) -> None:
     for opponent in hpo.opponents:
         if opponent != "random" and ":" not in opponent:
             raise ConfigError(f"hpo.opponents: {opponent!r} is neither random nor module:function")
+    check_budget(cfg)
+
+
+def check_budget(cfg: Config) -> None:
+    """Refuse generations too short for a member to learn: an on-policy member must fill its
+    rollout within one generation, an off-policy one start learning within the search (at
+    the largest value ``hpo.init`` and ``hpo.ranges`` let the setting take)."""
+    hpo, copies = cfg.hpo, cfg.env.num_envs
+    rollout = _largest(cfg, "rollout")
+    if rollout is not None and hpo.evo_steps < rollout * copies:
+        need = rollout * copies
+        raise ConfigError(
+            f"hpo.evo_steps: {hpo.evo_steps} env steps is less than one {cfg.algo.name} update "
+            f"(algo.rollout {rollout} steps of env.num_envs {copies} copies = {need} env steps), "
+            f"so members would be scored without having learned; raise hpo.evo_steps to at "
+            f"least {need}, or lower algo.rollout or env.num_envs")
+    total = hpo.evo_steps * hpo.generations
+    for key in ("learning_starts", "learning_delay"):
+        starts = _largest(cfg, key)
+        if starts is not None and total < starts:
+            raise ConfigError(
+                f"hpo.evo_steps: {hpo.generations} generations of {hpo.evo_steps} env steps "
+                f"({total} in all) end before algo.{key} ({starts}), so no member would "
+                f"ever learn; raise hpo.evo_steps or hpo.generations, or lower algo.{key}")
+
+
+def _largest(cfg: Config, key: str) -> int | None:
+    """The largest value a member's integer setting ``key`` may take in the search; None when
+    the algorithm has no such setting."""
+    value = getattr(cfg.algo, key, None)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    bounds = [value] + [int(table[key][1]) for table in (cfg.hpo.init, cfg.hpo.ranges)
+                        if key in table]
+    return max(bounds)
+
+
+def check_metric(cfg: Config) -> None:
+    """Refuse an ``hpo.metric`` that no member's test phase reports, before any member is
+    built (a probe of one env copy tells the agents and policies)."""
+    if cfg.hpo.fitness != "return":
+        return
+    from interplay.experiment.build import (
+        check_test_metric,
+        make_callbacks,
+        make_specs,
+        make_vec_env,
+    )
+
+    data = json.loads(cfg.model_dump_json())
+    data["env"]["vectorization"] = "sync"
+    probe = validate(data)
+    env, _ = make_vec_env(probe, num_envs=1, keep_state=False)
+    try:
+        check_test_metric(cfg.hpo.metric, "hpo.metric", make_specs(probe, env), env.agents,
+                          make_callbacks(probe))
+    finally:
+        env.close()
 
 
 def _typed(cfg: Config, key: str, value: float) -> Any:
@@ -624,10 +796,19 @@ def play_round(members: list[Member], hpo: Any, rng: np.random.Generator, seed: 
         m.rating = ratings[id(m)]
 
 
+SEARCH_FILES = ("config.yaml", STATE_FILE, "hpo.jsonl", "members", "best", "lineage.png")
+"""Everything a search writes into its folder (what ``--overwrite`` deletes)."""
+
+
 def run_search(configs: Sequence[str], overrides: Sequence[str], run_dir: str | None,
-               resume_dir: str | None) -> Path:
+               resume_dir: str | None, overwrite: bool = False, trust: bool = True) -> Path:
     """``interplay hpo``: a new search from config files, or ``--resume`` one, with a progress
-    line per generation; SIGINT or SIGTERM ends it saved (exit 130 / 143)."""
+    line per generation; SIGINT or SIGTERM ends it saved (exit 130 / 143). ``overwrite``
+    deletes a search already in the folder first.
+
+    ``trust=False`` refuses, before anything is imported, a search folder whose configs (its
+    own and its members') name code, and run folders a new search's config names whose
+    configs do; the CLI asks for ``--trust``."""
     from rich.console import Console
 
     from interplay.experiment.build import new_run_dir
@@ -635,12 +816,16 @@ def run_search(configs: Sequence[str], overrides: Sequence[str], run_dir: str | 
 
     console = Console(stderr=True)
     if resume_dir:
+        if overwrite:
+            raise HPOError("--overwrite starts a search afresh; it does not go with --resume")
         folder = Path(resume_dir)
         if not (folder / "config.yaml").is_file():
             raise HPOError(f"--resume {folder}: no config.yaml there; is it a search's folder?")
-        cfg = load([folder / "config.yaml"], list(overrides))
+        cfg = validate(_trusted_search(folder, overrides, trust))
     else:
-        cfg = load(list(configs), list(overrides))
+        data = read(list(configs), list(overrides))
+        require_trust("the config", data, overrides, trust, "hpo", own=True)
+        cfg = validate(data)
         folder = Path(run_dir) if run_dir else new_run_dir(cfg)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -652,11 +837,21 @@ def run_search(configs: Sequence[str], overrides: Sequence[str], run_dir: str | 
         bar.update(task, completed=rows[0]["generation"] + 1 if rows else 0)
         console.print(leaderboard(rows))
 
-    with hold(folder), StopRequest() as stop, bar:
+    with hold(folder, create=not resume_dir), StopRequest() as stop, bar:
         if not resume_dir:
-            start_afresh(folder, False)
+            start_afresh(folder, overwrite, SEARCH_FILES, "interplay hpo --resume")
         with stop.deferring():
             return search(cfg, folder, bool(resume_dir), None, stop, shown)
+
+
+def _trusted_search(folder: Path, overrides: Sequence[str], trust: bool) -> dict[str, Any]:
+    """The search folder's config, once it and its members' configs (which ``--resume``
+    loads as they are) are checked for code that needs trust."""
+    data = read([folder / "config.yaml"], list(overrides))
+    require_trust(folder / "config.yaml", data, overrides, trust, "hpo --resume")
+    for member in sorted((folder / "members").glob("*/config.yaml")):
+        require_trust(member, read_yaml(member), (), trust, "hpo --resume")
+    return data
 
 
 def search(cfg: Config, run_dir: Path, resume: bool = False,
@@ -671,7 +866,13 @@ def search(cfg: Config, run_dir: Path, resume: bool = False,
         s.restore()
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    _write_config(run_dir, cfg)  # a resume's changes (more generations) hold for the next one
     return s.run(stop)
+
+
+def _write_config(run_dir: Path, cfg: Config) -> None:
+    tmp = run_dir / "config.yaml.tmp"
+    tmp.write_text(to_yaml(cfg))
+    tmp.replace(run_dir / "config.yaml")
 
 

@@ -97,14 +97,19 @@ class ScriptedActor:
     actions: a bool array of the action space's size (for MultiDiscrete, each dimension's
     in turn), from the observation's ``action_mask`` or the env's ``info["action_mask"]``,
     all True when the env gives none; None for Box actions.
+
+    ``legal_only``: an action the env's mask marks illegal is a :class:`ScriptedPolicyError`
+    (an opponent's illegal move would otherwise end the game in a forfeit that each env
+    scores its own way).
     """
 
     squashed = False
     wants_env_obs = True
 
-    def __init__(self, spec: PolicySpec, fn: Callable[..., Any]):
+    def __init__(self, spec: PolicySpec, fn: Callable[..., Any], legal_only: bool = False):
         self.spec = spec
         self.fn = fn
+        self.legal_only = legal_only
         self.view = spec.action_view
         self.takes_mask = accepts_keyword(fn, "action_mask")
         self._all_legal = np.ones(self.view.mask_dim, bool)
@@ -138,7 +143,22 @@ class ScriptedActor:
                     f"{agent!r}, which is not in its action space {space}"
                 )
             out[i] = np.asarray(action) - (space.start if self.view.kind != "box" else 0)
+            if self.legal_only and batch.mask is not None and not self._legal(out[i], batch.mask[i]):
+                raise ScriptedPolicyError(
+                    f"scripted policy {self._name()!r} chose action {action!r} for agent "
+                    f"{agent!r}, which the env's action mask marks illegal (legal: "
+                    f"{np.flatnonzero(batch.mask[i]).tolist()}, as indices into the mask)")
         return out, {}
+
+    def _legal(self, index: np.ndarray, mask: np.ndarray) -> bool:
+        """Whether the action at ``index`` (from 0) is legal under ``mask``."""
+        if self.view.kind == "discrete":
+            return bool(mask[int(index)])
+        if self.view.kind == "multi_discrete":
+            nvec = np.asarray(self.spec.action_space.nvec)
+            starts = np.concatenate([[0], np.cumsum(nvec)[:-1]])
+            return bool(mask[starts + np.asarray(index, np.int64)].all())
+        return True
 
 
 def accepts_keyword(fn: Callable[..., Any], name: str) -> bool:

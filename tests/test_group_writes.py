@@ -40,8 +40,9 @@ def _assert_blocks_hold_the_env_values(env: SyncVecEnv, step) -> None:
 
 @pytest.mark.parametrize("make", [
     lambda: Swarm(n_agents=7, max_cycles=9),
+    lambda: Swarm(n_agents=1100, max_cycles=9),  # a block big enough to be stacked in place
     env_factory("mpe2.simple_tag_v3", {"max_cycles": 9}, "parallel"),
-], ids=["one_block", "two_blocks"])
+], ids=["one_block", "one_big_block", "two_blocks"])
 def test_blocks_hold_what_the_env_gave_each_agent(make):
     env = SyncVecEnv(make, num_envs=3, raw_obs=True)
     rng = np.random.default_rng(0)
@@ -106,4 +107,22 @@ def test_a_bad_observation_in_a_block_is_named_with_its_agent(bad):
     rng = np.random.default_rng(0)
     env.step(_random_actions(env, rng))
     with pytest.raises(ObservationError, match=r"env copy 0, at step 2 of its episode: agent 'a_1'"):
+        env.step(_random_actions(env, rng))
+
+
+@pytest.mark.parametrize("bad", ["short", "text", "none"])
+def test_a_bad_observation_in_a_big_block_is_named_with_its_agent(bad):
+    class Broken(Swarm):
+        def _observe(self):
+            obs, dist = super()._observe()
+            if self.t == 2:
+                obs["bee_700"] = {"short": obs["bee_700"][:3], "text": np.array(list("abcd")),
+                                  "none": None}[bad]
+            return obs, dist
+
+    env = SyncVecEnv(lambda: Broken(n_agents=1100, max_cycles=50), num_envs=1)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    env.step(_random_actions(env, rng))
+    with pytest.raises(ObservationError, match=r"at step 2 of its episode: agent 'bee_700'"):
         env.step(_random_actions(env, rng))

@@ -421,12 +421,26 @@ def _write_run(block: np.ndarray, e: int, j0: int, j1: int, part: list[Any],
     """Write observations ``part`` into ``block[e, j0:j1]`` with one stacked write, if they
     all have the space's ``shape`` and a dtype the row takes as it is (see ``fits_as_is``:
     bytes for byte rows, any number type for float rows); False, writing nothing, otherwise."""
-    rows = block[e, j0:j1].reshape(j1 - j0, *shape)
+    rows = block[e, j0:j1]
+    if rows.size <= _SMALL:  # little data: one C-level conversion beats np.stack's own cost
+        try:
+            arr = np.asarray(part)
+        except (ValueError, TypeError):  # ragged, or not arrays at all
+            return False
+        if arr.shape != (j1 - j0, *shape) or not (
+                arr.dtype == dtype or (dtype is np.float32 and arr.dtype.kind in "biuf")):
+            return False
+        rows[...] = arr.reshape(rows.shape)
+        return True
     try:  # stacking checks every shape, and the casting rule every dtype, before writing
-        np.stack(part, out=rows, casting="no" if dtype is np.uint8 else "same_kind")
+        np.stack(part, out=rows.reshape(j1 - j0, *shape),
+                 casting="no" if dtype is np.uint8 else "same_kind")
     except (ValueError, TypeError):
         return False
     return True
+
+
+_SMALL = 4096  # numbers in a run below which it is converted, not stacked
 
 
 class ActionBlocks(dict):

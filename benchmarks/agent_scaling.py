@@ -25,7 +25,6 @@ import time
 from functools import partial
 
 import torch
-
 from runner_overhead import bare_parallel, runner_loop
 
 from interplay import config, train

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from broken_envs import WrongObs
 
 from interplay.envs.adapters import EnvContractError
 from interplay.envs.batch import ActionBlocks
@@ -17,8 +18,6 @@ from interplay.envs.registry import env_factory
 from interplay.envs.spaces import ObservationError
 from interplay.envs.swarm import Swarm
 from interplay.envs.vector import SyncVecEnv
-
-from broken_envs import WrongObs
 
 
 def _random_actions(env: SyncVecEnv, rng: np.random.Generator) -> ActionBlocks:

@@ -14,10 +14,11 @@ then runs epochs × minibatches of clipped policy-gradient, value and entropy st
 from __future__ import annotations
 
 import copy
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
+from gymnasium import spaces
 from pydantic import Field
 
 from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
@@ -27,6 +28,7 @@ from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
 from interplay.data.returns import gae
 from interplay.data.rollout import Rollout, RolloutStorage
+from interplay.envs.batch import state_dim
 from interplay.envs.images import is_image
 from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import ActionDist
@@ -35,6 +37,7 @@ from interplay.nets.normalize import RunningMeanStd
 from interplay.nets.recurrent import recurrent_net
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
+from interplay.run.runner import NEXT_STATE, STATE
 
 OBS_CLIP = 10.0  # normalised observations are clipped to +-this
 VALUE_CHUNK = 65_536  # rows of joined critic inputs valued at once
@@ -117,8 +120,15 @@ class PPOSettings(AlgoSettings):
 
 
 class MAPPOSettings(PPOSettings):
+    uses_env_state: ClassVar[bool] = True  # the env is built to keep its global state
     centralised_critic: bool = True
     """The critic also sees the joint observation of the agent's env copy (MAPPO)."""
+    state: Literal["auto", "env", "observations"] = "observations"
+    """What the centralised critic sees beside the agent's own observation: ``observations``
+    every trained agent's observation joined, ``env`` the env's own ``state()`` (a PettingZoo
+    env with a Box ``state_space``; refused before any step for an env without one, such as
+    the built-in batched envs), ``auto`` the env's state where it has a flat one, else the
+    observations."""
 
 
 class _Policy:
@@ -253,7 +263,16 @@ class PPO(Algorithm):
     }
 
     def __init__(self, settings: PPOSettings, specs: dict[str, PolicySpec], device: str,
-                 seed: int):
+                 seed: int, state_space: spaces.Box | None = None):
+        """``state_space``: the global state the env keeps (None if it keeps none); a
+        centralised critic reads it instead of the joined observations unless ``algo.state``
+        is ``observations``."""
+        mode = getattr(settings, "state", "observations")
+        if mode == "env" and state_space is None:
+            raise ConfigError("algo.state is env (the critic reads the env's global state), but "
+                              "the env keeps none; set algo.state: auto or observations")
+        self.env_state = (state_space if settings.centralised_critic and mode != "observations"
+                          else None)
         super().__init__(settings, specs, device, seed)
         self.trained = [pid for pid, spec in specs.items() if spec.trainable]
         inputs = {pid: obs_input(specs[pid], policy_model(settings, specs[pid]),
@@ -265,11 +284,15 @@ class PPO(Algorithm):
             self.joint_at[pid] = width
             width += len(specs[pid].agents) * specs[pid].obs_dim
         self.joint_dim = width if settings.centralised_critic else 0
+        if self.env_state is not None:
+            self.joint_dim = state_dim(self.env_state)
         self.policies: dict[str, _Policy] = {}
         with torch.random.fork_rng(devices=[]):
             for pid in self.trained:
                 torch.manual_seed(int(rng_for(seed, self.name, "init", pid).integers(2**63)))
                 joint = [(inputs[q], len(specs[q].agents)) for q in self.trained]
+                if self.env_state is not None:
+                    joint = [(self.joint_dim, 1)]  # type: ignore[list-item]
                 self.policies[pid] = _Policy(specs[pid], settings, inputs[pid],
                                              [(inputs[pid], 1), *(joint if self.joint_dim else [])],
                                              device)
@@ -330,7 +353,10 @@ class PPO(Algorithm):
             if rollout is not None:
                 data[pid] = self._gather(pid, rollout)
         if s.centralised_critic and data:
-            self._add_joint(data)
+            if self.env_state is not None:
+                self._add_state(data)
+            else:
+                self._add_joint(data)
         metrics: dict[str, float] = {"lr": lr}
         learning = {pid: d for pid, d in data.items() if pid not in self.frozen}
         for pid, d in learning.items():
@@ -358,6 +384,14 @@ class PPO(Algorithm):
             "logp": r.extras["logp"][at], "mask": None if r.mask is None else r.mask[at],
             "terminated": r.terminated[at], "env": at[1], "slot": at[2], "step": r.step[at],
         }
+
+    def _add_state(self, data: dict[str, dict[str, Any]]) -> None:
+        """Give each row's critic the env's global state when it acted, and after its step."""
+        for d in data.values():
+            r, at = d["rollout"], d["at"]
+            for key, name in (("obs", STATE), ("next_obs", NEXT_STATE)):
+                states = r.extras[name][at]
+                d["critic_" + key] = Joined(d[key], states, np.arange(len(states)))
 
     def _add_joint(self, data: dict[str, dict[str, Any]]) -> None:
         """Give each row's critic the joint observation of its copy at that step, kept once

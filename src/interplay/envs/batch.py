@@ -157,7 +157,7 @@ class StepBuffers:
         self._plans: dict[tuple[str, ...], _Plan] = {}
         self._reward_cols: dict[tuple[str, ...], np.ndarray] = {}
         self.agent_order = tuple(agents)
-        self._whole_blocks: list | None = None
+        self._whole_blocks: list[tuple[tuple[str, ...], np.ndarray]] | None = None
         self._whole_ok = False
         self._final_plans: dict[tuple[str, ...], _Plan] = {}
         self.recount()
@@ -183,7 +183,8 @@ class StepBuffers:
         """``[len(rows), A]`` actions of every agent in env order, when ``actions`` is an
         :class:`ActionBlocks` whose blocks, side by side, hold them all as the env takes them
         (Discrete from 0); None otherwise. A copy's moves are then ``dict(zip(movers, row))``."""
-        blocks = getattr(actions, "blocks", None)
+        blocks: list[tuple[tuple[str, ...], np.ndarray]] | None = getattr(
+            actions, "blocks", None)
         if not blocks:
             return None
         if blocks is not self._whole_blocks:
@@ -394,7 +395,7 @@ class _Plan:
     def __init__(self, movers: tuple[str, ...], buf: StepBuffers,
                  arrays: FixedArrays | None = None):
         self.cols = np.array([buf.col[a] for a in movers], dtype=np.intp)
-        self.runs: list[tuple[int, int, np.ndarray, int, int, tuple[int, ...], Any]] = []
+        runs: list[list[Any]] = []
         self.alone: list[str] = []
         in_runs: list[str] = []
         place = (buf.obs if arrays is None else arrays).place
@@ -410,9 +411,10 @@ class _Plan:
                 run[1], run[4] = i + 1, j + 1
             else:
                 run = [i, i + 1, block, j, j + 1, view.shape, view.dtype]
-                self.runs.append(run)  # type: ignore[arg-type]
+                runs.append(run)
             in_runs.append(a)
-        self.runs = [tuple(r) for r in self.runs]  # type: ignore[misc]
+        self.runs: list[tuple[int, int, np.ndarray, int, int, tuple[int, ...], Any]] = [
+            (r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in runs]
         self.run_masked = [a for a in in_runs if buf.mask[a] is not None]
 
 

@@ -41,8 +41,8 @@ from interplay.algos.base import rng_for
 from interplay.config.code import names_code
 from interplay.config.schema import Config, ConfigError
 from interplay.errors import WriteError
-from interplay.experiment.policies import LEAGUE_FOLDER as FOLDER
 from interplay.experiment.policies import FrozenActor, frozen_actor, snapshot_state
+from interplay.experiment.run_folder import LEAGUE_FOLDER as FOLDER
 from interplay.experiment.run_folder import refuse_links
 from interplay.experiment.statecodec import encode
 from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor

@@ -18,6 +18,7 @@ import torch
 
 from interplay.config.schema import Config
 from interplay.errors import UserError
+from interplay.experiment.run_folder import is_snapshot, source_run_dir
 from interplay.run.actors import ActBatch, Actor
 from interplay.run.mapping import PolicySpec
 
@@ -47,16 +48,6 @@ class Loaded:
     trained: list[str] = field(default_factory=list)
 
 
-LEAGUE_FOLDER = "league"
-"""Where a run keeps its league snapshots: ``RUN_DIR/league/snapshot_<env steps>.pt``."""
-
-
-def is_snapshot(path: Path) -> bool:
-    """Whether ``path`` is a league snapshot file."""
-    return (path.suffix == ".pt" and path.parent.name == LEAGUE_FOLDER
-            and path.name.startswith("snapshot_"))
-
-
 def snapshot_state(path: Path, where: str) -> dict[str, Any]:
     """The algorithm state a league snapshot file holds."""
     from interplay.experiment.statecodec import decode
@@ -67,15 +58,6 @@ def snapshot_state(path: Path, where: str) -> dict[str, Any]:
             pickle.UnpicklingError) as err:
         raise PolicyLoadError(f"{where}: {path} is not a readable league snapshot "
                               f"({type(err).__name__}: {err})") from None
-
-
-def source_run_dir(source: Path) -> Path:
-    """The run folder of ``source``: itself, or the run holding that checkpoint folder or
-    league snapshot file."""
-    if (source.is_file() and is_snapshot(source)) or (
-            not (source / "config.yaml").is_file() and (source / "state.pt").is_file()):
-        return source.parent.parent
-    return source
 
 
 def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_policy",

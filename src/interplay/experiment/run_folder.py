@@ -28,6 +28,26 @@ WRITTEN = (*RUN_FILES, LOCK_FILE, "hpo.jsonl", "hpo_state.json", "lineage.png", 
            "best")
 
 
+LEAGUE_FOLDER = "league"
+"""Where a run keeps its league snapshots: ``RUN_DIR/league/snapshot_<env steps>.pt``."""
+
+
+def is_snapshot(path: Path) -> bool:
+    """Whether ``path`` is a league snapshot file."""
+    return (path.suffix == ".pt" and path.parent.name == LEAGUE_FOLDER
+            and path.name.startswith("snapshot_"))
+
+
+def source_run_dir(source: Path) -> Path:
+    """The run folder of ``source``: itself, or the run holding that checkpoint folder or
+    league snapshot file."""
+    if (source.is_file() and is_snapshot(source)) or (
+            not (source / "config.yaml").is_file() and (source / "state.pt").is_file()):
+        return source.parent.parent
+    return source
+
+
+
 class RunFolderError(UserError):
     """A run folder is in use by another process, or holds a run that a new one would mix with."""
 

@@ -51,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
                         "games each) against this opponent and report win/draw/loss rates: "
                         "random, module:function, snapshot_<env steps> (of this run's "
                         "league), or another RUN_DIR[:policy_id], checkpoint or snapshot file")
+    e.add_argument("--opening", type=int, default=0, metavar="K",
+                   help="with --vs: draw the first K moves of each game uniformly from the "
+                        "legal ones (seeded, the same for every opponent and seat), so that "
+                        "deterministic players do not replay one game (default: %(default)s)")
     e.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
                    help="change a setting of the run's config for this eval, e.g. "
                         "-s env.kwargs.max_cycles=50 (repeatable)")
@@ -133,7 +137,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         evaluate(args.run_dir, checkpoint=args.checkpoint, episodes=args.episodes,
                  env_id=args.env, overrides=args.set, render=args.render, seed=args.seed,
-                 out=args.out, vs=args.vs, trust=args.trust)
+                 out=args.out, vs=args.vs, trust=args.trust, opening=args.opening)
         return 0
     if args.command == "check":
         from interplay.envs.check import check_env

@@ -77,6 +77,27 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the search in this folder where it stopped")
 
+    x = command("exploit", "train a fresh best response against a run's final policy and "
+                           "report how often it wins: the lower, the harder to exploit")
+    x.add_argument("run_dir", help="the run folder whose final policy to exploit")
+    x.add_argument("--steps", type=int, default=100_000,
+                   help="env steps the best response trains for (default: %(default)s)")
+    x.add_argument("--policy", help="the run's trained policy to exploit (default: its only one)")
+    x.add_argument("--games", type=int, default=200,
+                   help="greedy games the best response then plays, half on each seat "
+                        "(default: %(default)s)")
+    x.add_argument("--opening", type=int, default=2, metavar="K",
+                   help="random legal moves that open each of those games, so that two "
+                        "deterministic players do not replay one game (default: %(default)s)")
+    x.add_argument("--seed", type=int, help="seed of the best response (default: the run's)")
+    x.add_argument("--out", help="where to write the report (default: RUN_DIR/exploit.json)")
+    x.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="change a setting of the best response, e.g. -s env.num_envs=8 "
+                        "(repeatable)")
+    x.add_argument("--trust", action="store_true",
+                   help="import and run the modules the run's config names (env, policies, "
+                        "callbacks...) even when they are not installed env packages")
+
     lg = command("league", "show a league run's pool and ratings, and draw ratings.png")
     lg.add_argument("run_dir", help="the run folder of a league run")
 
@@ -145,6 +166,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         cfg = config_mod.load([], [f"env.id={args.env_id}", *args.set])
         problems = check_env(cfg, cycles=args.cycles)
         return 1 if problems else 0
+    if args.command == "exploit":
+        from interplay.experiment.exploit import exploit
+
+        exploit(args.run_dir, steps=args.steps, policy=args.policy, games=args.games,
+                opening=args.opening, seed=args.seed, overrides=args.set, out=args.out,
+                trust=args.trust)
+        return 0
     if args.command == "league":
         from interplay.experiment.league import league_report
 

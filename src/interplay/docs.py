@@ -3,8 +3,8 @@
 Each page is made from what the code declares: the config models (every section, every
 setting's type, default and docstring, the ``algo`` section once per registered algorithm),
 the metric tables next to the code that reports them (``ROW_DOCS``, ``Window.metric_docs``,
-``STATS_DOCS``, each algorithm's ``metric_docs``, ``EVAL_DOCS``, ``VERSUS_DOCS``) and the
-command's argument parser. A new section, setting, algorithm or option appears on the next
+``STATS_DOCS``, each algorithm's ``metric_docs``, ``EVAL_DOCS``, ``VERSUS_DOCS``,
+``EXPLOIT_DOCS``) and the command's argument parser. A new section, setting, algorithm or option appears on the next
 run; ``--check`` says which pages differ from what the code now gives, and the test suite
 runs it.
 """
@@ -291,6 +291,13 @@ def metrics_md() -> str:
     out += ["With `--vs OPPONENT` (two-player games) it writes `phase`, `env` and "
             "`checkpoint` as above and, instead of the episode figures:", ""]
     out += _metric_table(VERSUS_DOCS)
+    from interplay.experiment.exploit import EXPLOIT_DOCS
+
+    out += ["## exploit.json", "",
+            "`interplay exploit RUN_DIR` writes the best response's scores against the run's "
+            "final policy: the `--vs` figures above (`win_rate` and the rest, per seat and "
+            "overall, the best response's) and:", ""]
+    out += _metric_table(EXPLOIT_DOCS)
     from interplay.population.hpo import HPO_DOCS
 
     out += ["## hpo.jsonl", "",

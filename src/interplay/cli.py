@@ -174,9 +174,11 @@ def _dispatch(args: argparse.Namespace) -> int:
                 trust=args.trust)
         return 0
     if args.command == "league":
+        from interplay.experiment.exploiters import exploiter_report
         from interplay.experiment.league import league_report
 
         league_report(args.run_dir)
+        exploiter_report(args.run_dir)
         return 0
     if args.command == "hpo":
         from interplay.population.hpo import run_search

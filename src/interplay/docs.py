@@ -33,6 +33,7 @@ from interplay.config.algo import SETTINGS, AlgoSettings
 from interplay.config.schema import Config
 from interplay.envs.vector import STATS_DOCS
 from interplay.experiment.evaluate import EVAL_DOCS
+from interplay.experiment.exploiters import EXPLOITER_DOCS
 from interplay.experiment.league import LEAGUE_DOCS
 from interplay.experiment.loop import ROW_DOCS
 from interplay.experiment.versus import VERSUS_DOCS
@@ -216,7 +217,8 @@ def learner_docs() -> dict[str, dict[str, str]]:
 
 def metric_patterns() -> dict[str, str]:
     """Every documented ``metrics.jsonl`` name (``<agent>``, ``<policy>`` for ids) and its doc."""
-    out = {**ROW_DOCS, **Window.metric_docs, **STATS_DOCS, **RUNNER_DOCS, **LEAGUE_DOCS}
+    out = {**ROW_DOCS, **Window.metric_docs, **STATS_DOCS, **RUNNER_DOCS, **LEAGUE_DOCS,
+           **EXPLOITER_DOCS}
     for docs in learner_docs().values():
         out.update(docs)
         # with several learners in a run, a name without a policy gets the learner's policy id
@@ -256,7 +258,7 @@ def metrics_md() -> str:
     out += _metric_table(RUNNER_DOCS)
     out += ["## League", "", "In train rows of runs with a league "
             "(`league.snapshot_every` above 0).", ""]
-    out += _metric_table(LEAGUE_DOCS)
+    out += _metric_table({**LEAGUE_DOCS, **EXPLOITER_DOCS})
     out += ["## Learner metrics", "",
             "In train rows, as each algorithm reports them: the mean over every update since "
             "the previous row, except those marked *last*, which give the value at the row's "

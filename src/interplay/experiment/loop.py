@@ -384,8 +384,9 @@ class Experiment:
 
     def close(self) -> None:
         self.env.close()
-        if getattr(self, "exploiters", None) is not None:
-            self.exploiters.close()
+        exploiters = getattr(self, "exploiters", None)  # not there if building it failed
+        if exploiters is not None:
+            exploiters.close()
         if self.eval_runner is not None:
             self.eval_runner.env.close()
 

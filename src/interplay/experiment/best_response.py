@@ -32,16 +32,32 @@ def best_response(experiment: Any, cfg: Config, pid: str, target: str, steps: in
         exp = experiment(br_cfg, folder)
         try:
             result = exp.run()
-            scored = play_versus(br_cfg, exp.env.agents, exp.specs, exp.eval_actors, target,
-                                 games, seed, opening=opening)
+            agents = list(exp.env.agents)
+            scored = (play_versus(br_cfg, agents, exp.specs, exp.eval_actors, target, games,
+                                  seed, opening=opening) if len(agents) == 2 else None)
         finally:
             exp.close()
     report: dict[str, Any] = {"target": target, "steps": result.env_steps,
-                              "best_response": str(folder), "env": str(br_cfg.env.id),
-                              "exploitability": scored["win_rate"]}
-    report.update({k: v for k, v in scored.items() if k != "vs"})
+                              "best_response": str(folder), "env": str(br_cfg.env.id)}
     report["curve"] = curve(folder / "league.jsonl", target)
+    if scored is not None:
+        report["exploitability"] = scored["win_rate"]
+        report.update({k: v for k, v in scored.items() if k != "vs"})
+    else:  # teams: greedy games are for two players; its last training games say it
+        report.update(late_games(report["curve"]))
+        report["exploitability"] = report["win_rate"]
     return report
+
+
+def late_games(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """The best response's rates over the games of the last quarter of its curve's points
+    (at least one), weighted by games."""
+    late = points[-max(1, len(points) // 4):] if points else []
+    n = sum(p["games"] for p in late)
+    out: dict[str, Any] = {"episodes": n, "scored": "training games (with exploration)"}
+    for k in ("win_rate", "draw_rate", "loss_rate"):
+        out[k] = sum(p[k] * p["games"] for p in late) / n if n else 0.0
+    return out
 
 
 def br_config(cfg: Config, pid: str, target: str, steps: int, seed: int) -> dict[str, Any]:

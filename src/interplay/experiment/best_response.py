@@ -25,6 +25,11 @@ def best_response(experiment: Any, cfg: Config, pid: str, target: str, steps: in
     ``Experiment``); then ``games`` greedy games of it against ``target``: the report."""
     if steps < 1:
         raise ConfigError(f"interplay exploit: --steps must be at least 1, got {steps}")
+    if games < 2:
+        raise ConfigError(f"interplay exploit: --games must be at least 2 (one per seat), got "
+                          f"{games}")
+    if opening < 0:
+        raise ConfigError(f"interplay exploit: --opening must be 0 or more moves, got {opening}")
     br_cfg = validate(read([], overrides or [], base=br_config(cfg, pid, target, steps, seed)))
     folder = Path(folder)
     with hold(folder):

@@ -103,7 +103,18 @@ def _field_rows(dotted: str, key: str, field: FieldInfo) -> list[tuple[str, Fiel
     value = _dict_value_model(field.annotation)
     if value is not None:
         return [(dotted, field), *_rows(value, f"{dotted}.{_placeholder(key)}")]
+    item = _list_item_model(field.annotation)
+    if item is not None:  # each entry's settings, as ``key[].setting``
+        return [(dotted, field), *_rows(item, f"{dotted}[]")]
     return [(dotted, field)]
+
+
+def _list_item_model(annotation: Any) -> type[BaseModel] | None:
+    annotation = _unwrap(annotation)
+    if typing.get_origin(annotation) is list:
+        args = typing.get_args(annotation)
+        return _model_of(args[0]) if len(args) == 1 else None
+    return None
 
 
 def _placeholder(key: str) -> str:

@@ -334,7 +334,7 @@ class LeagueConfig(Section):
     most)."""
     exploiters: list[ExploiterConfig] = Field(default_factory=list)
     """Learners besides the main one, each on env copies of its own, that look for the main
-    learner's weaknesses and bring them into the pool (see :class:`ExploiterConfig`)."""
+    learner's weaknesses and bring them into the pool; each entry's settings follow."""
     exploit_every: int = Field(0, ge=0)
     """Env steps between exploitability checks: a fresh best response trains for
     ``exploit_steps`` against the newest snapshot and its greedy win rate is reported as

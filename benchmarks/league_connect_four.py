@@ -4,11 +4,16 @@ scored against random play and the scripted lookahead players, both seats equall
     python benchmarks/league_connect_four.py                      # the preset: 2M env steps
     python benchmarks/league_connect_four.py --steps 400000 -s league.fixed=[random]
     python benchmarks/league_connect_four.py --run RUN_DIR        # score a run already trained
+    python benchmarks/league_connect_four.py --run RUN_DIR --exploit 500000
 
 Prints one JSON line: env steps, wall-clock minutes of training, the learner's win/draw/loss
-rates over ``--games`` games against each opponent (as ``interplay eval RUN_DIR --vs``
-reports them), its final rating, and the best rating among the snapshots taken in the
-first quarter of training (the ratings of snapshots that have left the pool included).
+rates over ``--games`` games against each opponent, overall and per seat (as ``interplay eval
+RUN_DIR --vs`` reports them; the scripted players' games open with ``--opening`` random moves,
+so that two deterministic players do not replay one game), its final rating, the best rating
+among the snapshots taken in the first quarter of training (the ratings of snapshots that have
+left the pool included), the league's exploitability checks if it made any, and with
+``--exploit N`` the win rates of a best response trained N env steps against it
+(``interplay exploit``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from rich.console import Console
 
 from interplay.config.schema import load
 from interplay.experiment.evaluate import evaluate
+from interplay.experiment.exploit import exploit
 from interplay.experiment.loop import train
 from interplay.experiment.versus import OUTCOMES
 
@@ -36,6 +42,10 @@ def main() -> None:
     parser.add_argument("--run", type=Path, help="score this run folder instead of training")
     parser.add_argument("--games", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--opening", type=int, default=2,
+                        help="random moves opening each game against the scripted players")
+    parser.add_argument("--exploit", type=int, default=0, metavar="N",
+                        help="also train a best response for N env steps and score it")
     parser.add_argument("-s", "--set", action="append", default=[], dest="overrides",
                         help="a preset setting to change, e.g. -s league.opponent_sampling=uniform")
     args = parser.parse_args()
@@ -54,10 +64,18 @@ def main() -> None:
         cfg = load([run / "config.yaml"], [])
         scores = {}
         for opponent in OPPONENTS:
-            report = evaluate(run, episodes=args.games, vs=opponent, console=quiet)
-            scores[opponent.rpartition(":")[2]] = {
-                k: round(report[f"{k}_rate"], 3) for k in OUTCOMES}
-        last = json.loads((run / "league.jsonl").read_text().splitlines()[-1])
+            report = evaluate(run, episodes=args.games, vs=opponent, console=quiet,
+                              opening=0 if opponent == "random" else args.opening,
+                              out=run / "bench_eval.json")
+            scores[opponent.rpartition(":")[2]] = _rates(report)
+        exploited = None
+        if args.exploit:
+            report = exploit(run, steps=args.exploit, games=args.games, opening=args.opening,
+                             console=quiet)
+            exploited = {**_rates(report), "curve": [
+                (p["env_steps"], round(p["win_rate"], 3)) for p in report["curve"]]}
+        lines = [json.loads(x) for x in (run / "league.jsonl").read_text().splitlines()]
+        last = lines[-1]
         quarter = cfg.train.steps // 4
         early = [n for n in last["ratings"]
                  if n.startswith("snapshot_") and int(n.rpartition("_")[2]) <= quarter]
@@ -67,7 +85,19 @@ def main() -> None:
             "overrides": args.overrides, "minutes": minutes, "games": args.games,
             "vs": scores, "learner_rating": last["ratings"]["learner"],
             "best_first_quarter_snapshot": max((last["ratings"][n] for n in early),
-                                               default=None)}), flush=True)
+                                               default=None),
+            "exploitability_checks": [(x["env_steps"], x["exploitability"]) for x in lines
+                                      if "exploitability" in x],
+            "best_response": exploited}), flush=True)
+
+
+def _rates(report: dict) -> dict:
+    """Overall and per-seat win/draw/loss rates of an ``--vs`` report."""
+    seats = [k.split("/", 1)[1] for k in report if k.startswith("episodes/")]
+    out = {k: round(report[f"{k}_rate"], 3) for k in OUTCOMES}
+    for seat in seats:
+        out[seat] = {k: round(report[f"{k}_rate/{seat}"], 3) for k in OUTCOMES}
+    return out
 
 
 if __name__ == "__main__":

@@ -56,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
                         "games each) against this opponent and report win/draw/loss rates: "
                         "random, module:function, snapshot_<env steps> (of this run's "
                         "league), or another RUN_DIR[:policy_id], checkpoint or snapshot file")
+    e.add_argument("--opening", type=int, default=0, metavar="K",
+                   help="with --vs: draw the first K moves of each game uniformly from the "
+                        "legal ones (seeded, the same for every opponent and seat), so that "
+                        "deterministic players do not replay one game (default: %(default)s)")
     e.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
                    help="change a setting of the run's config for this eval, e.g. "
                         "-s env.kwargs.max_cycles=50 (repeatable)")
@@ -84,6 +88,27 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--trust", action="store_true",
                    help="import and run the modules the search folder's configs name (with "
                         "--resume), and those of run folders the config names")
+
+    x = command("exploit", "train a fresh best response against a run's final policy and "
+                           "report how often it wins: the lower, the harder to exploit")
+    x.add_argument("run_dir", help="the run folder whose final policy to exploit")
+    x.add_argument("--steps", type=int, default=100_000,
+                   help="env steps the best response trains for (default: %(default)s)")
+    x.add_argument("--policy", help="the run's trained policy to exploit (default: its only one)")
+    x.add_argument("--games", type=int, default=200,
+                   help="greedy games the best response then plays, half on each seat "
+                        "(default: %(default)s)")
+    x.add_argument("--opening", type=int, default=2, metavar="K",
+                   help="random legal moves that open each of those games, so that two "
+                        "deterministic players do not replay one game (default: %(default)s)")
+    x.add_argument("--seed", type=int, help="seed of the best response (default: the run's)")
+    x.add_argument("--out", help="where to write the report (default: RUN_DIR/exploit.json)")
+    x.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="change a setting of the best response, e.g. -s env.num_envs=8 "
+                        "(repeatable)")
+    x.add_argument("--trust", action="store_true",
+                   help="import and run the modules the run's config names (env, policies, "
+                        "callbacks...) even when they are not installed env packages")
 
     lg = command("league", "show a league run's pool and ratings, and draw ratings.png")
     lg.add_argument("run_dir", help="the run folder of a league run")
@@ -145,7 +170,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         evaluate(args.run_dir, checkpoint=args.checkpoint, episodes=args.episodes,
                  env_id=args.env, overrides=args.set, render=args.render, seed=args.seed,
-                 out=args.out, vs=args.vs, trust=args.trust)
+                 out=args.out, vs=args.vs, trust=args.trust, opening=args.opening)
         return 0
     if args.command == "check":
         from interplay.envs.check import check_env
@@ -153,10 +178,19 @@ def _dispatch(args: argparse.Namespace) -> int:
         cfg = config_mod.load([], [f"env.id={args.env_id}", *args.set])
         problems = check_env(cfg, cycles=args.cycles)
         return 1 if problems else 0
+    if args.command == "exploit":
+        from interplay.experiment.exploit import exploit
+
+        exploit(args.run_dir, steps=args.steps, policy=args.policy, games=args.games,
+                opening=args.opening, seed=args.seed, overrides=args.set, out=args.out,
+                trust=args.trust)
+        return 0
     if args.command == "league":
+        from interplay.experiment.exploiters import exploiter_report
         from interplay.experiment.league import league_report
 
         league_report(args.run_dir)
+        exploiter_report(args.run_dir)
         return 0
     if args.command == "hpo":
         from interplay.population.hpo import run_search

@@ -3,8 +3,8 @@
 Each page is made from what the code declares: the config models (every section, every
 setting's type, default and docstring, the ``algo`` section once per registered algorithm),
 the metric tables next to the code that reports them (``ROW_DOCS``, ``Window.metric_docs``,
-``STATS_DOCS``, each algorithm's ``metric_docs``, ``EVAL_DOCS``, ``VERSUS_DOCS``) and the
-command's argument parser. A new section, setting, algorithm or option appears on the next
+``STATS_DOCS``, each algorithm's ``metric_docs``, ``EVAL_DOCS``, ``VERSUS_DOCS``,
+``EXPLOIT_DOCS``) and the command's argument parser. A new section, setting, algorithm or option appears on the next
 run; ``--check`` says which pages differ from what the code now gives, and the test suite
 runs it.
 """
@@ -33,6 +33,7 @@ from interplay.config.algo import SETTINGS, AlgoSettings
 from interplay.config.schema import Config
 from interplay.envs.vector import STATS_DOCS
 from interplay.experiment.evaluate import EVAL_DOCS
+from interplay.experiment.exploiters import EXPLOITER_DOCS
 from interplay.experiment.league import LEAGUE_DOCS
 from interplay.experiment.loop import ROW_DOCS
 from interplay.experiment.versus import VERSUS_DOCS
@@ -102,7 +103,18 @@ def _field_rows(dotted: str, key: str, field: FieldInfo) -> list[tuple[str, Fiel
     value = _dict_value_model(field.annotation)
     if value is not None:
         return [(dotted, field), *_rows(value, f"{dotted}.{_placeholder(key)}")]
+    item = _list_item_model(field.annotation)
+    if item is not None:  # each entry's settings, as ``key[].setting``
+        return [(dotted, field), *_rows(item, f"{dotted}[]")]
     return [(dotted, field)]
+
+
+def _list_item_model(annotation: Any) -> type[BaseModel] | None:
+    annotation = _unwrap(annotation)
+    if typing.get_origin(annotation) is list:
+        args = typing.get_args(annotation)
+        return _model_of(args[0]) if len(args) == 1 else None
+    return None
 
 
 def _placeholder(key: str) -> str:
@@ -223,7 +235,8 @@ def learner_docs() -> dict[str, dict[str, str]]:
 
 def metric_patterns() -> dict[str, str]:
     """Every documented ``metrics.jsonl`` name (``<agent>``, ``<policy>`` for ids) and its doc."""
-    out = {**ROW_DOCS, **Window.metric_docs, **STATS_DOCS, **RUNNER_DOCS, **LEAGUE_DOCS}
+    out = {**ROW_DOCS, **Window.metric_docs, **STATS_DOCS, **RUNNER_DOCS, **LEAGUE_DOCS,
+           **EXPLOITER_DOCS}
     for docs in learner_docs().values():
         out.update(docs)
         # with several learners in a run, a name without a policy gets the learner's policy id
@@ -263,7 +276,7 @@ def metrics_md() -> str:
     out += _metric_table(RUNNER_DOCS)
     out += ["## League", "", "In train rows of runs with a league "
             "(`league.snapshot_every` above 0).", ""]
-    out += _metric_table(LEAGUE_DOCS)
+    out += _metric_table({**LEAGUE_DOCS, **EXPLOITER_DOCS})
     out += ["## Learner metrics", "",
             "In train rows, as each algorithm reports them: the mean over every update since "
             "the previous row, except those marked *last*, which give the value at the row's "
@@ -298,6 +311,13 @@ def metrics_md() -> str:
     out += ["With `--vs OPPONENT` (two-player games) it writes `phase`, `env` and "
             "`checkpoint` as above and, instead of the episode figures:", ""]
     out += _metric_table(VERSUS_DOCS)
+    from interplay.experiment.exploit import EXPLOIT_DOCS
+
+    out += ["## exploit.json", "",
+            "`interplay exploit RUN_DIR` writes the best response's scores against the run's "
+            "final policy: the `--vs` figures above (`win_rate` and the rest, per seat and "
+            "overall, the best response's) and:", ""]
+    out += _metric_table(EXPLOIT_DOCS)
     from interplay.population.hpo import HPO_DOCS
 
     out += ["## hpo.jsonl", "",

@@ -273,6 +273,38 @@ class HPOConfig(Section):
         return self
 
 
+class ExploiterConfig(Section):
+    kind: Literal["main", "league"] = "main"
+    """``main``: trains against the main learner as it is now, nothing else; ``league``: against
+    the whole pool (and the main learner), drawn by ``league.opponent_sampling``."""
+    num_envs: int = Field(4, ge=1)
+    """Env copies of its own: it takes that many env steps for each step of the main learner's
+    copies."""
+    threshold: float = Field(0.7, gt=0, le=1)
+    """The score (wins plus half the draws, over its games since it last passed or was reset)
+    at which it passes: a frozen copy of it joins the pool (``<kind>_exploiter_<i>_<env
+    steps>``), and a main exploiter starts over."""
+    min_games: int = Field(100, ge=1)
+    """Games it plays before its score is judged."""
+    max_steps: int = Field(0, ge=0)
+    """Its env steps since it last started over after which it starts over anyway; 0: never."""
+    init_from: str | None = None
+    """What it starts over from: ``RUN_DIR[:policy_id]`` (a trained policy of the same
+    algorithm and networks); none: its own first weights."""
+    algo: dict[str, Any] = Field(default_factory=dict)
+    """Its own settings of the run's algorithm (``lr``, ``ent_coef``...), merged over ``algo``;
+    the networks are the main learner's."""
+
+    @field_validator("algo")
+    @classmethod
+    def _same_networks(cls, value: dict[str, Any]) -> dict[str, Any]:
+        fixed = sorted({"name", "model"} & set(value))
+        if fixed:
+            raise ValueError(f"an exploiter's algo may not change {fixed}: its snapshots play "
+                             "with the main learner's algorithm and networks")
+        return value
+
+
 class LeagueConfig(Section):
     snapshot_every: int = Field(0, ge=0, le=MAX_STEPS)
     """Env steps between snapshots of the learner into the opponent pool; 0: no league.
@@ -302,6 +334,20 @@ class LeagueConfig(Section):
     elo_k: float = Field(16.0, gt=0, le=400)
     """Elo's K: how far one game moves the ratings (at most 400, Elo's own scale: one game
     then moves a rating by up to 400 points)."""
+
+    pfsp_weighting: Literal["hard", "variance"] = "hard"
+    """pfsp's weight of a member from the learner's score x against it: ``hard``, (1 - x) to
+    ``pfsp_power`` (members it loses to come most); ``variance``, x (1 - x) (even games come
+    most)."""
+    exploiters: list[ExploiterConfig] = Field(default_factory=list)
+    """Learners besides the main one, each on env copies of its own, that look for the main
+    learner's weaknesses and bring them into the pool; each entry's settings follow."""
+    exploit_every: int = Field(0, ge=0)
+    """Env steps between exploitability checks: a fresh best response trains for
+    ``exploit_steps`` against the newest snapshot and its greedy win rate is reported as
+    ``exploitability``; 0: none."""
+    exploit_steps: int = Field(20_000, ge=1)
+    """Env steps each exploitability check's best response trains for."""
 
     @model_validator(mode="after")
     def _a_league_or_none(self) -> LeagueConfig:

@@ -29,13 +29,15 @@ from interplay.run.runner import Runner
 def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episodes: int = 20,
              env_id: str | None = None, overrides: Sequence[str] = (), render: str | Path | None = None,
              seed: int | None = None, out: str | Path | None = None, vs: str | None = None,
-             console: Console | None = None, trust: bool = True) -> dict[str, Any]:
+             console: Console | None = None, trust: bool = True, opening: int = 0
+             ) -> dict[str, Any]:
     """Score the run's policies over ``episodes`` episodes; writes and returns ``eval.json``.
 
     With ``vs`` (``random``, ``module:function``, ``snapshot_<env steps>`` of this run's league,
     or another run, checkpoint or snapshot file) the trained side plays a two-player game
     against that opponent, half the games on each seat, and the report gives win, draw and
-    loss rates (see :mod:`interplay.experiment.versus`). ``trust=False`` refuses a folder whose
+    loss rates (see :mod:`interplay.experiment.versus`); ``opening`` draws the first moves of
+    each game at random, so that deterministic players do not replay one game. ``trust=False`` refuses a folder whose
     config names modules other than installed env packages; the CLI asks for ``--trust``.
     """
     run_dir = Path(run_dir)
@@ -43,6 +45,10 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
         raise ConfigError(f"--episodes must be at least 1, got {episodes}")
     if seed is not None and not 0 <= seed < SEED_LIMIT:
         raise ConfigError(f"--seed must be 0 to {SEED_LIMIT - 1}, got {seed}")
+    if opening and vs is None:
+        raise ConfigError("--opening is for head-to-head games: give --vs OPPONENT too")
+    if opening < 0:
+        raise ConfigError(f"--opening must be 0 or more moves, got {opening}")
     if out is None:
         refuse_links(run_dir)  # eval.json is written into it
     if vs is not None:
@@ -65,7 +71,7 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
             report = {"phase": "eval", "env": str(target), "checkpoint": str(path)}
             report.update(play_versus(cfg, exp.env.agents, exp.specs, exp.eval_actors, vs, episodes,
                                       cfg.train.seed if seed is None else seed, target,
-                                      home=run_dir))
+                                      home=run_dir, opening=opening))
         else:
             report = _score(cfg, exp, episodes, target, path, seed)
         _write_json(dest, report)  # the scores stay, whatever becomes of the picture

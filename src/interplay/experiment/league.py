@@ -210,6 +210,7 @@ class League(Callbacks):
         self.actor = LeagueActor(self, learner)
         self.actor.wants_env_obs = any(m.kind == "scripted" for m in self.members)
         exp.actors[self.pid] = self.actor
+        self.log_extras: list[Any] = []
 
     # -- the pool ----------------------------------------------------------------------------
     def _fixed(self, entry: str, spec: Any) -> Member:
@@ -309,6 +310,8 @@ class League(Callbacks):
         w, d, losses = self.results.get(name, [0, 0, 0])
         games = w + d + losses
         score = (w + 0.5 * d + 1.0) / (games + 2.0)  # the learner's score, shrunk towards 1/2
+        if self.settings.pfsp_weighting == "variance":
+            return score * (1.0 - score) + 1e-3
         return (1.0 - score) ** self.settings.pfsp_power + 1e-3
 
     # -- callbacks ------------------------------------------------------------------------------
@@ -386,6 +389,8 @@ class League(Callbacks):
                              "games": sum(self.results[m.name]),
                              "learner_win_draw_loss": self.results[m.name]}
                             for m in self.members if not m.retired]}
+        for extra in self.log_extras:  # what other parts of the league add (its exploiters)
+            line.update(extra())
         path = Path(self.exp.run_dir) / "league.jsonl"
         try:
             with open(path, "a") as f:

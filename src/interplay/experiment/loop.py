@@ -46,6 +46,7 @@ from interplay.experiment.checkpoint import (
     save_checkpoint,
 )
 from interplay.experiment.env_runner import num_copies, ray_runners
+from interplay.experiment.exploiters import Exploiters
 from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.league import League, without_league_rows
 from interplay.experiment.learner_means import LearnerMeans
@@ -127,8 +128,11 @@ class Experiment:
                                   "backend.name: local or league.snapshot_every: 0")
             self.league = (League(cfg, self) if league and cfg.league.snapshot_every > 0
                            else None)
+            self.exploiters = (Exploiters(cfg, self) if self.league is not None and (
+                cfg.league.exploiters or cfg.league.exploit_every) else None)
             self.callbacks = make_callbacks(
-                cfg, [*callbacks, *([self.league] if self.league is not None else [])])
+                cfg, [*callbacks, *([self.league] if self.league is not None else []),
+                      *([self.exploiters] if self.exploiters is not None else [])])
             self.storage = self.algo.make_storage(num_copies(cfg))  # the loop's
             collect = ({p for p, s in self.specs.items() if s.trainable}
                        if self.storage is not None else set())
@@ -241,6 +245,24 @@ class Experiment:
         self.started = True
 
     # -- the loop ------------------------------------------------------------------------
+    def learn_step(self) -> None:
+        """One step of every copy: what it closed is stored and collected, and the algorithm
+        learns when it is ready."""
+        runner = self.runner
+        for pid, batch in runner.step(explore=True).items():
+            if "league_opponent" in batch.extras:  # rows a league member played
+                batch = without_league_rows(batch, self.cfg.league.learn_from_members)
+            if self.storage is not None:  # (batches come only when there is storage)
+                self.storage.add(pid, batch)
+            self.algo.collect(pid, batch)
+        if self.storage is not None:
+            self.storage.end_step(runner.env_steps)
+        if self.algo.ready(self.storage, runner.env_steps):
+            self.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
+            self.learner.add(self.algo.update(self.storage))
+            if self.remote is not None:
+                self.remote.learned()
+
     def run(self, stop: StopRequest | None = None) -> Result:
         """Train to ``train.steps``; a signal that ``stop`` defers ends the run in a checkpoint."""
         cfg, runner, c = self.cfg, self.runner, self.counters
@@ -267,19 +289,7 @@ class Experiment:
                     result.checkpoint = self.save()
                     raise Interrupted(stop.signum or 0, self.run_dir, result.checkpoint,
                                       runner.env_steps)
-                for pid, batch in runner.step(explore=True).items():
-                    if "league_opponent" in batch.extras:  # rows a league member played
-                        batch = without_league_rows(batch, cfg.league.learn_from_members)
-                    if self.storage is not None:  # (batches come only when there is storage)
-                        self.storage.add(pid, batch)
-                    self.algo.collect(pid, batch)
-                if self.storage is not None:
-                    self.storage.end_step(runner.env_steps)
-                if self.algo.ready(self.storage, runner.env_steps):
-                    self.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
-                    self.learner.add(self.algo.update(self.storage))
-                    if self.remote is not None:
-                        self.remote.learned()
+                self.learn_step()
                 steps = runner.env_steps
                 if steps >= c["next_report"]:
                     c["next_report"] = steps + self.report_every
@@ -330,6 +340,8 @@ class Experiment:
             row.update(stats())
         if self.league is not None:
             row.update(self.league.rating_metrics())
+            if self.exploiters is not None:
+                row.update(self.exploiters.report_metrics())
             self.league.log(steps)
         self._emit(loggers, result, row)
 
@@ -382,6 +394,9 @@ class Experiment:
 
     def close(self) -> None:
         self.env.close()
+        exploiters = getattr(self, "exploiters", None)  # not there if building it failed
+        if exploiters is not None:
+            exploiters.close()
         if self.eval_runner is not None:
             self.eval_runner.env.close()
 

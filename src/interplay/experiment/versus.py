@@ -27,6 +27,7 @@ from interplay.algos.base import rng_for
 from interplay.config.schema import Config, ConfigError, PolicyConfig
 from interplay.envs.spaces import same_space
 from interplay.experiment.build import make_specs, make_vec_env
+from interplay.experiment.openings import OpeningActor, Openings
 from interplay.experiment.policies import frozen_actor
 from interplay.experiment.run_folder import LEAGUE_FOLDER
 from interplay.run.actors import Actor, RandomActor, ScriptedActor
@@ -39,6 +40,8 @@ OUTCOMES = ("win", "draw", "loss")
 VERSUS_DOCS = {
     "vs": "the opponent: `random`, `module:function`, `snapshot_<env steps>` or a run "
           "folder, checkpoint or snapshot file (`[:policy_id]`)",
+    "opening": "`--opening`: the first moves of each game drawn uniformly from the legal ones "
+               "(the same draws for every opponent and seat at a given seed)",
     "policy/<seat>": "the trained policy that played that seat",
     "episodes/<seat>": "games the trained side played on that seat",
     "win_rate": "share of all games the trained side won (its return above 0)",
@@ -60,22 +63,25 @@ VERSUS_DOCS = {
 
 def play_versus(cfg: Config, agents: list[str], specs: dict[str, PolicySpec],
                 actors: dict[str, Actor], opponent: str, episodes: int, seed: int,
-                env_id: Any = None, home: Path | None = None) -> dict[str, Any]:
+                env_id: Any = None, home: Path | None = None, opening: int = 0) -> dict[str, Any]:
     """Play ``episodes`` greedy games of the trained policies against ``opponent``; the rates.
 
     ``agents`` are the seats in the env's order, ``specs`` and ``actors`` the run's policies,
-    ``home`` its run folder (where ``snapshot_<env steps>`` is looked for).
+    ``home`` its run folder (where ``snapshot_<env steps>`` is looked for). The first
+    ``opening`` moves of each game are random legal ones (:mod:`interplay.experiment.openings`).
     """
     check_opponent(opponent)
     if len(agents) != 2:
         raise ConfigError(f"--vs is for two-player games; this env has agents {agents}")
     if episodes < 2:
         raise ConfigError(f"--vs plays each seat: --episodes must be at least 2, got {episodes}")
+    if opening < 0:
+        raise ConfigError(f"--opening must be 0 or more moves, got {opening}")
     opponent = _own_snapshot(opponent, home)
     opp_id = "opponent"
     while opp_id in specs:
         opp_id += "_"
-    report: dict[str, Any] = {"vs": opponent}
+    report: dict[str, Any] = {"vs": opponent, "opening": opening}
     results: list[np.ndarray] = []
     for i, seat in enumerate(agents):
         pid = _trained_on(seat, specs)
@@ -85,7 +91,7 @@ def play_versus(cfg: Config, agents: list[str], specs: dict[str, PolicySpec],
             opp_id: _opponent_config(opponent, agents[1 - i]),
         }
         returns = _play(cfg, mapping, pid, opp_id, specs[pid], actors[pid], opponent, seat, n,
-                        seed, env_id)
+                        seed, env_id, opening=opening)
         results.append(returns)
         report[f"policy/{seat}"] = pid
         report[f"episodes/{seat}"] = n
@@ -185,8 +191,9 @@ def play_pair(a: Any, b: Any, games: int, seed: int) -> list[float]:
 
 def _play(cfg: Config, mapping: dict[str, PolicyConfig], pid: str, opp_id: str,
           trained: PolicySpec, actor: Actor, opponent: str, seat: str, n: int, seed: int,
-          env_id: Any, opp_actor: Actor | None = None) -> np.ndarray:
-    """The trained side's final returns on ``seat`` over ``n`` games."""
+          env_id: Any, opp_actor: Actor | None = None, opening: int = 0) -> np.ndarray:
+    """The trained side's final returns on ``seat`` over ``n`` games, the first ``opening``
+    moves of each drawn at random."""
     train = cfg.train.model_copy(update={"self_play": False, "policy_mapping_fn": None})
     seat_cfg = cfg.model_copy(update={"policies": mapping, "train": train})
     num_envs = min(cfg.env.num_envs, n)
@@ -211,7 +218,13 @@ def _play(cfg: Config, mapping: dict[str, PolicyConfig], pid: str, opp_id: str,
             opp = ScriptedActor(opp_spec, load_callable(opponent, "--vs"), legal_only=True)
         quota = [n // num_envs + (e < n % num_envs) for e in range(num_envs)]
         record = _Outcomes(seat, quota)
-        runner = Runner(env, specs, {pid: actor, opp_id: opp}, set(), CallbackList([record]), copies)
+        players: dict[str, Actor] = {pid: actor, opp_id: opp}
+        hooks: list[Callbacks] = [record]
+        if opening:
+            openings = Openings(opening, seed, [sum(quota[:e]) for e in range(num_envs)])
+            players = {p: OpeningActor(a, specs[p], openings) for p, a in players.items()}
+            hooks.insert(0, openings)
+        runner = Runner(env, specs, players, set(), CallbackList(hooks), copies)
         runner.reset(int(rng_for(seed, "vs", seat).integers(2**31 - 1)))
         while not record.done():
             runner.step(explore=False)
@@ -260,8 +273,9 @@ def _cell(report: dict[str, Any], outcome: str, suffix: str = "") -> str:
 
 
 def print_versus(report: dict[str, Any], console: Console) -> None:
+    opening = report.get("opening", 0)
     table = Table(title=f"vs {report['vs']} on {report['env']} over {report['episodes']} games, "
-                        "greedy")
+                        "greedy" + (f", {opening} random opening moves" if opening else ""))
     for name in ("trained side", "policy", "games", "win", "draw", "loss"):
         table.add_column(name, justify="left" if name in ("trained side", "policy") else "right")
     seats = [k.split("/", 1)[1] for k in report if k.startswith("episodes/")]

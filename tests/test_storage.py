@@ -36,8 +36,8 @@ def test_image_frames_stay_uint8_in_replay_and_checkpoint(tmp_path):
 
 
 @pytest.mark.parametrize("algo", [
-    {"name": "dqn", "buffer_size": 10**12},
-    {"name": "maddpg", "buffer_size": 10**11},
+    {"name": "dqn", "buffer_size": 2 * 10**9},
+    {"name": "maddpg", "buffer_size": 2 * 10**9},
 ])
 def test_an_impossible_buffer_is_refused_before_any_step_naming_the_key(tmp_path, algo):
     env = PIXELS if algo["name"] == "dqn" else {"id": "spread", "num_envs": 2}

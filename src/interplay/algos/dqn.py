@@ -24,7 +24,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
+from interplay.algos.base import Algorithm, LearnSchedule, WarmParts, register, rng_for
 from interplay.config.algo import PrioritySettings
 from interplay.config.model import ModelSettings
 from interplay.data.replay import PolicyReplay, Sample, policy_replay
@@ -178,6 +178,7 @@ class DQNActor:
 @register
 class DQN(Algorithm):
     name = "dqn"
+    family = "dqn"
     Settings = DQNSettings
     settings: DQNSettings
     action_kinds = frozenset({"discrete"})
@@ -278,6 +279,10 @@ class DQN(Algorithm):
         return np.array([loss.item(), q.mean().item(), target.mean().item()]), errors
 
     # -- state ----------------------------------------------------------------------------
+    def warm_parts(self, pid: str) -> WarmParts:
+        p = self.policies[pid]  # the target starts as the online net, as in a fresh run
+        return WarmParts({"online": p.online, "target": p.target}, {})
+
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
             "schedule": self.schedule.state_dict(),

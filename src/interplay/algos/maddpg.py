@@ -46,7 +46,14 @@ import torch
 from pydantic import Field, field_validator
 from torch import nn
 
-from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
+from interplay.algos.base import (
+    Algorithm,
+    AlgoSettings,
+    LearnSchedule,
+    WarmParts,
+    register,
+    rng_for,
+)
 from interplay.config.model import ModelSettings, same_view_as_actors
 from interplay.data.memory import check_fits
 from interplay.data.replay import Group, GroupRows, JointReplay, JointReplayBuffer
@@ -245,6 +252,7 @@ class MADDPGActor:
 @register
 class MADDPG(Algorithm):
     name = "maddpg"
+    family = "ddpg"
     Settings = MADDPGSettings
     settings: MADDPGSettings
     action_kinds = frozenset({"discrete", "box"})
@@ -480,6 +488,11 @@ class MADDPG(Algorithm):
                 "observations for huge values, or lower algo.lr_critic / algo.lr_actor")
 
     # -- state ------------------------------------------------------------------------------
+    def warm_parts(self, pid: str) -> WarmParts:
+        p = self.policies[pid]
+        return WarmParts({"actor": p.actor, "actor_target": p.actor_target},
+                         {"critics": p.critics, "critic_targets": p.critic_targets})
+
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
             "schedule": self.schedule.state_dict(), "updates": self.updates,

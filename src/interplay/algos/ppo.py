@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
+from interplay.algos.base import Algorithm, AlgoSettings, WarmParts, register, rng_for
 from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
@@ -232,6 +232,7 @@ class PPOActor:
         return out, state
 
 class PPO(Algorithm):
+    family = "ppo"
     Settings = PPOSettings
     settings: PPOSettings
     gauges = frozenset({"lr"})
@@ -574,6 +575,13 @@ class PPO(Algorithm):
         return n, pick
 
     # -- state -----------------------------------------------------------------------------
+    def warm_parts(self, pid: str) -> WarmParts:
+        # The observation statistics go with the actor: it acts on observations scaled by them.
+        p = self.policies[pid]
+        actor = {"actor": p.actor, **({"obs_norm": p.obs_norm} if p.obs_norm is not None else {})}
+        rest = {"critic": p.critic, **({"ret_norm": p.ret_norm} if p.ret_norm is not None else {})}
+        return WarmParts(actor, rest)
+
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
             "policies": {pid: p.state_dict() for pid, p in self.policies.items()},

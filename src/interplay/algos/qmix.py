@@ -29,7 +29,7 @@ from gymnasium import spaces
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
+from interplay.algos.base import Algorithm, LearnSchedule, WarmParts, register, rng_for
 from interplay.config.algo import PrioritySettings
 from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError
@@ -174,6 +174,7 @@ class VDN(Algorithm):
     """Value decomposition: the team's value is the sum of its agents' values."""
 
     name = "vdn"
+    family = "vdn"
     Settings = VDNSettings
     settings: VDNSettings
     action_kinds = frozenset({"discrete"})
@@ -395,6 +396,12 @@ class VDN(Algorithm):
         return q.sum(dim=1)
 
     # -- state ----------------------------------------------------------------------------
+    def warm_parts(self, pid: str) -> WarmParts:
+        p = self.policies[pid]
+        rest = ({"mixer": self.mixer, "target_mixer": self.target_mixer}
+                if self.mixer is not None and self.target_mixer is not None else {})
+        return WarmParts({"online": p.online, "target": p.target}, rest)
+
     def state_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "policies": {pid: {"online": p.online.state_dict(), "target": p.target.state_dict(),

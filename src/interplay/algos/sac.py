@@ -50,7 +50,7 @@ import torch
 from pydantic import Field, field_validator
 from torch import nn
 
-from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
+from interplay.algos.base import Algorithm, LearnSchedule, WarmParts, register, rng_for
 from interplay.algos.maddpg import MADDPGActor, gumbel_noise, soft_update
 from interplay.config.algo import PrioritySettings
 from interplay.config.model import ModelSettings, same_view_as_actors
@@ -281,6 +281,7 @@ class ISAC(Algorithm):
     transitions."""
 
     name = "isac"
+    family = "sac"
     Settings = SACSettings
     settings: SACSettings
     action_kinds = frozenset({"discrete", "box"})
@@ -499,6 +500,12 @@ class ISAC(Algorithm):
                 "observations for huge values, or lower algo.lr_critic / algo.lr_actor")
 
     # -- state ----------------------------------------------------------------------------------
+    def warm_parts(self, pid: str) -> WarmParts:
+        p = self.policies[pid]
+        return WarmParts({"actor": p.actor}, {"critics": p.critics,
+                                               "critic_targets": p.critic_targets,
+                                               "log_alpha": p.log_alpha})
+
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
             "schedule": self.schedule.state_dict(), "updates": self.updates,

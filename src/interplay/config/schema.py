@@ -80,6 +80,15 @@ class PolicyConfig(Section):
     (or ``**kwargs``) gets the legal actions as a bool array, whether the env puts them in
     the observation or in ``info["action_mask"]`` (all True when it gives none; None for
     Box actions)."""
+    init_from: str | None = None
+    """For trainable policies: start from the weights of a policy trained elsewhere (fine-tune):
+    ``RUN_DIR`` or ``RUN_DIR:policy_id`` (that run's newest valid checkpoint), a checkpoint
+    folder inside a run, or one of its league snapshots. Same spaces, network and algorithm
+    family needed (checked before any step); the optimiser starts fresh, and the run folder's
+    ``init_from.json`` records where the weights came from. Ignored on resume."""
+    init_parts: Literal["actor", "all"] = "actor"
+    """With ``init_from``: ``actor`` copies what the policy acts with (and the observation
+    statistics it acts on); ``all`` also the critics, target networks and return statistics."""
     stack_size: int = Field(1, ge=1)
     """Frames stacked per agent in what this policy sees (image frames along their channels)."""
     model: dict[str, Any] = Field(default_factory=dict)
@@ -110,6 +119,9 @@ class PolicyConfig(Section):
             raise ValueError(f"from is only used by frozen policies, not type {self.type!r}")
         if self.fn and self.type != "scripted":
             raise ValueError(f"fn is only used by scripted policies, not type {self.type!r}")
+        if self.init_from and self.type != "trainable":
+            raise ValueError(f"init_from starts a trainable policy from trained weights; this "
+                             f"policy is {self.type!r} (a frozen one takes from: instead)")
         return self
 
 
@@ -259,6 +271,10 @@ class HPOConfig(Section):
     """Parameter noise: its std relative to each weight tensor's own std."""
     shared_buffer: bool = False
     """Off-policy members share one replay buffer, so exploration is pooled."""
+    init_from: str | None = None
+    """The first generation starts from a trained run's weights, as ``policies.<pid>.init_from``
+    does for every trained policy (each from the policy of the same id there, or from its only
+    trained one): ``RUN_DIR[:policy_id]``, a checkpoint folder or a league snapshot file."""
 
     @model_validator(mode="after")
     def _tournament_fits(self) -> HPOConfig:

@@ -59,6 +59,8 @@ from interplay.experiment.resume_check import (
 )
 from interplay.experiment.run_folder import hold, start_afresh
 from interplay.experiment.trust import require_trust
+from interplay.experiment.warm_start import requests as warm_requests
+from interplay.experiment.warm_start import warm_start
 from interplay.loggers.curve import plot_curve
 from interplay.loggers.rows import ConsoleLogger, JsonlLogger
 from interplay.run.callbacks import Callbacks
@@ -496,6 +498,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, *,
         start_afresh(run_dir, overwrite)
         exp = Experiment(cfg, run_dir, callbacks)
         try:
+            warm_start(exp.algo, exp.specs, warm_requests(cfg, exp.specs), run_dir)
             with stop.deferring():
                 return exp.run(stop)
         finally:

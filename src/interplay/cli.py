@@ -73,6 +73,16 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the search in this folder where it stopped")
 
+    x = command("export", "write a trained policy as a TorchScript or ONNX file that acts "
+                          "greedily without interplay")
+    x.add_argument("run_dir", help="the run folder (or a checkpoint folder or league snapshot)")
+    x.add_argument("--policy", help="the policy to export (default: the run's only trained one)")
+    x.add_argument("--format", choices=["torchscript", "onnx"], default="torchscript",
+                   help="torchscript (torch.jit.load) or onnx (onnxruntime; needs the onnx "
+                        "extra) (default: %(default)s)")
+    x.add_argument("--out", required=True, help="the file to write")
+    x.add_argument("--checkpoint", help="a checkpoints/step_* folder (default: the newest valid)")
+
     lg = command("league", "show a league run's pool and ratings, and draw ratings.png")
     lg.add_argument("run_dir", help="the run folder of a league run")
 
@@ -141,6 +151,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         cfg = config_mod.load([], [f"env.id={args.env_id}", *args.set])
         problems = check_env(cfg, cycles=args.cycles)
         return 1 if problems else 0
+    if args.command == "export":
+        from interplay.experiment.export import export_policy
+
+        path = export_policy(args.run_dir, args.out, args.format, args.policy, args.checkpoint)
+        print(f"wrote {path}")
+        return 0
     if args.command == "league":
         from interplay.experiment.league import league_report
 

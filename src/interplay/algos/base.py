@@ -95,6 +95,11 @@ class Algorithm:
         raise ConfigError(f"policies.{pid}.init_from: algorithm {self.name!r} keeps no learned "
                           "weights to start from")
 
+    def greedy_net(self, pid: str) -> Any:
+        """Policy ``pid``'s greedy acting as a torch module (see :mod:`interplay.nets.greedy`),
+        for ``interplay export``; its recurrent state size is its ``state_size`` (0: none)."""
+        raise ConfigError(f"algorithm {self.name!r} cannot export its policies yet")
+
     @classmethod
     def family_name(cls) -> str:
         return cls.family or cls.name

@@ -30,6 +30,7 @@ from interplay.config.model import ModelSettings
 from interplay.data.replay import PolicyReplay, Sample, policy_replay
 from interplay.errors import NonFiniteError
 from interplay.nets.build import encoder, head_settings, model_key, obs_input, policy_model
+from interplay.nets.greedy import GreedyQ
 from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import ACTIVATIONS, mlp
 from interplay.run.actors import ActBatch, masked_uniform
@@ -279,6 +280,9 @@ class DQN(Algorithm):
         return np.array([loss.item(), q.mean().item(), target.mean().item()]), errors
 
     # -- state ----------------------------------------------------------------------------
+    def greedy_net(self, pid: str) -> GreedyQ:
+        return GreedyQ(self.policies[pid].online, discrete=True)
+
     def warm_parts(self, pid: str) -> WarmParts:
         p = self.policies[pid]  # the target starts as the online net, as in a fresh run
         return WarmParts({"online": p.online, "target": p.target}, {})

@@ -60,6 +60,7 @@ from interplay.data.replay import Group, GroupRows, JointReplay, JointReplayBuff
 from interplay.errors import NonFiniteError
 from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import MASKED
+from interplay.nets.greedy import GreedyQ
 from interplay.nets.inputs import obs_tensor
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
@@ -488,6 +489,10 @@ class MADDPG(Algorithm):
                 "observations for huge values, or lower algo.lr_critic / algo.lr_actor")
 
     # -- state ------------------------------------------------------------------------------
+    def greedy_net(self, pid: str) -> GreedyQ:
+        p = self.policies[pid]
+        return GreedyQ(p.actor, discrete=p.discrete)
+
     def warm_parts(self, pid: str) -> WarmParts:
         p = self.policies[pid]
         return WarmParts({"actor": p.actor, "actor_target": p.actor_target},

@@ -29,6 +29,7 @@ from interplay.data.rollout import Rollout, RolloutStorage
 from interplay.envs.images import is_image
 from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import ActionDist
+from interplay.nets.greedy import GreedyPolicy, Standardise
 from interplay.nets.mlp import PerAgent
 from interplay.nets.normalize import RunningMeanStd
 from interplay.nets.recurrent import recurrent_net
@@ -581,6 +582,12 @@ class PPO(Algorithm):
         actor = {"actor": p.actor, **({"obs_norm": p.obs_norm} if p.obs_norm is not None else {})}
         rest = {"critic": p.critic, **({"ret_norm": p.ret_norm} if p.ret_norm is not None else {})}
         return WarmParts(actor, rest)
+
+    def greedy_net(self, pid: str) -> GreedyPolicy:
+        p = self.policies[pid]
+        norm = Standardise(p.obs_norm, OBS_CLIP) if p.obs_norm is not None else None
+        sizes = None if p.dist.kind == "box" else p.dist.sizes
+        return GreedyPolicy(p.actor, sizes, getattr(p.dist, "dim", 0), norm, p.recurrent)
 
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({

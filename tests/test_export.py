@@ -24,6 +24,7 @@ RUNS = {
     # a Dict observation with an action mask, turn-based
     "dqn_tictactoe": ["env.id=pettingzoo.classic.tictactoe_v3", "train.self_play=true",
                       "algo.name=dqn", "algo.learning_starts=16", "algo.batch_size=8"],
+    "vdn_spread": ["env.id=spread", "algo.name=vdn", "algo.learning_starts=16", "algo.batch_size=8"],
     # Box actions within the env's bounds
     "isac_continuous": ["env.id=mpe2.simple_spread_v3", "env.kwargs.continuous_actions=true",
                         "env.kwargs.max_cycles=10", "algo.name=isac", "algo.learning_starts=16",

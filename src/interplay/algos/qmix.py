@@ -37,6 +37,7 @@ from interplay.data.memory import check_fits
 from interplay.data.replay import Group, JointReplay, JointReplayBuffer
 from interplay.envs.batch import state_dim
 from interplay.nets.build import model_key, network, obs_input, policy_model
+from interplay.nets.greedy import GreedyQ
 from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import PerAgent
 from interplay.run.actors import ActBatch
@@ -396,6 +397,9 @@ class VDN(Algorithm):
         return q.sum(dim=1)
 
     # -- state ----------------------------------------------------------------------------
+    def greedy_net(self, pid: str) -> GreedyQ:
+        return GreedyQ(self.policies[pid].online, discrete=True, slot=True)
+
     def warm_parts(self, pid: str) -> WarmParts:
         p = self.policies[pid]
         rest = ({"mixer": self.mixer, "target_mixer": self.target_mixer}

@@ -165,6 +165,11 @@ class TrainConfig(Section):
     """Env steps between test phases (greedy policies on a separate eval env); -1 = none."""
     test_episodes: int = Field(10, ge=1)
     """Episodes per test phase."""
+    render_every: int = Field(0, ge=0)
+    """Env steps between videos of one greedy episode, played on an in-process copy of the
+    eval env (async and Ray runs too): ``videos/step_<env steps>.gif`` (``.mp4`` where
+    ``imageio-ffmpeg`` is installed), also in TensorBoard (``video/test``, Images tab) and W&B.
+    An env that cannot be drawn is reported once and the run goes on without videos; 0 = none."""
     target: float | None = None
     """Stop early once a test phase's ``target_metric`` reaches this value."""
     target_metric: str = "episode_return_mean"

@@ -22,6 +22,7 @@ from interplay.experiment.resume_check import check_loadable, check_spaces, open
 from interplay.experiment.trust import require_trust
 from interplay.experiment.versus import play_versus, print_versus
 from interplay.loggers.rows import return_totals
+from interplay.loggers.video import write_video
 from interplay.run.runner import Runner
 
 
@@ -140,14 +141,22 @@ def _fmt(value: float | None) -> str:
 
 
 def render_gif(cfg: Config, exp: Experiment, env_id: Any, dest: Path, episodes: int = 1) -> Path:
-    """Play ``episodes`` greedy episodes on one in-process copy and write them as a GIF.
+    """Play ``episodes`` greedy episodes on one in-process copy and write them as a GIF (or
+    an MP4, for a ``dest`` that ends so)."""
+    frames, durations = record_episodes(cfg, exp, env_id, episodes)
+    return write_video(frames, durations, dest)
+
+
+def record_episodes(cfg: Config, exp: Any, env_id: Any, episodes: int = 1,
+                    seed: int | None = None) -> tuple[np.ndarray, list[float]]:
+    """The frames ``[T, H, W, 3]`` of ``episodes`` greedy episodes of ``exp``'s policies on one
+    in-process copy, and how long each is shown (ms).
 
     A built-in batched env draws itself (``render_rgb``); any other is built with
     ``render_mode="rgb_array"``, in this process even when the run steps its copies in
-    workers. Each episode's last frame is drawn before the copy resets and held for a second.
+    workers or on Ray. Each episode's last frame is drawn before the copy resets and held for
+    a second.
     """
-    import imageio.v3 as imageio
-
     sync = {"vectorization": "sync"}
     if native_env_class(env_id) is not None:
         render_cfg = cfg.model_copy(update={"env": cfg.env.model_copy(update=sync)})
@@ -161,8 +170,9 @@ def render_gif(cfg: Config, exp: Experiment, env_id: Any, dest: Path, episodes: 
         env, copies = make_vec_env(render_cfg, num_envs=1,
                                    env_id=lambda: FrameRecorder(make(), frames), keep_state=False)
     try:
-        runner = Runner(env, exp.specs, exp.actors, set(), None, copies)
-        runner.reset(derived_seed(cfg.train.seed, "render"))
+        # the policies themselves, as test phases play them (not a league's mix of members)
+        runner = Runner(env, exp.specs, exp.eval_actors, set(), None, copies)
+        runner.reset(derived_seed(cfg.train.seed, "render") if seed is None else seed)
         while runner.episodes < episodes:
             runner.step(explore=False)
     finally:
@@ -174,11 +184,8 @@ def render_gif(cfg: Config, exp: Experiment, env_id: Any, dest: Path, episodes: 
         raise ConfigError(f"env {env_id!r} returned no frames from render() with render_mode='rgb_array'")
     # A frame followed by an episode's start (or by nothing) is that episode's last: hold it.
     ends = {i for i in range(len(frames)) if i + 1 == len(frames) or frames[i + 1][0] == "start"}
-    durations = [END_FRAME_MS if i in ends else FRAME_MS for i, _ in kept]
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    # imageio's GIF duration is in milliseconds, per frame; loop=0 repeats forever.
-    imageio.imwrite(dest, np.stack([np.asarray(f) for _, f in kept]), duration=durations, loop=0)
-    return dest
+    durations = [float(END_FRAME_MS if i in ends else FRAME_MS) for i, _ in kept]
+    return np.stack([np.asarray(f) for _, f in kept]), durations
 
 
 FRAME_MS = 100

@@ -146,11 +146,13 @@ class Experiment:
             "next_report": self.report_every,
             "next_test": cfg.train.test_frequency if cfg.train.test_frequency > 0 else -1,
             "next_checkpoint": every if every > 0 else -1,
+            "next_video": cfg.train.render_every if cfg.train.render_every > 0 else -1,
             "tests": 0, "rows": 0, "wall_s": 0.0, "stopped_early": False,
         }
         self.learner = LearnerMeans(self.algo.gauges)
         self.started = False
         self._stop: StopRequest | None = None
+        self._no_video = False  # drawing failed once: no more videos this run
 
     def set_policies_to_train(self, pids: Sequence[str]) -> None:
         """Train only ``pids`` (ids or glob patterns) from now on; the other trained policies
@@ -283,6 +285,9 @@ class Experiment:
                 if c["next_test"] > 0 and steps >= c["next_test"]:
                     c["next_test"] = steps + cfg.train.test_frequency
                     self._test(loggers, result)
+                if c["next_video"] > 0 and steps >= c["next_video"]:
+                    c["next_video"] = steps + cfg.train.render_every
+                    self._video(loggers, steps)
                 if c["next_checkpoint"] > 0 and steps >= c["next_checkpoint"]:
                     c["next_checkpoint"] = steps + cfg.checkpoint.every
                     result.checkpoint = self.save()
@@ -332,6 +337,26 @@ class Experiment:
         self._emit(loggers, result, row)
         if self.cfg.train.target is not None and _reached(row, self.cfg.train):
             self.counters["stopped_early"] = result.stopped_early = True
+
+    def _video(self, loggers: Loggers, steps: int) -> None:
+        """One greedy episode drawn into ``videos/step_<steps>``; an env that cannot be drawn
+        is reported once, and the run goes on without videos."""
+        from interplay.experiment.evaluate import record_episodes
+        from interplay.loggers.video import video_suffix, write_video
+
+        if self._no_video:
+            return
+        dest = self.run_dir / "videos" / f"step_{steps}{video_suffix()}"
+        try:
+            frames, durations = record_episodes(
+                self.cfg, self, self.cfg.env.eval_id or self.cfg.env.id,
+                seed=derived_seed(self.cfg.train.seed, "video", str(steps)))
+            write_video(frames, durations, dest)
+            loggers.video(frames, durations, steps, dest)
+        except Exception as err:  # noqa: BLE001 - a drawing that fails must not end training
+            self._no_video = True
+            warnings.warn(f"train.render_every: no video at env step {steps} ({type(err).__name__}: "
+                          f"{err}); the run goes on without videos", stacklevel=2)
 
     def _emit(self, loggers: Loggers, result: Result, row: dict[str, Any]) -> None:
         loggers.write(row)
@@ -466,6 +491,10 @@ class Loggers:
         self.console.report(row)
         for logger in self.others:
             logger.write(row)
+
+    def video(self, frames: np.ndarray, durations: list[float], step: int, path: Path) -> None:
+        for logger in self.others:
+            logger.video("video/test", frames, durations, step, path)
 
     def close(self, last: dict[str, Any], policies: list[str], agents: list[str]) -> None:
         self.jsonl.close()

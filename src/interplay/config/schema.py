@@ -27,6 +27,7 @@ from pydantic import (
 
 from interplay.config.algo import AlgoSettings, settings_class, settings_for
 from interplay.config.model import ModelOverride, check_models, refuse_renamed
+from interplay.envs.variation import check_values
 from interplay.errors import ConfigError
 
 
@@ -40,7 +41,15 @@ class EnvConfig(Section):
     """A built-in or registered env name, a module path (``mpe2.simple_spread_v3``) whose
     ``parallel_env()``/``env()`` builds the env, ``module:function``, or a factory."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments for the env's constructor."""
+    """Keyword arguments for the env's constructor. A value may be a distribution drawn per
+    episode per copy (``{uniform: [lo, hi]}``, ``{int_range: [lo, hi]}``, ``{choice: [...]}``):
+    the copy is rebuilt at an episode boundary where a drawn value changes, which costs what
+    building the env costs (PettingZoo envs only)."""
+    reset_options: dict[str, Any] = Field(default_factory=dict)
+    """Options passed to each reset, ``reset(options=...)``; a value may be a distribution
+    drawn per episode per copy, as in ``kwargs``, from the run's seeded generator (a seeded
+    run draws the same values, a resumed one goes on as it would have). What an episode drew
+    is recorded in ``env_options.jsonl`` (in-process copies). PettingZoo envs only."""
     api: Literal["auto", "aec", "parallel"] = "auto"
     """Which PettingZoo API to build a module path with; auto prefers ``parallel_env``."""
     num_envs: int = Field(1, ge=1)
@@ -58,6 +67,12 @@ class EnvConfig(Section):
     """Dead or hung ``async`` workers that may be replaced in a run; 0 stops at the first."""
     eval_id: Any = None
     """The env test phases run on (same spaces); none = the training env."""
+
+    @field_validator("kwargs", "reset_options")
+    @classmethod
+    def _distributions(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_values(value)
+        return value
 
 
 class PolicyConfig(Section):
@@ -199,6 +214,10 @@ class LogConfig(Section):
     """Where run folders are made when no ``--run-dir`` is given."""
     console: bool = True
     """Show a live progress bar."""
+    split_by: str | None = None
+    """A key of ``env.reset_options`` or ``env.kwargs`` (one drawn per episode): reports add
+    ``split/<key>=<value>/episode_return`` (the mean return of the episodes that drew that
+    value; in-process copies)."""
     tensorboard: bool = True
     """Write TensorBoard event files into the run folder."""
     curve: bool = True

@@ -6,7 +6,7 @@ import dataclasses
 import difflib
 import fnmatch
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from interplay.config.schema import Config, ConfigError, policy_settings, valida
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
 from interplay.envs.registry import EnvSpecError, env_factory, native_env_class
+from interplay.envs.variation import first, varied, varied_factory
 from interplay.envs.vector import SyncVecEnv
 from interplay.run.actors import Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import CallbackList, Callbacks
@@ -53,6 +54,11 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
     n = cfg.env.num_envs if num_envs is None else num_envs
     state, where = state_wanted(cfg) if keep_state else (None, "")
     native = native_env_class(env_id)
+    if native is not None and (varied(cfg.env.kwargs) or cfg.env.reset_options):
+        raise ConfigError(f"env.reset_options, or a distribution in env.kwargs: env "
+                          f"{env_name(env_id)!r} is one of the built-in batched envs, whose "
+                          "copies are one array and take no options per episode; use a "
+                          "PettingZoo env")
     if native is not None:
         try:
             env = native(num_envs=n, max_steps=cfg.train.max_steps_per_episode, **cfg.env.kwargs)
@@ -64,7 +70,7 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
                             "whose state is their agents' observations joined (what "
                             "observations mixes on)")
         return env, None
-    make = env_factory(env_id, cfg.env.kwargs, cfg.env.api)
+    make = env_maker(env_id, cfg)
     # scripted policies and scripted league members read the env's own observations
     scripted = (any(p.type == "scripted" for p in cfg.policies.values())
                 or any(names_code(entry) for entry in cfg.league.fixed))
@@ -83,6 +89,23 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
         raise _no_state(env_name(env_id), where, "it declares no state_space (a gymnasium Box) "
                         "with a state() method")
     return vec, (CopyEnvs(vec) if isinstance(vec, SyncVecEnv) else None)
+
+
+def env_maker(env_id: Any, cfg: Config, **extra: Any) -> Callable[[], Any]:
+    """A factory of one env copy with ``env.kwargs`` (and ``extra``); with distributions in
+    ``env.kwargs`` or ``env.reset_options``, copies that draw them per episode."""
+    kwargs = {**cfg.env.kwargs, **extra}
+    drawn = varied(kwargs)
+    fixed = {k: v for k, v in kwargs.items() if k not in drawn}
+    make = env_factory(env_id, {**fixed, **{k: first(v) for k, v in drawn.items()}}, cfg.env.api)
+    if not drawn and not cfg.env.reset_options:
+        return make
+    api = cfg.env.api
+
+    def make_with(values: dict[str, Any]) -> Any:
+        return env_factory(env_id, {**fixed, **values}, api)()
+
+    return varied_factory(make_with, cfg.env.reset_options, kwargs)
 
 
 def state_wanted(cfg: Config) -> tuple[str | None, str]:

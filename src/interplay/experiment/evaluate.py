@@ -14,9 +14,9 @@ from rich.table import Table
 
 from interplay.config.schema import Config, ConfigError
 from interplay.envs.batch import SEED_LIMIT
-from interplay.envs.registry import env_factory, native_env_class
+from interplay.envs.registry import native_env_class
 from interplay.errors import UserError
-from interplay.experiment.build import make_vec_env
+from interplay.experiment.build import env_maker, make_vec_env
 from interplay.experiment.loop import Experiment, build_eval_runner, derived_seed
 from interplay.experiment.resume_check import check_loadable, check_spaces, open_run
 from interplay.experiment.trust import require_trust
@@ -163,8 +163,7 @@ def record_episodes(cfg: Config, exp: Any, env_id: Any, episodes: int = 1,
         env, copies = make_vec_env(render_cfg, num_envs=1, env_id=env_id, keep_state=False)
         frames = env.record_frames(0)  # type: ignore[attr-defined]  # a NativeEnv
     else:
-        kwargs = {**cfg.env.kwargs, "render_mode": "rgb_array"}
-        make = env_factory(env_id, kwargs, cfg.env.api)
+        make = env_maker(env_id, cfg, render_mode="rgb_array")
         frames = []
         render_cfg = cfg.model_copy(update={"env": cfg.env.model_copy(update={**sync, "kwargs": {}})})
         env, copies = make_vec_env(render_cfg, num_envs=1,

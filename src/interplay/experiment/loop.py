@@ -27,6 +27,7 @@ from interplay.backends.ray import require_ray
 from interplay.backends.runners import RayRunners
 from interplay.config.schema import Config, ConfigError, to_yaml
 from interplay.envs.snapshot import capture, restore
+from interplay.envs.variation import varied
 from interplay.errors import UserError, WriteError
 from interplay.experiment.build import (
     check_target_metric,
@@ -44,6 +45,7 @@ from interplay.experiment.checkpoint import (
     CheckpointError,
     save_checkpoint,
 )
+from interplay.experiment.env_options import EnvOptionsLog
 from interplay.experiment.env_runner import num_copies, ray_runners
 from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.league import League, without_league_rows
@@ -121,8 +123,10 @@ class Experiment:
                                   "local only (its opponents act in this process); set "
                                   "backend.name: local or league.snapshot_every: 0")
             self.league = League(cfg, self) if cfg.league.snapshot_every > 0 else None
+            varies = bool(varied(cfg.env.kwargs) or cfg.env.reset_options)
             self.callbacks = make_callbacks(
-                cfg, [*callbacks, *([self.league] if self.league is not None else [])])
+                cfg, [*callbacks, *([self.league] if self.league is not None else []),
+                      *([EnvOptionsLog(self.run_dir, cfg.log.split_by)] if varies else [])])
             self.storage = self.algo.make_storage(num_copies(cfg))  # the loop's
             collect = ({p for p, s in self.specs.items() if s.trainable}
                        if self.storage is not None else set())

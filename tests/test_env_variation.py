@@ -9,7 +9,7 @@ import pytest
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from interplay import register_env
+from interplay import Callbacks, register_env
 from interplay.config.schema import ConfigError, load
 from interplay.experiment.loop import resume, train
 
@@ -122,3 +122,33 @@ def test_the_built_in_batched_envs_refuse_options(tmp_path):
     with pytest.raises(ConfigError, match="built-in batched envs"):
         train(load([], ["env.id=spread", "env.reset_options.x={uniform: [0, 1]}",
                         "train.steps=10", *QUIET]), tmp_path / "run")
+
+
+class Ladder(Callbacks):
+    """A curriculum: each copy's next goal is one more than its last, and the returns it is
+    handed are those of the episodes it chose."""
+
+    seen: list[tuple[int, float, float]] = []
+
+    def next_env_options(self, *, env_index, episodes, runner):
+        if not episodes:
+            return {"goal": 1}
+        last = episodes[-1]
+        Ladder.seen.append((env_index, last["options"]["goal"], last["return"]))
+        return {"goal": last["options"]["goal"] + 1}
+
+
+def test_a_callback_sets_each_copys_next_options_from_the_returns_it_reads(tmp_path):
+    Ladder.seen = []
+    run = tmp_path / "run"
+    cfg = [*BASE, "train.steps=60", "train.test_frequency=30", "train.test_episodes=2"]
+    train(load([], cfg), run, callbacks=[Ladder()])
+    lines = _lines(run)
+    for copy in (0, 1):
+        goals = [x["options"]["goal"] for x in lines if x["copy"] == copy]
+        assert goals == list(range(1, len(goals) + 1))
+    assert Ladder.seen and all(ret == pytest.approx(6 * goal) for _, goal, ret in Ladder.seen)
+    # resumed: the copies' histories come back, so the ladder goes on where it was
+    train(load([], [*cfg, "train.steps=30"]), tmp_path / "split", callbacks=[Ladder()])
+    resume(tmp_path / "split", ["train.steps=60"], callbacks=[Ladder()])
+    assert _lines(tmp_path / "split") == lines

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 DISTRIBUTIONS = ("uniform", "int_range", "choice")
+HISTORY = 1000  # finished episodes a copy keeps for its curriculum
 _SALT = 0x0E1A  # the draws' stream, apart from any stream the env seeds from the same seed
 
 
@@ -84,6 +85,13 @@ class VariedEnv:
         self.rng = np.random.default_rng(_SALT)  # replaced at the first seeded reset
         self.drawn: dict[str, Any] = {}
         self.rebuilds = 0
+        # A curriculum: called at each reset with this copy's finished episodes (``options``
+        # and ``return`` each, the newest last), it may override the next episode's values.
+        self.chooser: Callable[[list[dict[str, Any]]], dict[str, Any] | None] | None = None
+        self.history: list[dict[str, Any]] = []
+        self._return = 0.0
+        self._steps = 0
+        self._aec = hasattr(self.env, "agent_iter")
 
     def __getattr__(self, name: str) -> Any:
         if name == "env":  # not set yet (a copy being unpickled): no recursion
@@ -97,6 +105,13 @@ class VariedEnv:
         chosen = {k: draw(v, self.rng) if is_distribution(v) else v
                   for k, v in sorted(self._options.items())}
         chosen.update(options or {})
+        if self.chooser is not None:
+            if self.drawn and self._steps:
+                self.history = [*self.history[-HISTORY + 1:],
+                                {"options": self.drawn, "return": self._return}]
+            for key, value in (self.chooser(list(self.history)) or {}).items():
+                (kwargs if key in self._kwargs else chosen)[key] = value
+        self._return, self._steps = 0.0, 0
         if kwargs != self.built_with:
             self.env.close()
             self.env = self._build(kwargs)
@@ -106,6 +121,14 @@ class VariedEnv:
                 seed = int(self.rng.integers(2**31 - 1))
         self.drawn = {**kwargs, **chosen}
         return self.env.reset(seed=seed, options=chosen or None)
+
+    def step(self, action: Any) -> Any:
+        out = self.env.step(action)
+        if self.chooser is not None:  # the episode's return, for the curriculum
+            rewards = self.env.rewards if self._aec else out[1]
+            self._return += float(sum(rewards.values()))
+            self._steps += 1
+        return out
 
 
 def varied_factory(make_with: Callable[[dict[str, Any]], Any], options: dict[str, Any],

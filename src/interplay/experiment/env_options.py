@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from interplay.envs.variation import VariedEnv
 from interplay.run.callbacks import Callbacks
 
 FILE = "env_options.jsonl"
@@ -33,6 +34,18 @@ class EnvOptionsLog(Callbacks):
         # What each training copy's episode under way drew, by copy: saved in checkpoints,
         # since a resumed episode is not reset again and cannot be asked.
         self.under_way: dict[str, dict[str, Any]] = {}
+
+    def on_env_created(self, *, env: Any, env_index: int, runner: Any) -> None:
+        if not isinstance(env, VariedEnv):
+            return
+
+        def choose(episodes: list[dict[str, Any]]) -> dict[str, Any] | None:
+            if not _training(runner):  # test phases and videos play the drawn values
+                return None
+            return runner.callbacks.next_env_options(env_index=env_index, episodes=episodes,
+                                                     runner=runner)
+
+        env.chooser = choose
 
     def on_episode_start(self, *, episode: Any, env_index: int, runner: Any) -> None:
         drawn = getattr(episode.env, "drawn", None)  # the copy has just reset: this episode's

@@ -52,3 +52,22 @@ def test_no_videos_by_default(tmp_path):
     run = tmp_path / "run"
     train(load([], ["env.id=spread", "train.steps=20", *QUIET]), run)
     assert not (run / "videos").exists()
+
+
+@pytest.mark.slow
+def test_a_ray_run_writes_videos_from_this_process(tmp_path):
+    pytest.importorskip("ray")
+    from interplay.backends.ray import connect, disconnect
+    from interplay.config.schema import BackendConfig
+
+    started = connect(BackendConfig(name="ray"), num_cpus=2)
+    try:
+        run = tmp_path / "run"
+        train(load([], ["env.id=spread", "env.kwargs.max_cycles=5", "env.num_envs=2",
+                        "algo.name=ippo", "algo.rollout=10", "train.steps=40",
+                        "train.render_every=20", "train.device=cpu", "backend.name=ray",
+                        "backend.num_env_runners=1", *QUIET]), run)
+    finally:
+        disconnect(started)
+    assert sorted(v.name for v in (run / "videos").iterdir()) == ["step_20.gif", "step_40.gif"]
+    assert _tensorboard_videos(run) == [20, 40]

@@ -71,3 +71,33 @@ def test_a_ray_run_writes_videos_from_this_process(tmp_path):
         disconnect(started)
     assert sorted(v.name for v in (run / "videos").iterdir()) == ["step_20.gif", "step_40.gif"]
     assert _tensorboard_videos(run) == [20, 40]
+
+
+def test_wandb_gets_each_video_at_its_env_step(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    logged = []
+
+    class FakeRun:
+        def define_metric(self, name, **kwargs):
+            pass
+
+        def log(self, data):
+            logged.append(data)
+
+        def finish(self):
+            pass
+
+    class Video:
+        def __init__(self, data, **kwargs):
+            self.data = data
+
+    fake = types.SimpleNamespace(init=lambda **kw: FakeRun(), Video=Video)
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    run = tmp_path / "run"
+    train(load([], ["env.id=spread", "env.kwargs.max_cycles=5", "train.steps=20",
+                    "train.render_every=10", "log.wandb=true", *QUIET]), run)
+    videos = [d for d in logged if "video/test" in d]
+    assert [d["env_steps"] for d in videos] == [10, 20]
+    assert videos[0]["video/test"].data == str(run / "videos" / "step_10.gif")

@@ -7,8 +7,11 @@ its parent's strength; a fresh league begins at random play's.
 Trains the parent (configs/dqn_connect_four.yaml, self-play), then two leagues on its config
 (``random`` in the pool) that learn nothing yet (``algo.learning_starts`` beyond their
 steps), one warm-started from the parent and one fresh, and scores all three greedily against
-random play, both seats equally (as ``interplay eval RUN_DIR --vs random`` does). Prints one
-JSON line: the three win rates and their 95% intervals.
+random play and the scripted one-ply lookahead player, both seats equally (as ``interplay eval
+RUN_DIR --vs`` does). Prints one JSON line: the win rates and their 95% intervals. (A greedy
+untrained network already beats random play often in connect four: it keeps dropping into
+the same columns; the one-ply player, which takes a winning move and blocks one, tells the
+runs apart better.)
 """
 
 from __future__ import annotations
@@ -26,9 +29,16 @@ CONFIG = Path(__file__).resolve().parent.parent / "configs" / "dqn_connect_four.
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 
 
+OPPONENTS = {"random": "random", "one_ply": "interplay.envs.connect_four:one_ply"}
+
+
 def _score(run: Path, games: int, seed: int) -> dict[str, object]:
-    report = evaluate(run, episodes=games, vs="random", seed=seed, out=run / "vs_random.json")
-    return {"win_rate": report["win_rate"], "win_ci95": report["win_ci95"]}
+    out: dict[str, object] = {}
+    for name, opponent in OPPONENTS.items():
+        report = evaluate(run, episodes=games, vs=opponent, seed=seed, out=run / f"vs_{name}.json")
+        out[f"win_rate_vs_{name}"] = report["win_rate"]
+        out[f"win_ci95_vs_{name}"] = report["win_ci95"]
+    return out
 
 
 def main() -> None:

@@ -110,6 +110,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="import and run the modules the run's config names (env, policies, "
                         "callbacks...) even when they are not installed env packages")
 
+    x = command("export", "write a trained policy as a TorchScript or ONNX file that acts "
+                          "greedily without interplay")
+    x.add_argument("run_dir", help="the run folder (or a checkpoint folder or league snapshot)")
+    x.add_argument("--policy", help="the policy to export (default: the run's only trained one)")
+    x.add_argument("--format", choices=["torchscript", "onnx"], default="torchscript",
+                   help="torchscript (torch.jit.load) or onnx (onnxruntime; needs the onnx "
+                        "extra) (default: %(default)s)")
+    x.add_argument("--out", required=True, help="the file to write")
+    x.add_argument("--checkpoint", help="a checkpoints/step_* folder (default: the newest valid)")
+
     lg = command("league", "show a league run's pool and ratings, and draw ratings.png")
     lg.add_argument("run_dir", help="the run folder of a league run")
 
@@ -184,6 +194,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         exploit(args.run_dir, steps=args.steps, policy=args.policy, games=args.games,
                 opening=args.opening, seed=args.seed, overrides=args.set, out=args.out,
                 trust=args.trust)
+    if args.command == "export":
+        from interplay.experiment.export import export_policy
+
+        path = export_policy(args.run_dir, args.out, args.format, args.policy, args.checkpoint)
+        print(f"wrote {path}")
         return 0
     if args.command == "league":
         from interplay.experiment.exploiters import exploiter_report

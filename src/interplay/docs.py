@@ -32,6 +32,7 @@ from interplay.backends.runners import RUNNER_DOCS
 from interplay.config.algo import SETTINGS, AlgoSettings
 from interplay.config.schema import Config
 from interplay.envs.vector import STATS_DOCS
+from interplay.experiment.env_options import SPLIT_DOCS
 from interplay.experiment.evaluate import EVAL_DOCS
 from interplay.experiment.exploiters import EXPLOITER_DOCS
 from interplay.experiment.league import LEAGUE_DOCS
@@ -236,7 +237,7 @@ def learner_docs() -> dict[str, dict[str, str]]:
 def metric_patterns() -> dict[str, str]:
     """Every documented ``metrics.jsonl`` name (``<agent>``, ``<policy>`` for ids) and its doc."""
     out = {**ROW_DOCS, **Window.metric_docs, **STATS_DOCS, **RUNNER_DOCS, **LEAGUE_DOCS,
-           **EXPLOITER_DOCS}
+           **EXPLOITER_DOCS, **SPLIT_DOCS}
     for docs in learner_docs().values():
         out.update(docs)
         # with several learners in a run, a name without a policy gets the learner's policy id
@@ -277,6 +278,9 @@ def metrics_md() -> str:
     out += ["## League", "", "In train rows of runs with a league "
             "(`league.snapshot_every` above 0).", ""]
     out += _metric_table({**LEAGUE_DOCS, **EXPLOITER_DOCS})
+    out += ["## Envs varied per episode", "", "In train and test rows of runs with "
+            "distributions in `env.reset_options` or `env.kwargs`, and `log.split_by`.", ""]
+    out += _metric_table(SPLIT_DOCS)
     out += ["## Learner metrics", "",
             "In train rows, as each algorithm reports them: the mean over every update since "
             "the previous row, except those marked *last*, which give the value at the row's "

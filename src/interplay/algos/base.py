@@ -9,7 +9,7 @@ loggers or files.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -20,6 +20,14 @@ from interplay.errors import ConfigError
 from interplay.run.actors import Actor
 from interplay.run.mapping import PolicySpec
 from interplay.run.transitions import Transitions
+
+
+class WarmParts(NamedTuple):
+    """A policy's learned pieces by name: each a module, running statistics (with
+    ``state_dict``/``load_state_dict``) or a tensor."""
+
+    actor: dict[str, Any]
+    rest: dict[str, Any]
 
 
 class Algorithm:
@@ -37,6 +45,9 @@ class Algorithm:
     # What each metric update() returns means, for the glossary (docs/metrics.md): a name, with
     # ``<policy>`` standing for the policy id after "/", mapped to one sentence.
     metric_docs: ClassVar[dict[str, str]] = {}
+    # Algorithms of one family build the same networks for a policy, so one may start from
+    # another's weights (``policies.<pid>.init_from``); empty: the algorithm's own name.
+    family: ClassVar[str] = ""
 
     def __init__(self, settings: AlgoSettings, specs: dict[str, PolicySpec], device: str,
                  seed: int):
@@ -76,6 +87,22 @@ class Algorithm:
     def update(self, storage: Any) -> dict[str, float]:
         """Learn from ``storage`` (what :meth:`make_storage` made); returns learner metrics."""
         return {}
+
+    def warm_parts(self, pid: str) -> WarmParts:
+        """Policy ``pid``'s learned pieces a warm start copies (``policies.<pid>.init_from``):
+        what it acts with, and the rest (critics, targets, statistics). Optimisers and RNGs
+        are never among them: a warm-started run learns with fresh ones."""
+        raise ConfigError(f"policies.{pid}.init_from: algorithm {self.name!r} keeps no learned "
+                          "weights to start from")
+
+    def greedy_net(self, pid: str) -> Any:
+        """Policy ``pid``'s greedy acting as a torch module (see :mod:`interplay.nets.greedy`),
+        for ``interplay export``; its recurrent state size is its ``state_size`` (0: none)."""
+        raise ConfigError(f"algorithm {self.name!r} cannot export its policies yet")
+
+    @classmethod
+    def family_name(cls) -> str:
+        return cls.family or cls.name
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -140,3 +167,8 @@ def rng_for(seed: int, *names: str) -> np.random.Generator:
     """A generator derived from the run's seed and a name, so each consumer has its own stream."""
     words = [int.from_bytes(hashlib.sha256(n.encode()).digest()[:8], "little") for n in names]
     return np.random.default_rng(np.random.SeedSequence([seed, *words]))
+
+
+def derived_seed(seed: int, *names: str) -> int:
+    """A seed below 2^31 derived from the run's seed and a name (see :func:`rng_for`)."""
+    return int(rng_for(seed, *names).integers(2**31 - 1))

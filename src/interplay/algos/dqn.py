@@ -24,7 +24,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
+from interplay.algos.base import Algorithm, LearnSchedule, WarmParts, register, rng_for
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
@@ -39,6 +39,7 @@ from interplay.nets.build import (
     obs_input,
     policy_model,
 )
+from interplay.nets.greedy import GreedyQ
 from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import ACTIVATIONS, mlp
 from interplay.run.actors import ActBatch, masked_uniform
@@ -190,6 +191,7 @@ class DQNActor:
 @register
 class DQN(Algorithm):
     name = "dqn"
+    family = "dqn"
     Settings = DQNSettings
     settings: DQNSettings
     action_kinds = frozenset({"discrete"})
@@ -290,6 +292,13 @@ class DQN(Algorithm):
         return np.array([loss.item(), q.mean().item(), target.mean().item()]), errors
 
     # -- state ----------------------------------------------------------------------------
+    def greedy_net(self, pid: str) -> GreedyQ:
+        return GreedyQ(self.policies[pid].online, discrete=True)
+
+    def warm_parts(self, pid: str) -> WarmParts:
+        p = self.policies[pid]  # the target starts as the online net, as in a fresh run
+        return WarmParts({"online": p.online, "target": p.target}, {})
+
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
             "schedule": self.schedule.state_dict(),

@@ -46,7 +46,14 @@ import torch
 from pydantic import Field, field_validator
 from torch import nn
 
-from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, register, rng_for
+from interplay.algos.base import (
+    Algorithm,
+    AlgoSettings,
+    LearnSchedule,
+    WarmParts,
+    register,
+    rng_for,
+)
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings, same_view_as_actors
 from interplay.data.memory import check_fits
@@ -54,6 +61,7 @@ from interplay.data.replay import Group, GroupRows, JointReplay, JointReplayBuff
 from interplay.errors import NonFiniteError
 from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import MASKED
+from interplay.nets.greedy import GreedyQ
 from interplay.nets.inputs import obs_tensor
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
@@ -246,6 +254,7 @@ class MADDPGActor:
 @register
 class MADDPG(Algorithm):
     name = "maddpg"
+    family = "ddpg"
     Settings = MADDPGSettings
     settings: MADDPGSettings
     action_kinds = frozenset({"discrete", "box"})
@@ -481,6 +490,15 @@ class MADDPG(Algorithm):
                 "observations for huge values, or lower algo.lr_critic / algo.lr_actor")
 
     # -- state ------------------------------------------------------------------------------
+    def greedy_net(self, pid: str) -> GreedyQ:
+        p = self.policies[pid]
+        return GreedyQ(p.actor, discrete=p.discrete)
+
+    def warm_parts(self, pid: str) -> WarmParts:
+        p = self.policies[pid]
+        return WarmParts({"actor": p.actor, "actor_target": p.actor_target},
+                         {"critics": p.critics, "critic_targets": p.critic_targets})
+
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
             "schedule": self.schedule.state_dict(), "updates": self.updates,

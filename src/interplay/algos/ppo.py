@@ -21,7 +21,7 @@ import torch
 from gymnasium import spaces
 from pydantic import Field
 
-from interplay.algos.base import Algorithm, AlgoSettings, register, rng_for
+from interplay.algos.base import Algorithm, AlgoSettings, WarmParts, register, rng_for
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError
@@ -32,6 +32,7 @@ from interplay.envs.batch import state_dim
 from interplay.envs.images import is_image
 from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import ActionDist
+from interplay.nets.greedy import GreedyPolicy, Standardise
 from interplay.nets.mlp import PerAgent
 from interplay.nets.normalize import RunningMeanStd
 from interplay.nets.recurrent import recurrent_net
@@ -243,6 +244,7 @@ class PPOActor:
         return out, state
 
 class PPO(Algorithm):
+    family = "ppo"
     Settings = PPOSettings
     settings: PPOSettings
     gauges = frozenset({"lr"})
@@ -609,6 +611,19 @@ class PPO(Algorithm):
         return n, pick
 
     # -- state -----------------------------------------------------------------------------
+    def warm_parts(self, pid: str) -> WarmParts:
+        # The observation statistics go with the actor: it acts on observations scaled by them.
+        p = self.policies[pid]
+        actor = {"actor": p.actor, **({"obs_norm": p.obs_norm} if p.obs_norm is not None else {})}
+        rest = {"critic": p.critic, **({"ret_norm": p.ret_norm} if p.ret_norm is not None else {})}
+        return WarmParts(actor, rest)
+
+    def greedy_net(self, pid: str) -> GreedyPolicy:
+        p = self.policies[pid]
+        norm = Standardise(p.obs_norm, OBS_CLIP) if p.obs_norm is not None else None
+        sizes = None if p.dist.kind == "box" else p.dist.sizes
+        return GreedyPolicy(p.actor, sizes, getattr(p.dist, "dim", 0), norm, p.recurrent)
+
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
             "policies": {pid: p.state_dict() for pid, p in self.policies.items()},

@@ -29,7 +29,7 @@ from gymnasium import spaces
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
+from interplay.algos.base import Algorithm, LearnSchedule, WarmParts, register, rng_for
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
@@ -38,6 +38,7 @@ from interplay.data.memory import check_fits
 from interplay.data.replay import Group, JointReplay, JointReplayBuffer
 from interplay.envs.batch import state_dim
 from interplay.nets.build import check_network_fits, model_key, network, obs_input, policy_model
+from interplay.nets.greedy import GreedyQ
 from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import PerAgent
 from interplay.run.actors import ActBatch
@@ -175,6 +176,7 @@ class VDN(Algorithm):
     """Value decomposition: the team's value is the sum of its agents' values."""
 
     name = "vdn"
+    family = "vdn"
     Settings = VDNSettings
     settings: VDNSettings
     action_kinds = frozenset({"discrete"})
@@ -396,6 +398,15 @@ class VDN(Algorithm):
         return q.sum(dim=1)
 
     # -- state ----------------------------------------------------------------------------
+    def greedy_net(self, pid: str) -> GreedyQ:
+        return GreedyQ(self.policies[pid].online, discrete=True, slot=True)
+
+    def warm_parts(self, pid: str) -> WarmParts:
+        p = self.policies[pid]
+        rest = ({"mixer": self.mixer, "target_mixer": self.target_mixer}
+                if self.mixer is not None and self.target_mixer is not None else {})
+        return WarmParts({"online": p.online, "target": p.target}, rest)
+
     def state_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "policies": {pid: {"online": p.online.state_dict(), "target": p.target.state_dict(),

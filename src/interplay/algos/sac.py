@@ -50,7 +50,7 @@ import torch
 from pydantic import Field, field_validator
 from torch import nn
 
-from interplay.algos.base import Algorithm, LearnSchedule, register, rng_for
+from interplay.algos.base import Algorithm, LearnSchedule, WarmParts, register, rng_for
 from interplay.algos.maddpg import MADDPGActor, gumbel_noise, soft_update
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
@@ -66,6 +66,7 @@ from interplay.data.replay import (
 from interplay.errors import NonFiniteError
 from interplay.nets.build import ObsInput, Part, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import MASKED
+from interplay.nets.greedy import GreedyQ
 from interplay.nets.inputs import obs_tensor
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
@@ -282,6 +283,7 @@ class ISAC(Algorithm):
     transitions."""
 
     name = "isac"
+    family = "sac"
     Settings = SACSettings
     settings: SACSettings
     action_kinds = frozenset({"discrete", "box"})
@@ -500,6 +502,16 @@ class ISAC(Algorithm):
                 "observations for huge values, or lower algo.lr_critic / algo.lr_actor")
 
     # -- state ----------------------------------------------------------------------------------
+    def greedy_net(self, pid: str) -> GreedyQ:
+        p = self.policies[pid]
+        return GreedyQ(p.actor, discrete=p.discrete, box="tanh_mean")
+
+    def warm_parts(self, pid: str) -> WarmParts:
+        p = self.policies[pid]
+        return WarmParts({"actor": p.actor}, {"critics": p.critics,
+                                               "critic_targets": p.critic_targets,
+                                               "log_alpha": p.log_alpha})
+
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
             "schedule": self.schedule.state_dict(), "updates": self.updates,

@@ -30,6 +30,7 @@ from interplay.config.algo import AlgoSettings, settings_class, settings_for
 from interplay.config.code import Holds, NamesCode, names_code
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_SIZE, MAX_STEPS, MAX_THREADS
 from interplay.config.model import ModelOverride, ModelSettings, check_models, refuse_renamed
+from interplay.envs.variation import check_values
 from interplay.errors import ConfigError
 
 
@@ -44,7 +45,15 @@ class EnvConfig(Section):
     """A built-in or registered env name, a module path (``mpe2.simple_spread_v3``) whose
     ``parallel_env()``/``env()`` builds the env, ``module:function``, or a factory."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments for the env's constructor."""
+    """Keyword arguments for the env's constructor. A value may be a distribution drawn per
+    episode per copy (``{uniform: [lo, hi]}``, ``{int_range: [lo, hi]}``, ``{choice: [...]}``):
+    the copy is rebuilt at an episode boundary where a drawn value changes, which costs what
+    building the env costs (PettingZoo envs only)."""
+    reset_options: dict[str, Any] = Field(default_factory=dict)
+    """Options passed to each reset, ``reset(options=...)``; a value may be a distribution
+    drawn per episode per copy, as in ``kwargs``, from the run's seeded generator (a seeded
+    run draws the same values, a resumed one goes on as it would have). What an episode drew
+    is recorded in ``env_options.jsonl`` (in-process copies). PettingZoo envs only."""
     api: Literal["auto", "aec", "parallel"] = "auto"
     """Which PettingZoo API to build a module path with; auto prefers ``parallel_env``."""
     num_envs: int = Field(1, ge=1, le=MAX_SIZE)
@@ -62,6 +71,12 @@ class EnvConfig(Section):
     """Dead or hung ``async`` workers that may be replaced in a run; 0 stops at the first."""
     eval_id: Annotated[Any, NamesCode("env")] = None
     """The env test phases run on (same spaces); none = the training env."""
+
+    @field_validator("kwargs", "reset_options")
+    @classmethod
+    def _distributions(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_values(value)
+        return value
 
 
 class PolicyConfig(Section):
@@ -85,6 +100,15 @@ class PolicyConfig(Section):
     (or ``**kwargs``) gets the legal actions as a bool array, whether the env puts them in
     the observation or in ``info["action_mask"]`` (all True when it gives none; None for
     Box actions)."""
+    init_from: str | None = None
+    """For trainable policies: start from the weights of a policy trained elsewhere (fine-tune):
+    ``RUN_DIR`` or ``RUN_DIR:policy_id`` (that run's newest valid checkpoint), a checkpoint
+    folder inside a run, or one of its league snapshots. Same spaces, network and algorithm
+    family needed (checked before any step); the optimiser starts fresh, and the run folder's
+    ``init_from.json`` records where the weights came from. Ignored on resume."""
+    init_parts: Literal["actor", "all"] = "actor"
+    """With ``init_from``: ``actor`` copies what the policy acts with (and the observation
+    statistics it acts on); ``all`` also the critics, target networks and return statistics."""
     stack_size: int = Field(1, ge=1, le=MAX_COUNT)
     """Frames stacked per agent in what this policy sees (image frames along their channels)."""
     model: Annotated[dict[str, Any], Holds(lambda: ModelSettings)] = Field(default_factory=dict)
@@ -115,6 +139,9 @@ class PolicyConfig(Section):
             raise ValueError(f"from is only used by frozen policies, not type {self.type!r}")
         if self.fn and self.type != "scripted":
             raise ValueError(f"fn is only used by scripted policies, not type {self.type!r}")
+        if self.init_from and self.type != "trainable":
+            raise ValueError(f"init_from starts a trainable policy from trained weights; this "
+                             f"policy is {self.type!r} (a frozen one takes from: instead)")
         return self
 
 
@@ -158,6 +185,11 @@ class TrainConfig(Section):
     """Env steps between test phases (greedy policies on a separate eval env); -1 = none."""
     test_episodes: int = Field(10, ge=1, le=MAX_COUNT)
     """Episodes per test phase."""
+    render_every: int = Field(0, ge=0)
+    """Env steps between videos of one greedy episode, played on an in-process copy of the
+    eval env (async and Ray runs too): ``videos/step_<env steps>.gif`` (``.mp4`` where
+    ``imageio-ffmpeg`` is installed), also in TensorBoard (``video/test``, Images tab) and W&B.
+    An env that cannot be drawn is reported once and the run goes on without videos; 0 = none."""
     target: float | None = None
     """Stop early once a test phase's ``target_metric`` reaches this value."""
     target_metric: str = "episode_return_mean"
@@ -187,6 +219,10 @@ class LogConfig(Section):
     """Where run folders are made when no ``--run-dir`` is given."""
     console: bool = True
     """Show a live progress bar."""
+    split_by: str | None = None
+    """A key of ``env.reset_options`` or ``env.kwargs`` (one drawn per episode): reports add
+    ``split/<key>=<value>/episode_return`` (the mean return of the episodes that drew that
+    value; in-process copies)."""
     tensorboard: bool = True
     """Write TensorBoard event files into the run folder."""
     curve: bool = True
@@ -264,6 +300,10 @@ class HPOConfig(Section):
     """Parameter noise: its std relative to each weight tensor's own std."""
     shared_buffer: bool = False
     """Off-policy members share one replay buffer, so exploration is pooled."""
+    init_from: str | None = None
+    """The first generation starts from a trained run's weights, as ``policies.<pid>.init_from``
+    does for every trained policy (each from the policy of the same id there, or from its only
+    trained one): ``RUN_DIR[:policy_id]``, a checkpoint folder or a league snapshot file."""
 
     @model_validator(mode="after")
     def _tournament_fits(self) -> HPOConfig:

@@ -27,6 +27,7 @@ from interplay.data.memory import check_fits, human
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
 from interplay.envs.registry import EnvSpecError, env_factory, native_env_class
+from interplay.envs.variation import first, varied, varied_factory
 from interplay.envs.vector import SyncVecEnv
 from interplay.run.actors import Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import CallbackList, Callbacks
@@ -63,6 +64,11 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
     n = cfg.env.num_envs if num_envs is None else num_envs
     state, where = state_wanted(cfg) if keep_state else (None, "")
     native = native_env_class(env_id)
+    if native is not None and (varied(cfg.env.kwargs) or cfg.env.reset_options):
+        raise ConfigError(f"env.reset_options, or a distribution in env.kwargs: env "
+                          f"{env_name(env_id)!r} is one of the built-in batched envs, whose "
+                          "copies are one array and take no options per episode; use a "
+                          "PettingZoo env")
     if native is not None:
         def build(copies: int) -> Any:
             try:
@@ -80,7 +86,7 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
                             "whose state is their agents' observations joined (what "
                             "observations mixes on)")
         return env, None
-    make = env_factory(env_id, cfg.env.kwargs, cfg.env.api)
+    make = env_maker(env_id, cfg)
     if n >= PROBE_FROM:
         started = time.perf_counter()
         check_copies_fit(n, copy_bytes(make), env_name(env_id))
@@ -164,6 +170,23 @@ def copy_bytes(make: Callable[[], Any]) -> int | None:
     finally:
         if not tracing:
             tracemalloc.stop()
+
+
+def env_maker(env_id: Any, cfg: Config, **extra: Any) -> Callable[[], Any]:
+    """A factory of one env copy with ``env.kwargs`` (and ``extra``); with distributions in
+    ``env.kwargs`` or ``env.reset_options``, copies that draw them per episode."""
+    kwargs = {**cfg.env.kwargs, **extra}
+    drawn = varied(kwargs)
+    fixed = {k: v for k, v in kwargs.items() if k not in drawn}
+    make = env_factory(env_id, {**fixed, **{k: first(v) for k, v in drawn.items()}}, cfg.env.api)
+    if not drawn and not cfg.env.reset_options:
+        return make
+    api = cfg.env.api
+
+    def make_with(values: dict[str, Any]) -> Any:
+        return env_factory(env_id, {**fixed, **values}, api)()
+
+    return varied_factory(make_with, cfg.env.reset_options, kwargs)
 
 
 def state_wanted(cfg: Config) -> tuple[str | None, str]:

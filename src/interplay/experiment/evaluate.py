@@ -8,22 +8,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from interplay.config.schema import Config, ConfigError
 from interplay.envs.batch import SEED_LIMIT
-from interplay.envs.registry import env_factory, native_env_class
 from interplay.errors import UserError, WriteError
-from interplay.experiment.build import make_vec_env
 from interplay.experiment.loop import Experiment, build_eval_runner, derived_seed
+from interplay.experiment.recording import record_episodes
 from interplay.experiment.resume_check import check_loadable, check_spaces, open_run
 from interplay.experiment.run_folder import refuse_links
 from interplay.experiment.trust import require_trust_in
 from interplay.experiment.versus import check_opponent, play_versus, print_versus
 from interplay.loggers.rows import return_totals
-from interplay.run.runner import Runner
+from interplay.loggers.video import write_video
 
 
 def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episodes: int = 20,
@@ -170,73 +168,9 @@ def _fmt(value: float | None) -> str:
 
 
 def render_gif(cfg: Config, exp: Experiment, env_id: Any, dest: Path, episodes: int = 1) -> Path:
-    """Play ``episodes`` greedy episodes on one in-process copy and write them as a GIF.
-
-    A built-in batched env draws itself (``render_rgb``); any other is built with
-    ``render_mode="rgb_array"``, in this process even when the run steps its copies in
-    workers. Each episode's last frame is drawn before the copy resets and held for a second.
-    """
-    import imageio.v3 as imageio
-
-    sync = {"vectorization": "sync"}
-    if native_env_class(env_id) is not None:
-        render_cfg = cfg.model_copy(update={"env": cfg.env.model_copy(update=sync)})
-        env, copies = make_vec_env(render_cfg, num_envs=1, env_id=env_id, keep_state=False)
-        frames = env.record_frames(0)  # type: ignore[attr-defined]  # a NativeEnv
-    else:
-        kwargs = {**cfg.env.kwargs, "render_mode": "rgb_array"}
-        make = env_factory(env_id, kwargs, cfg.env.api)
-        frames = []
-        render_cfg = cfg.model_copy(update={"env": cfg.env.model_copy(update={**sync, "kwargs": {}})})
-        env, copies = make_vec_env(render_cfg, num_envs=1,
-                                   env_id=lambda: FrameRecorder(make(), frames), keep_state=False)
-    try:
-        runner = Runner(env, exp.specs, exp.actors, set(), None, copies)
-        runner.reset(derived_seed(cfg.train.seed, "render"))
-        while runner.episodes < episodes:
-            runner.step(explore=False)
-    finally:
-        env.close()
-    while frames and frames[-1][0] == "start":  # the episode after the last one
-        frames.pop()
-    kept = [(i, f) for i, (_, f) in enumerate(frames) if f is not None]
-    if not kept:
-        raise ConfigError(f"env {env_id!r} returned no frames from render() with render_mode='rgb_array'")
-    # A frame followed by an episode's start (or by nothing) is that episode's last: hold it.
-    ends = {i for i in range(len(frames)) if i + 1 == len(frames) or frames[i + 1][0] == "start"}
-    durations = [END_FRAME_MS if i in ends else FRAME_MS for i, _ in kept]
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    # imageio's GIF duration is in milliseconds, per frame; loop=0 repeats forever.
-    imageio.imwrite(dest, np.stack([np.asarray(f) for _, f in kept]), duration=durations, loop=0)
-    return dest
+    """Play ``episodes`` greedy episodes on one in-process copy and write them as a GIF (or
+    an MP4, for a ``dest`` that ends so)."""
+    frames, durations = record_episodes(cfg, exp, env_id, episodes)
+    return write_video(frames, durations, dest)
 
 
-FRAME_MS = 100
-END_FRAME_MS = 1000
-
-
-class FrameRecorder:
-    """A PettingZoo env that keeps a frame after each ``reset`` (``"start"``) and ``step``.
-
-    Frames are drawn before the vector env resets a finished copy, so each episode's final
-    state is among them. Everything else goes to the env itself.
-    """
-
-    def __init__(self, env: Any, frames: list[tuple[str, Any]]):
-        self.env = env
-        self.frames = frames
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "env":  # not set yet (a copy being unpickled): no recursion
-            raise AttributeError(name)
-        return getattr(self.env, name)
-
-    def reset(self, *args: Any, **kwargs: Any) -> Any:
-        out = self.env.reset(*args, **kwargs)
-        self.frames.append(("start", self.env.render()))
-        return out
-
-    def step(self, action: Any) -> Any:
-        out = self.env.step(action)
-        self.frames.append(("step", self.env.render()))
-        return out

@@ -22,11 +22,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from interplay.algos.base import rng_for
+from interplay.algos.base import derived_seed
 from interplay.backends.ray import require_ray
 from interplay.backends.runners import RayRunners
 from interplay.config.schema import Config, ConfigError, to_yaml
 from interplay.envs.snapshot import capture, restore
+from interplay.envs.variation import varied
 from interplay.errors import UserError, WriteError
 from interplay.experiment.build import (
     check_target_metric,
@@ -45,6 +46,7 @@ from interplay.experiment.checkpoint import (
     checkpoint_steps,
     save_checkpoint,
 )
+from interplay.experiment.env_options import EnvOptionsLog
 from interplay.experiment.env_runner import num_copies, ray_runners
 from interplay.experiment.exploiters import Exploiters
 from interplay.experiment.interrupt import Interrupted, StopRequest
@@ -61,6 +63,8 @@ from interplay.experiment.resume_check import (
 )
 from interplay.experiment.run_folder import hold, start_afresh
 from interplay.experiment.trust import require_trust
+from interplay.experiment.warm_start import requests as warm_requests
+from interplay.experiment.warm_start import warm_start
 from interplay.loggers.curve import plot_curve
 from interplay.loggers.rows import ConsoleLogger, JsonlLogger
 from interplay.run.callbacks import Callbacks
@@ -85,10 +89,6 @@ class Result:
     @property
     def last_test(self) -> dict[str, Any]:
         return next((r for r in reversed(self.rows) if r["phase"] == "test"), {})
-
-
-def derived_seed(seed: int, *names: str) -> int:
-    return int(rng_for(seed, *names).integers(2**31 - 1))
 
 
 class Experiment:
@@ -130,9 +130,11 @@ class Experiment:
                            else None)
             self.exploiters = (Exploiters(cfg, self) if self.league is not None and (
                 cfg.league.exploiters or cfg.league.exploit_every) else None)
+            varies = bool(varied(cfg.env.kwargs) or cfg.env.reset_options)
             self.callbacks = make_callbacks(
                 cfg, [*callbacks, *([self.league] if self.league is not None else []),
-                      *([self.exploiters] if self.exploiters is not None else [])])
+                      *([self.exploiters] if self.exploiters is not None else []),
+                      *([EnvOptionsLog(self.run_dir, cfg.log.split_by)] if varies else [])])
             self.storage = self.algo.make_storage(num_copies(cfg))  # the loop's
             collect = ({p for p, s in self.specs.items() if s.trainable}
                        if self.storage is not None else set())
@@ -156,11 +158,13 @@ class Experiment:
             "next_report": self.report_every,
             "next_test": cfg.train.test_frequency if cfg.train.test_frequency > 0 else -1,
             "next_checkpoint": every if every > 0 else -1,
+            "next_video": cfg.train.render_every if cfg.train.render_every > 0 else -1,
             "tests": 0, "rows": 0, "wall_s": 0.0, "stopped_early": False,
         }
         self.learner = LearnerMeans(self.algo.gauges)
         self.started = False
         self._stop: StopRequest | None = None
+        self._no_video = False  # drawing failed once: no more videos this run
 
     def set_policies_to_train(self, pids: Sequence[str]) -> None:
         """Train only ``pids`` (ids or glob patterns) from now on; the other trained policies
@@ -299,6 +303,9 @@ class Experiment:
                 if c["next_test"] > 0 and steps >= c["next_test"]:
                     c["next_test"] = steps + cfg.train.test_frequency
                     self._test(loggers, result)
+                if c["next_video"] > 0 and steps >= c["next_video"]:
+                    c["next_video"] = steps + cfg.train.render_every
+                    self._video(loggers, steps)
                 if c["next_checkpoint"] > 0 and steps >= c["next_checkpoint"]:
                     c["next_checkpoint"] = steps + cfg.checkpoint.every
                     result.checkpoint = self.save()
@@ -350,6 +357,26 @@ class Experiment:
         self._emit(loggers, result, row)
         if self.cfg.train.target is not None and _reached(row, self.cfg.train):
             self.counters["stopped_early"] = result.stopped_early = True
+
+    def _video(self, loggers: Loggers, steps: int) -> None:
+        """One greedy episode drawn into ``videos/step_<steps>``; an env that cannot be drawn
+        is reported once, and the run goes on without videos."""
+        from interplay.experiment.recording import record_episodes
+        from interplay.loggers.video import video_suffix, write_video
+
+        if self._no_video:
+            return
+        dest = self.run_dir / "videos" / f"step_{steps}{video_suffix()}"
+        try:
+            frames, durations = record_episodes(
+                self.cfg, self, self.cfg.env.eval_id or self.cfg.env.id,
+                seed=derived_seed(self.cfg.train.seed, "video", str(steps)))
+            write_video(frames, durations, dest)
+            loggers.video(frames, durations, steps, dest)
+        except Exception as err:  # noqa: BLE001 - a drawing that fails must not end training
+            self._no_video = True
+            warnings.warn(f"train.render_every: no video at env step {steps} ({type(err).__name__}: "
+                          f"{err}); the run goes on without videos", stacklevel=2)
 
     def _emit(self, loggers: Loggers, result: Result, row: dict[str, Any]) -> None:
         loggers.write(row)
@@ -490,6 +517,10 @@ class Loggers:
         for logger in self.others:
             logger.write(row)
 
+    def video(self, frames: np.ndarray, durations: list[float], step: int, path: Path) -> None:
+        for logger in self.others:
+            logger.video("video/test", frames, durations, step, path)
+
     def close(self, last: dict[str, Any], policies: list[str], agents: list[str]) -> None:
         self.jsonl.close()
         for logger in self.others:
@@ -525,6 +556,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, *,
         start_afresh(run_dir, overwrite)
         exp = Experiment(cfg, run_dir, callbacks)
         try:
+            warm_start(exp.algo, exp.specs, warm_requests(cfg, exp.specs), run_dir)
             with stop.deferring():
                 return exp.run(stop)
         finally:

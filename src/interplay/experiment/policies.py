@@ -144,21 +144,24 @@ class FrozenActor:
 
 def frozen_actor(spec: PolicySpec, source: str, where: str) -> FrozenActor:
     """The actor of ``policies.<pid>.from``: checked against the agents it is to control."""
-    from interplay.envs.spaces import same_space
-
     path, pid = split_source(source, where)
     loaded = load_run(path, where=where)
     pid = pick_policy(loaded, pid, where)
-    theirs = loaded.specs[pid]
+    check_same_policy(loaded.specs[pid], spec, f"{where}: policy {pid!r} of {path}")
+    return FrozenActor(loaded.learners.actor(pid))
+
+
+def check_same_policy(theirs: PolicySpec, spec: PolicySpec, what: str) -> None:
+    """Refuse a loaded policy (``what`` names it) that sees or acts differently from ``spec``."""
+    from interplay.envs.spaces import same_space
+
     for kind in ("obs_space", "action_space"):
         if not same_space(getattr(theirs, kind), getattr(spec, kind)):
-            raise PolicyLoadError(
-                f"{where}: policy {pid!r} of {path} was trained on {getattr(theirs, kind)} but "
-                f"policy {spec.id!r} here has {getattr(spec, kind)}")
+            raise PolicyLoadError(f"{what} was trained on {getattr(theirs, kind)} but policy "
+                                  f"{spec.id!r} here has {getattr(spec, kind)}")
     if theirs.config.stack_size != spec.config.stack_size:
-        raise PolicyLoadError(f"{where}: policy {pid!r} of {path} saw {theirs.config.stack_size} "
-                              f"stacked frames; set policies.{spec.id}.stack_size to that")
-    return FrozenActor(loaded.learners.actor(pid))
+        raise PolicyLoadError(f"{what} saw {theirs.config.stack_size} stacked frames; set "
+                              f"policies.{spec.id}.stack_size to that")
 
 
 class Policy:

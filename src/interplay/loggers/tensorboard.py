@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numbers
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from torch.utils.tensorboard import SummaryWriter
 
 from interplay.errors import WriteError
@@ -49,6 +51,23 @@ class TensorBoardLogger:
             for tag, value in values.items():
                 self._writer.add_scalar(tag, value, global_step=step)
             # Reports are rare next to env steps; flushing each keeps a crashed run's curves.
+            self._writer.flush()
+        except OSError as err:
+            raise WriteError.of(self._log_dir, err) from err
+
+    def video(self, tag: str, frames: np.ndarray, durations: Sequence[float], step: int,
+              path: Path | None = None) -> None:
+        """``frames`` ``[T, H, W, 3]`` as an animated image (TensorBoard's Images tab plays it)."""
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        from interplay.loggers.video import gif_bytes
+
+        _, height, width, channels = frames.shape
+        image = Summary.Image(height=height, width=width, colorspace=channels,
+                              encoded_image_string=gif_bytes(frames, durations))
+        try:
+            self._writer._get_file_writer().add_summary(
+                Summary(value=[Summary.Value(tag=tag, image=image)]), step)
             self._writer.flush()
         except OSError as err:
             raise WriteError.of(self._log_dir, err) from err
@@ -100,6 +119,16 @@ class WandbLogger:
     def write(self, row: dict[str, Any]) -> None:
         _, step, values = scalars(row)
         self._run.log({"env_steps": step, **values})
+
+    def video(self, tag: str, frames: np.ndarray, durations: Sequence[float], step: int,
+              path: Path | None = None) -> None:
+        import wandb
+
+        fps = int(round(1000.0 / max(float(np.mean(durations)), 1.0)))
+        # W&B takes frames as [T, C, H, W]
+        media = (wandb.Video(str(path)) if path is not None
+                 else wandb.Video(frames.transpose(0, 3, 1, 2), fps=fps, format="gif"))
+        self._run.log({"env_steps": step, tag: media})
 
     def close(self) -> None:
         self._run.finish()

@@ -45,6 +45,8 @@ from interplay.experiment.checkpoint import latest_valid, list_checkpoints, load
 from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.loop import Experiment
 from interplay.experiment.trust import require_trust
+from interplay.experiment.warm_start import requests as warm_requests
+from interplay.experiment.warm_start import warm_start
 
 ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
 # What each line of hpo.jsonl holds, for the glossary (docs/metrics.md).
@@ -116,7 +118,10 @@ class Search:
             cfg = self._member_cfg(self.cfg, int(rng_for(self.cfg.train.seed, "hpo", "member",
                                                          str(i)).integers(2**31 - 1)))
             cfg = self._initial_values(cfg)
-            self.members.append(Member(mid, None, "init", self._experiment(cfg, mid)))
+            exp = self._experiment(cfg, mid)
+            warm_start(exp.algo, exp.specs, warm_requests(cfg, exp.specs, search=True),
+                       exp.run_dir)
+            self.members.append(Member(mid, None, "init", exp))
         self._share_buffer()
 
     def _share_buffer(self) -> None:
@@ -490,6 +495,8 @@ def _load_member(folder: Path, mid: str) -> Experiment:
     if checkpoint is not None:
         saved, _ = load_checkpoint(checkpoint)
         exp.load_state_dict(saved, source=f"member {mid}")
+    else:  # a first-generation member not trained yet: it starts as populate() made it
+        warm_start(exp.algo, exp.specs, warm_requests(exp.cfg, exp.specs, search=True))
     return exp
 
 

@@ -64,6 +64,16 @@ class Callbacks:
     def on_episode_start(self, *, episode: Episode, env_index: int, runner: Any) -> None:
         """A copy was reset and its episode begins."""
 
+    def next_env_options(self, *, env_index: int, episodes: list[dict[str, Any]],
+                         runner: Any) -> dict[str, Any] | None:
+        """A curriculum, for envs varied per episode (distributions in ``env.reset_options`` or
+        ``env.kwargs``; training copies in this process): called as training copy
+        ``env_index`` resets, with its finished episodes so far (the newest last, at most
+        1,000; each its ``options`` and ``return`` summed over agents). Values returned
+        replace what would be drawn for the next episode (a key of ``env.kwargs`` rebuilds
+        the copy with it, any other is a reset option)."""
+        return None
+
     def on_episode_step(self, *, episode: Episode, env_index: int, runner: Any) -> None:
         """A copy took one env step within ``episode``."""
 
@@ -98,6 +108,13 @@ class CallbackList(Callbacks):
     def on_episode_start(self, **kw: Any) -> None:
         for c in self.callbacks:
             c.on_episode_start(**kw)
+
+    def next_env_options(self, **kw: Any) -> dict[str, Any] | None:
+        """Every callback's choice, later ones over earlier ones; None if none chose."""
+        chosen: dict[str, Any] = {}
+        for c in self.callbacks:
+            chosen.update(c.next_env_options(**kw) or {})
+        return chosen or None
 
     def on_episode_step(self, **kw: Any) -> None:
         for c in self.callbacks:

@@ -30,6 +30,7 @@ import fnmatch
 import json
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,7 @@ LEAGUE_DOCS = {  # what a league adds to every report (docs/metrics.md)
 @dataclass
 class Member:
     name: str
-    kind: str  # snapshot | random | scripted | frozen
+    kind: str  # snapshot | random | scripted | frozen | exploiter (an exploiter's: pool, main)
     env_steps: int  # when the snapshot was taken (0 for fixed members)
     actor: Actor
     file: str | None = None
@@ -211,6 +212,9 @@ class League(Callbacks):
         self.actor.wants_env_obs = any(m.kind == "scripted" for m in self.members)
         exp.actors[self.pid] = self.actor
         self.log_extras: list[Any] = []
+        # Members of other kinds that other parts of the league put back on resume, by kind
+        # (an exploiter's league: the main learner, its copies of the main pool).
+        self.restorers: dict[str, Callable[[dict[str, Any]], Member]] = {}
 
     # -- the pool ----------------------------------------------------------------------------
     def _fixed(self, entry: str, spec: Any) -> Member:
@@ -271,9 +275,10 @@ class League(Callbacks):
                 continue
             self.members.pop(index)
             self.assign[self.assign > index] -= 1
-            if member.file:
-                self.pending.append({"file": member.file, "from": member.env_steps,
-                                     "to": env_steps})
+            if member.file:  # a snapshot joined at its env steps; a frozen exploiter's are
+                # its own, not the run's: it is kept for every checkpoint before it left
+                joined = member.env_steps if member.kind == "snapshot" else 0
+                self.pending.append({"file": member.file, "from": joined, "to": env_steps})
 
     def checkpointed(self, steps: list[int]) -> None:
         """Delete the snapshot files out of the pool that none of the checkpoints at ``steps``
@@ -471,15 +476,17 @@ class League(Callbacks):
 
     def _restored(self, saved: dict[str, Any], fixed: dict[str, Member]) -> Member | None:
         """A saved member as it was; None for a fixed member league.fixed no longer lists."""
-        if saved["kind"] == "snapshot":
+        if saved["kind"] in self.restorers:
+            member = self.restorers[saved["kind"]](saved)
+        elif saved.get("file"):  # frozen into the league folder: a snapshot, a frozen exploiter
             path = self.folder / saved["file"]
             if not path.is_file():
                 raise LeagueError(f"league: snapshot {path} is missing; the pool cannot be "
                                   "restored")
             state = snapshot_state(path, "league")
             actor, algo = self._frozen(_merged(state, saved.get("rngs", {})))
-            member = Member(saved["name"], "snapshot", saved["env_steps"], actor, saved["file"],
-                            algo=algo)
+            member = Member(saved["name"], saved["kind"], saved["env_steps"], actor,
+                            saved["file"], algo=algo)
         elif saved["name"] in fixed:
             member = fixed[saved["name"]]
             if "actor" in saved and hasattr(member.actor, "load_state_dict"):

@@ -144,7 +144,7 @@ def test_a_searchs_first_generation_starts_from_a_run(tmp_path):
     from interplay.population.hpo import Search
 
     source = _source(tmp_path, "dqn")
-    cfg = load([], [*SPREAD, "algo.name=dqn", *ALGOS["dqn"], "hpo.population=2",
+    cfg = load([], [*SPREAD, "algo.name=dqn", *ALGOS["dqn"], "algo.learning_starts=8", "hpo.population=2",
                     "hpo.generations=1", "hpo.evo_steps=10", f"hpo.init_from={source}"])
     search = Search(cfg, tmp_path / "search")
     search.populate()

@@ -194,6 +194,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         exploit(args.run_dir, steps=args.steps, policy=args.policy, games=args.games,
                 opening=args.opening, seed=args.seed, overrides=args.set, out=args.out,
                 trust=args.trust)
+        return 0
     if args.command == "export":
         from interplay.experiment.export import export_policy
 

@@ -28,9 +28,9 @@ from pydantic import (
 
 from interplay.config.algo import AlgoSettings, settings_class, settings_for
 from interplay.config.code import Holds, NamesCode, names_code
+from interplay.config.distributions import check_values
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_SIZE, MAX_STEPS, MAX_THREADS
 from interplay.config.model import ModelOverride, ModelSettings, check_models, refuse_renamed
-from interplay.envs.variation import check_values
 from interplay.errors import ConfigError
 
 
@@ -185,7 +185,7 @@ class TrainConfig(Section):
     """Env steps between test phases (greedy policies on a separate eval env); -1 = none."""
     test_episodes: int = Field(10, ge=1, le=MAX_COUNT)
     """Episodes per test phase."""
-    render_every: int = Field(0, ge=0)
+    render_every: int = Field(0, ge=0, le=MAX_STEPS)
     """Env steps between videos of one greedy episode, played on an in-process copy of the
     eval env (async and Ray runs too): ``videos/step_<env steps>.gif`` (``.mp4`` where
     ``imageio-ffmpeg`` is installed), also in TensorBoard (``video/test``, Images tab) and W&B.

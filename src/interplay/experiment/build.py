@@ -21,13 +21,14 @@ from interplay.algos import algorithm_class
 from interplay.algos.base import Algorithm, rng_for
 from interplay.algos.learners import Learners
 from interplay.config.code import names_code
+from interplay.config.distributions import first, varied
 from interplay.config.model import check_models
 from interplay.config.schema import Config, ConfigError, policy_settings, validate_section
 from interplay.data.memory import check_fits, human
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
 from interplay.envs.registry import EnvSpecError, env_factory, native_env_class
-from interplay.envs.variation import first, varied, varied_factory
+from interplay.envs.variation import varied_factory
 from interplay.envs.vector import SyncVecEnv
 from interplay.run.actors import Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import CallbackList, Callbacks

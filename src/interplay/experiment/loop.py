@@ -25,9 +25,9 @@ import torch
 from interplay.algos.base import derived_seed
 from interplay.backends.ray import require_ray
 from interplay.backends.runners import RayRunners
+from interplay.config.distributions import varied
 from interplay.config.schema import Config, ConfigError, to_yaml
 from interplay.envs.snapshot import capture, restore
-from interplay.envs.variation import varied
 from interplay.errors import UserError, WriteError
 from interplay.experiment.build import (
     check_target_metric,

@@ -131,3 +131,15 @@ def straight_and_resumed(overrides: list[str], steps: int, tmp_path: Path
         return [{k: v for k, v in r.items() if k not in TIMING} for r in read_metrics(tmp_path / name)]
 
     return rows("straight"), rows("split")
+
+
+class StopAfter:
+    """A stop request that comes after ``n`` looks (a SIGINT in the middle of a member)."""
+
+    def __init__(self, n: int):
+        self.n, self.signum = n, 2
+
+    @property
+    def requested(self) -> bool:
+        self.n -= 1
+        return self.n < 0

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from helpers import StopAfter
 
 from interplay.config.schema import ConfigError, load
 from interplay.experiment.interrupt import Interrupted
@@ -46,18 +47,6 @@ def test_the_command_shows_a_leaderboard_per_generation(tmp_path, capsys):
     shown = capsys.readouterr()
     assert "generation 1" in shown.err and "fitness" in shown.err and "none (elite)" in shown.err
     assert (tmp_path / "s" / "lineage.png").is_file() and (tmp_path / "s" / "best").is_dir()
-
-
-class StopAfter:
-    """A stop request that comes after ``n`` looks (a SIGINT in the middle of a member)."""
-
-    def __init__(self, n: int):
-        self.n, self.signum = n, 2
-
-    @property
-    def requested(self) -> bool:
-        self.n -= 1
-        return self.n < 0
 
 
 def test_a_search_stopped_mid_generation_resumes_to_the_same_rows(tmp_path):

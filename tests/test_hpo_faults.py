@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import StopAfter
 
 from interplay.cli import main
 from interplay.config.schema import ConfigError, load
@@ -71,18 +72,6 @@ def test_a_folder_without_saved_state_is_named_with_what_to_do(tmp_path, capsys)
     (folder / "config.yaml").write_text("hpo: {population: 2}\n")
     assert main(["hpo", "--resume", str(folder)]) == 2
     assert f"no {STATE_FILE}" in capsys.readouterr().err
-
-
-class StopAfter:
-    """A stop request that comes after ``n`` looks (a SIGINT in the middle of a member)."""
-
-    def __init__(self, n: int):
-        self.n, self.signum = n, 2
-
-    @property
-    def requested(self) -> bool:
-        self.n -= 1
-        return self.n < 0
 
 
 def test_a_stopped_search_says_to_resume_the_search_not_a_member(tmp_path):

@@ -296,22 +296,12 @@ class StepBuffers:
         number is named with its agent.
         """
         reward, rewards = self.reward, cs.rewards
-        order = tuple(rewards)
-        cols = self._reward_cols.get(order)
-        if cols is None:
-            cols = self._reward_cols[order] = np.array([self.col[a] for a in order], np.intp)
-        if len(rewards) != len(self.col):
-            reward[e] = 0.0
-        try:
-            reward[e, cols] = np.fromiter(rewards.values(), np.float64, len(order))
-        except (TypeError, ValueError):
-            for a, r in rewards.items():
-                try:
-                    reward[e, self.col[a]] = r
-                except (TypeError, ValueError) as err:
-                    raise EnvContractError(
-                        f"reward of agent {a!r} is {r!r}; rewards must be numbers ({err})"
-                    ) from None
+        if len(rewards) < _FEW:  # a few agents: one by one is quicker than one indexed write
+            if len(rewards) != len(self.col):
+                reward[e] = 0.0
+            self._write_rewards(e, rewards)
+        else:
+            self._write_reward_row(e, rewards)
         if not (cs.terminated or cs.truncated):
             return
         self._flagged = True
@@ -338,6 +328,30 @@ class StepBuffers:
                 if masks is not None:
                     row = self._mask_row(a, o, None)
                     masks[e] = True if row is None else row
+
+    def _write_reward_row(self, e: int, rewards: dict[str, Any]) -> None:
+        """Copy ``e``'s rewards with one write (their order's columns are worked out once)."""
+        reward = self.reward
+        order = tuple(rewards)
+        cols = self._reward_cols.get(order)
+        if cols is None:
+            cols = self._reward_cols[order] = np.array([self.col[a] for a in order], np.intp)
+        if len(rewards) != len(self.col):
+            reward[e] = 0.0
+        try:
+            reward[e, cols] = np.fromiter(rewards.values(), np.float64, len(order))
+        except (TypeError, ValueError):
+            self._write_rewards(e, rewards)
+
+    def _write_rewards(self, e: int, rewards: dict[str, Any]) -> None:
+        """Copy ``e``'s rewards one by one, naming a reward that is not a number."""
+        reward, col = self.reward, self.col
+        for a, r in rewards.items():
+            try:
+                reward[e, col[a]] = r
+            except (TypeError, ValueError) as err:
+                raise EnvContractError(
+                    f"reward of agent {a!r} is {r!r}; rewards must be numbers ({err})") from None
 
     def _write_final_runs(self, e: int, ended: dict[str, Any]) -> frozenset[str] | tuple[()]:
         """Write the final observations of ``ended`` that sit side by side in a block with one
@@ -413,8 +427,12 @@ class _Plan:
                 run = [i, i + 1, block, j, j + 1, view.shape, view.dtype]
                 runs.append(run)
             in_runs.append(a)
+        short = [r for r in runs if r[1] - r[0] < _FEW]  # one by one is as quick for these
+        for r in short:
+            in_runs = [a for a in in_runs if a not in movers[r[0]:r[1]]]
+        self.alone += [a for r in short for a in movers[r[0]:r[1]]]
         self.runs: list[tuple[int, int, np.ndarray, int, int, tuple[int, ...], Any]] = [
-            (r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in runs]
+            (r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in runs if r[1] - r[0] >= _FEW]
         self.run_masked = [a for a in in_runs if buf.mask[a] is not None]
 
 
@@ -443,6 +461,7 @@ def _write_run(block: np.ndarray, e: int, j0: int, j1: int, part: list[Any],
 
 
 _SMALL = 4096  # numbers in a run below which it is converted, not stacked
+_FEW = 8  # agents below which writing them one by one is as quick as one stacked write
 
 
 class ActionBlocks(dict):

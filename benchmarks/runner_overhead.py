@@ -58,8 +58,8 @@ class LeanSampler:
     mask is per agent by nature, so that is one draw and one lookup per masked agent).
     """
 
-    def __init__(self, env: Any, rng: np.random.Generator):
-        self.env, self.rng = env, rng
+    def __init__(self, env: Any, rng: np.random.Generator, masked: bool):
+        self.env, self.rng, self.masked = env, rng, masked
         self._agents: list[str] = []
         self._draw: Callable[[], Any] = lambda: ()
 
@@ -72,8 +72,6 @@ class LeanSampler:
         if agents != self._agents:
             self._agents, self._draw = list(agents), self._drawer(agents)
         return dict(zip(agents, self._draw(), strict=True))
-
-    masked = False
 
     def _drawer(self, agents: list[str]) -> Callable[[], Any]:
         spaces_ = [self.env.action_space(a) for a in agents]
@@ -102,8 +100,7 @@ def bare_parallel(make: Callable[[], Any], docs_style: bool, steps: int = STEPS)
     for a in env.possible_agents:
         env.action_space(a).seed(SEED)
     masked = any(legal(obs[a], infos.get(a)) is not None for a in obs)
-    lean = LeanSampler(env, rng)
-    lean.masked = masked
+    lean = LeanSampler(env, rng, masked)
     start = time.perf_counter()
     for _ in range(steps):
         if docs_style and not masked:  # as PettingZoo's docs write it

@@ -34,7 +34,7 @@ def test_the_critic_learns_the_returns_from_the_envs_state_and_not_from_observat
     assert explained["env"] - explained["observations"] > 0.3, explained
 
 
-def test_the_critic_reads_the_state_each_agent_acted_in(tmp_path):
+def test_with_state_env_the_critic_is_built_on_the_envs_state(tmp_path):
     exp = Experiment(load([], mappo("algo.state=env", "train.steps=64")), tmp_path / "run")
     algo = exp.algo.learner("agent")
     assert algo.env_state is not None

@@ -411,7 +411,6 @@ class _Plan:
         self.cols = np.array([buf.col[a] for a in movers], dtype=np.intp)
         runs: list[list[Any]] = []
         self.alone: list[str] = []
-        in_runs: list[str] = []
         place = (buf.obs if arrays is None else arrays).place
         run: list[Any] | None = None  # [i0, i1, block, j0, j1, shape, dtype]
         for i, a in enumerate(movers):
@@ -426,14 +425,12 @@ class _Plan:
             else:
                 run = [i, i + 1, block, j, j + 1, view.shape, view.dtype]
                 runs.append(run)
-            in_runs.append(a)
-        short = [r for r in runs if r[1] - r[0] < _FEW]  # one by one is as quick for these
-        for r in short:
-            in_runs = [a for a in in_runs if a not in movers[r[0]:r[1]]]
-        self.alone += [a for r in short for a in movers[r[0]:r[1]]]
+        # Runs of a few agents are written one by one: that is as quick.
+        self.alone += [a for r in runs if r[1] - r[0] < _FEW for a in movers[r[0]:r[1]]]
         self.runs: list[tuple[int, int, np.ndarray, int, int, tuple[int, ...], Any]] = [
             (r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in runs if r[1] - r[0] >= _FEW]
-        self.run_masked = [a for a in in_runs if buf.mask[a] is not None]
+        self.run_masked = [a for r in self.runs for a in movers[r[0]:r[1]]
+                           if buf.mask[a] is not None]
 
 
 def _write_run(block: np.ndarray, e: int, j0: int, j1: int, part: list[Any],

@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from interplay.algos.base import rng_for
 from interplay.config.schema import validate
 from interplay.envs.adapters import is_aec
 from interplay.envs.registry import env_factory
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.run.actors import RandomActor
 from interplay.run.runner import Runner
+from interplay.seeding import rng_for
 
 STEPS = 4000
 ROUNDS = 7

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from interplay.algos.base import rng_for
 from interplay.config.schema import validate
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.run.actors import RandomActor
 from interplay.run.runner import Runner
+from interplay.seeding import rng_for
 
 
 def aec_returns(env, seed: int, policy, episodes: int = 1) -> list[dict[str, float]]:

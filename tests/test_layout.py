@@ -11,7 +11,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "interplay"
 # Lowest first; a module may import from its own layer or any layer before it. The loggers
 # know nothing of the loop (the loop uses them), so they sit low.
 ORDER = {name: i for i, name in enumerate(
-    ["errors", "loggers", "config", "envs", "run", "data", "nets", "algos", "backends",
+    ["errors", "seeding", "loggers", "config", "envs", "run", "data", "nets", "algos", "backends",
      "experiment", "population", "cli", "docs"])}
 
 

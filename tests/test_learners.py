@@ -125,10 +125,10 @@ def test_ppo_chasers_and_a_dqn_runner_each_beat_a_random_version_of_themselves(t
     against the other trained side, does better than a random policy in its place."""
     import numpy as np
 
-    from interplay.algos.base import rng_for
     from interplay.experiment.build import make_vec_env
     from interplay.run.actors import RandomActor
     from interplay.run.runner import Runner
+    from interplay.seeding import rng_for
 
     cfg = load([], ["env.id=mpe2.simple_tag_v3", "env.num_envs=8",
                     "env.kwargs={num_good: 1, num_adversaries: 2, num_obstacles: 1, "

@@ -9,9 +9,9 @@ from helpers import read_metrics
 
 from interplay.cli import main
 from interplay.config.schema import ConfigError, load
-from interplay.envs.batch import SEED_LIMIT, copy_seeds
 from interplay.envs.copies import EnvCopies
-from interplay.experiment.loop import derived_seed, train
+from interplay.experiment.loop import train
+from interplay.seeding import SEED_LIMIT, copy_seeds, derived_seed
 
 QUIET = ["log.console=false", "log.curve=false", "log.tensorboard=false"]
 

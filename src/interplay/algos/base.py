@@ -8,10 +8,7 @@ loggers or files.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, ClassVar, NamedTuple
-
-import numpy as np
 
 from interplay.config.algo import AlgoSettings, register_settings, settings_class
 from interplay.config.code import load_callable
@@ -162,13 +159,3 @@ class LearnSchedule:
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.env_steps, self.rounds = int(state["env_steps"]), int(state["rounds"])
 
-
-def rng_for(seed: int, *names: str) -> np.random.Generator:
-    """A generator derived from the run's seed and a name, so each consumer has its own stream."""
-    words = [int.from_bytes(hashlib.sha256(n.encode()).digest()[:8], "little") for n in names]
-    return np.random.default_rng(np.random.SeedSequence([seed, *words]))
-
-
-def derived_seed(seed: int, *names: str) -> int:
-    """A seed below 2^31 derived from the run's seed and a name (see :func:`rng_for`)."""
-    return int(rng_for(seed, *names).integers(2**31 - 1))

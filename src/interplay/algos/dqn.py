@@ -24,7 +24,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import Algorithm, LearnSchedule, WarmParts, register, rng_for
+from interplay.algos.base import Algorithm, LearnSchedule, WarmParts, register
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
@@ -44,6 +44,7 @@ from interplay.nets.inputs import obs_tensor
 from interplay.nets.mlp import ACTIVATIONS, mlp
 from interplay.run.actors import ActBatch, masked_uniform
 from interplay.run.mapping import PolicySpec
+from interplay.seeding import rng_for
 
 
 class DQNSettings(PrioritySettings):

@@ -46,14 +46,7 @@ import torch
 from pydantic import Field, field_validator
 from torch import nn
 
-from interplay.algos.base import (
-    Algorithm,
-    AlgoSettings,
-    LearnSchedule,
-    WarmParts,
-    register,
-    rng_for,
-)
+from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, WarmParts, register
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings, same_view_as_actors
 from interplay.data.memory import check_fits
@@ -66,6 +59,7 @@ from interplay.nets.inputs import obs_tensor
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
 from interplay.run.transitions import Transitions
+from interplay.seeding import rng_for
 
 
 def _relu(hidden: list[int]) -> Any:

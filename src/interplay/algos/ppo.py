@@ -21,7 +21,7 @@ import torch
 from gymnasium import spaces
 from pydantic import Field
 
-from interplay.algos.base import Algorithm, AlgoSettings, WarmParts, register, rng_for
+from interplay.algos.base import Algorithm, AlgoSettings, WarmParts, register
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError
@@ -39,6 +39,7 @@ from interplay.nets.recurrent import recurrent_net
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
 from interplay.run.runner import NEXT_STATE, STATE
+from interplay.seeding import rng_for
 
 OBS_CLIP = 10.0  # normalised observations are clipped to +-this
 VALUE_CHUNK = 65_536  # rows of joined critic inputs valued at once

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from interplay.algos.base import Algorithm, register, rng_for
+from interplay.algos.base import Algorithm, register
 from interplay.run.actors import Actor, RandomActor
+from interplay.seeding import rng_for
 
 
 @register

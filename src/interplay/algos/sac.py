@@ -50,7 +50,7 @@ import torch
 from pydantic import Field, field_validator
 from torch import nn
 
-from interplay.algos.base import Algorithm, LearnSchedule, WarmParts, register, rng_for
+from interplay.algos.base import Algorithm, LearnSchedule, WarmParts, register
 from interplay.algos.maddpg import MADDPGActor, gumbel_noise, soft_update
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
@@ -70,6 +70,7 @@ from interplay.nets.greedy import GreedyQ
 from interplay.nets.inputs import obs_tensor
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
+from interplay.seeding import rng_for
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 """The actor's log-std is clamped to this range, so neither the density nor its gradient

@@ -31,7 +31,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from interplay.algos.base import rng_for
 from interplay.backends.acting import generators, set_states, states, to_cpu
 from interplay.config.schema import BackendConfig
 from interplay.envs.snapshot import capture, restore
@@ -39,6 +38,7 @@ from interplay.errors import UserError
 from interplay.run.episodes import Episode, Window
 from interplay.run.runner import Runner
 from interplay.run.transitions import Transitions, concat
+from interplay.seeding import runner_seed
 
 RUNNER_READY_S = 300.0
 """Seconds runners may take to be placed and built before the run stops."""
@@ -159,14 +159,6 @@ class EnvRunner:
 
     def close(self) -> None:
         self.runner.env.close()
-
-
-def runner_seed(seed: int, index: int, restarts: int = 0) -> int:
-    """Runner ``index``'s seed after ``restarts`` replacements: ``seed`` itself for the first
-    runner as first built, one derived from it for every other."""
-    if index == 0 and restarts == 0:
-        return seed
-    return int(rng_for(seed, "runner", str(index), str(restarts)).integers(2**31 - 1))
 
 
 def window_state(w: Window) -> dict[str, Any]:

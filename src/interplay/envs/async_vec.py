@@ -41,10 +41,11 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from interplay.envs.batch import StepBuffers, VecStep, copy_seeds, state_dim, state_space_of
+from interplay.envs.batch import StepBuffers, VecStep, state_dim, state_space_of
 from interplay.envs.copies import EnvCopies, EnvCrashError
 from interplay.envs.spaces import ActionView, ObsView, action_view, obs_view
 from interplay.errors import UserError
+from interplay.seeding import copy_seeds
 
 START_TIMEOUT_S = 60.0  # a worker builds its copies first: imports, assets, servers
 CLOSE_GRACE_S = 1.0  # how long close() lets workers exit on their own before killing them

@@ -78,24 +78,6 @@ class VecEnv(Protocol):
     def close(self) -> None: ...
 
 
-SEED_LIMIT = 2**31
-"""Every seed handed to an env is below this: many envs (Hanabi, OpenSpiel games) take only
-non-negative 32-bit signed ints."""
-
-
-def env_seed(seq: np.random.SeedSequence) -> int:
-    """A seed for an env drawn from ``seq``, in ``[0, SEED_LIMIT)``."""
-    return int(seq.generate_state(1)[0]) % SEED_LIMIT
-
-
-def copy_seeds(seed: int | None, n: int) -> list[int | None]:
-    """Independent, reproducible seeds for ``n`` copies derived from one seed, each below
-    :data:`SEED_LIMIT`."""
-    if seed is None:
-        return [None] * n
-    return [env_seed(s) for s in np.random.SeedSequence(seed).spawn(n)]
-
-
 Alloc = Callable[[tuple[int, ...], Any, Any], np.ndarray]  # np.full's (shape, fill, dtype)
 
 

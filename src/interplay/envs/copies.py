@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from interplay.envs.adapters import AECAdapter, CopyStep, EnvContractError, ParallelAdapter, adapt
-from interplay.envs.batch import env_seed
 from interplay.envs.spaces import ObservationError
 from interplay.errors import UserError
+from interplay.seeding import env_seed
 
 if TYPE_CHECKING:
     from interplay.envs.batch import StepBuffers

@@ -10,33 +10,23 @@ from __future__ import annotations
 
 import numpy as np
 from gymnasium import spaces
-from pettingzoo import ParallelEnv
 
-from interplay.envs.toy import cut_at_max_cycles
+from interplay.envs.toy import SharedSpaces, cut_at_max_cycles
 
 _PALETTE = np.array([[220, 40, 40], [40, 200, 40], [40, 60, 220], [230, 200, 40],
                      [200, 40, 200], [40, 200, 200], [240, 240, 240], [90, 90, 90]], np.int16)
 
 
-class ColorMatch(ParallelEnv):
+class ColorMatch(SharedSpaces):
     metadata = {"name": "color_match_v0", "render_modes": []}
 
     def __init__(self, n_agents: int = 2, size: int = 42, n_colors: int = 3,
                  max_cycles: int = 25):
         if not 2 <= n_colors <= len(_PALETTE):
             raise ValueError(f"n_colors must be between 2 and {len(_PALETTE)}, got {n_colors}")
-        self.possible_agents = [f"eye_{i}" for i in range(n_agents)]
+        super().__init__([f"eye_{i}" for i in range(n_agents)],
+                         spaces.Box(0, 255, (size, size, 3), np.uint8), spaces.Discrete(n_colors))
         self.size, self.n_colors, self.max_cycles = size, n_colors, max_cycles
-        self._obs_space = spaces.Box(0, 255, (size, size, 3), np.uint8)
-        self._act_space = spaces.Discrete(n_colors)
-        self._rng = np.random.default_rng()
-        self.agents: list[str] = []
-
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self._obs_space
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self._act_space
 
     def _draw(self) -> dict[str, np.ndarray]:
         self.colors = self._rng.integers(self.n_colors, size=len(self.agents))

@@ -11,28 +11,20 @@ from __future__ import annotations
 
 import numpy as np
 from gymnasium import spaces
-from pettingzoo import ParallelEnv
+
+from interplay.envs.toy import SharedSpaces
 
 
-class Recall(ParallelEnv):
+class Recall(SharedSpaces):
     metadata = {"name": "recall_v0", "render_modes": []}
 
     def __init__(self, n_agents: int = 2, n_cues: int = 4, delay: int = 5):
         if n_agents < 1 or n_cues < 2 or delay < 0:
             raise ValueError(f"need n_agents >= 1, n_cues >= 2 and delay >= 0; got "
                              f"{n_agents}, {n_cues}, {delay}")
-        self.possible_agents = [f"agent_{i}" for i in range(n_agents)]
+        super().__init__([f"agent_{i}" for i in range(n_agents)],
+                         spaces.Box(0.0, 1.0, (n_cues + 1,), np.float32), spaces.Discrete(n_cues))
         self.n_cues, self.delay = n_cues, delay
-        self._obs_space = spaces.Box(0.0, 1.0, (n_cues + 1,), np.float32)
-        self._act_space = spaces.Discrete(n_cues)
-        self._rng = np.random.default_rng()
-        self.agents: list[str] = []
-
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self._obs_space
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self._act_space
 
     def _observe(self) -> dict[str, np.ndarray]:
         out = {}

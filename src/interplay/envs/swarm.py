@@ -10,31 +10,21 @@ from __future__ import annotations
 
 import numpy as np
 from gymnasium import spaces
-from pettingzoo import ParallelEnv
 
-from interplay.envs.toy import cut_at_max_cycles
+from interplay.envs.toy import SharedSpaces, cut_at_max_cycles
 
 _MOVES = np.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1]], np.float32) * 0.05
 
 
-class Swarm(ParallelEnv):
+class Swarm(SharedSpaces):
     metadata = {"name": "swarm_v0", "render_modes": []}
 
     def __init__(self, n_agents: int = 100, max_cycles: int = 50):
         if n_agents < 1:
             raise ValueError(f"n_agents must be at least 1, got {n_agents}")
-        self.possible_agents = [f"bee_{i}" for i in range(n_agents)]
+        super().__init__([f"bee_{i}" for i in range(n_agents)],
+                         spaces.Box(-4.0, 4.0, (4,), np.float32), spaces.Discrete(5))
         self.max_cycles = max_cycles
-        self._obs_space = spaces.Box(-4.0, 4.0, (4,), np.float32)
-        self._act_space = spaces.Discrete(5)
-        self._rng = np.random.default_rng()
-        self.agents: list[str] = []
-
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self._obs_space
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self._act_space
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         if seed is not None:

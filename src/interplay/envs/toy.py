@@ -27,6 +27,23 @@ class Move:
     skip: int = 0  # the next mover is this many live agents further along the rotation
 
 
+class SharedSpaces(ParallelEnv):
+    """A Parallel env whose agents all have one observation space and one action space, and
+    that draws from its own generator (``_rng``, reseeded by ``reset(seed)``)."""
+
+    def __init__(self, agents: list[str], obs_space: spaces.Space, act_space: spaces.Space):
+        self.possible_agents = agents
+        self._obs_space, self._act_space = obs_space, act_space
+        self._rng = np.random.default_rng()
+        self.agents: list[str] = []
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self._obs_space
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self._act_space
+
+
 class ScriptedTurnGame(AECEnv):
     """Agents move in rotation; each move follows the next entry of ``plan``.
 
@@ -131,7 +148,7 @@ class ScriptedTurnGame(AECEnv):
             self.agent_selection = dead[0]
 
 
-class ShiftingCrowd(ParallelEnv):
+class ShiftingCrowd(SharedSpaces):
     """A Parallel env whose agents come and go.
 
     ``schedule`` maps an agent id to ``(arrive, leave)`` step numbers: the agent is live from
@@ -145,17 +162,10 @@ class ShiftingCrowd(ParallelEnv):
     def __init__(self, schedule: dict[str, tuple[int, int]] | None = None, max_steps: int = 10,
                  scale: float = 0.1):
         self.schedule = schedule or {"a_0": (0, 4), "a_1": (2, 7), "a_2": (0, 100), "a_3": (5, 6)}
-        self.possible_agents = list(self.schedule)
+        super().__init__(list(self.schedule), spaces.Box(-1e6, 1e6, (2,), np.float32),
+                         spaces.Discrete(2))
         self.max_steps = max_steps
         self.scale = scale
-        self._obs_space = spaces.Box(-1e6, 1e6, (2,), np.float32)
-        self._act_space = spaces.Discrete(2)
-
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self._obs_space
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self._act_space
 
     def _obs(self, agent: str) -> np.ndarray:
         return np.array([self.t, self.possible_agents.index(agent)], np.float32)
@@ -189,7 +199,7 @@ class ShiftingCrowd(ParallelEnv):
         return obs, rewards, terms, truncs, infos
 
 
-class HiddenGoal(ParallelEnv):
+class HiddenGoal(SharedSpaces):
     """A cooperative Parallel env with a global state that holds what no agent observes.
 
     ``n_agents`` agents walk on the cells ``0 .. size-1`` of a line (actions: left, stay,
@@ -205,23 +215,15 @@ class HiddenGoal(ParallelEnv):
 
     def __init__(self, n_agents: int = 2, size: int = 5, length: int = 6,
                  with_state: bool = True, flat_state: bool = True):
-        self.possible_agents = [f"agent_{i}" for i in range(n_agents)]
+        super().__init__([f"agent_{i}" for i in range(n_agents)],
+                         spaces.Box(0, size - 1, (1,), np.float32), spaces.Discrete(3))
         self.size, self.length = size, length
-        self._obs_space = spaces.Box(0, size - 1, (1,), np.float32)
-        self._act_space = spaces.Discrete(3)
         self._shape = (3 + n_agents,) if flat_state else (1, 3 + n_agents)
         if with_state:
             self.state_space = spaces.Box(-np.inf, np.inf, self._shape, np.float32)
         self.rng = np.random.default_rng()
         self.episode, self.t, self.goal = -1, 0, 0
         self.cells = np.zeros(n_agents, np.int64)
-        self.agents: list[str] = []
-
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self._obs_space
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self._act_space
 
     def state(self) -> np.ndarray:
         if not hasattr(self, "state_space"):

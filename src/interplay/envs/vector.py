@@ -16,15 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from interplay.envs.batch import (
-    StepBuffers,
-    VecStep,
-    copy_seeds,
-    describe_spaces,
-    state_dim,
-    state_space_of,
-)
+from interplay.envs.batch import StepBuffers, VecStep, describe_spaces, state_dim, state_space_of
 from interplay.envs.copies import EnvCopies
+from interplay.seeding import copy_seeds
 
 # What ``stats()`` reports, in every train row (counts since the run began), for the glossary.
 STATS_DOCS = {

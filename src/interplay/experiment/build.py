@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import fnmatch
-import random
 import time
 import tracemalloc
 import warnings
@@ -18,7 +17,7 @@ import numpy as np
 import torch
 
 from interplay.algos import algorithm_class
-from interplay.algos.base import Algorithm, rng_for
+from interplay.algos.base import Algorithm
 from interplay.algos.learners import Learners
 from interplay.config.code import names_code
 from interplay.config.distributions import first, varied
@@ -33,12 +32,7 @@ from interplay.envs.vector import SyncVecEnv
 from interplay.run.actors import Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import CallbackList, Callbacks
 from interplay.run.mapping import PolicySpec, build_specs, load_callable, with_preprocessing
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+from interplay.seeding import rng_for
 
 
 def resolve_device(device: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from interplay.backends.runners import Parts, RayRunners, runner_seed
+from interplay.backends.runners import Parts, RayRunners
 from interplay.config.schema import Config
 from interplay.experiment.build import (
     env_state_space,
@@ -21,11 +21,11 @@ from interplay.experiment.build import (
     make_learners,
     make_specs,
     make_vec_env,
-    seed_everything,
 )
 from interplay.experiment.policies import frozen_actor
 from interplay.run.callbacks import Callbacks
 from interplay.run.runner import Runner
+from interplay.seeding import runner_seed, seed_everything
 
 
 def build_env_runner(cfg: Config, extra: Sequence[Callbacks], collect: Collection[str],

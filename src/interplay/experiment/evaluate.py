@@ -12,9 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from interplay.config.schema import Config, ConfigError
-from interplay.envs.batch import SEED_LIMIT
 from interplay.errors import UserError, WriteError
-from interplay.experiment.loop import Experiment, build_eval_runner, derived_seed
+from interplay.experiment.loop import Experiment, build_eval_runner
 from interplay.experiment.recording import record_episodes
 from interplay.experiment.resume_check import check_loadable, check_spaces, open_run
 from interplay.experiment.run_folder import refuse_links
@@ -22,6 +21,7 @@ from interplay.experiment.trust import require_trust_in
 from interplay.experiment.versus import check_opponent, play_versus, print_versus
 from interplay.loggers.rows import return_totals
 from interplay.loggers.video import write_video
+from interplay.seeding import SEED_LIMIT, derived_seed
 
 
 def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episodes: int = 20,

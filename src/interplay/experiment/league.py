@@ -38,11 +38,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from interplay.algos.base import rng_for
 from interplay.config.code import names_code
 from interplay.config.schema import Config, ConfigError
 from interplay.errors import WriteError
 from interplay.experiment.policies import FrozenActor, frozen_actor, snapshot_state
+from interplay.experiment.ratings import Elo, OpenSkill, Rater
 from interplay.experiment.run_folder import LEAGUE_FOLDER as FOLDER
 from interplay.experiment.run_folder import refuse_links
 from interplay.experiment.statecodec import encode
@@ -50,6 +50,7 @@ from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import Callbacks
 from interplay.run.mapping import load_callable
 from interplay.run.transitions import Transitions
+from interplay.seeding import rng_for
 
 LEARNER = "learner"
 OPENING_GAMES = 50  # games whose returns tell a cooperative env
@@ -192,7 +193,7 @@ class League(Callbacks):
         self.assign = np.zeros(E, np.int64)
         self.learner_side = np.zeros(E, np.int64)
         self.members: list[Member] = []
-        self.rater = Elo(lg.elo_k) if lg.rating == "elo" else OpenSkill()
+        self.rater: Rater = Elo(lg.elo_k) if lg.rating == "elo" else OpenSkill()
         self.skill: dict[str, list[float]] = {LEARNER: self.rater.new()}
         self.results: dict[str, list[int]] = {}  # member -> [learner wins, draws, losses]
         self.next_snapshot = 0
@@ -523,51 +524,6 @@ class League(Callbacks):
         if said:
             warnings.warn(f"league.fixed changed since the checkpoint: {'; '.join(said)}",
                           LeagueWarning, stacklevel=2)
-
-
-class Elo:
-    """Elo ratings: everyone starts at 1000; a game moves the two players by ``k`` times the
-    difference between the first one's score (1, 0.5, 0) and its expected score."""
-
-    def __init__(self, k: float):
-        self.k = k
-
-    def new(self) -> list[float]:
-        return [1000.0]
-
-    def update(self, a: list[float], b: list[float], score: float
-               ) -> tuple[list[float], list[float]]:
-        # Bounded so that far-apart ratings give a sure result, not an overflow.
-        expected = 1.0 / (1.0 + 10 ** min(max((b[0] - a[0]) / 400, -300.0), 300.0))
-        delta = self.k * (score - expected)
-        return [a[0] + delta], [b[0] - delta]
-
-    def shown(self, skill: list[float]) -> float:
-        return skill[0]
-
-
-class OpenSkill:
-    """OpenSkill's Plackett-Luce model: a skill ``mu`` and its uncertainty ``sigma`` per
-    player, shown as the cautious ``mu - 3 sigma``."""
-
-    def __init__(self) -> None:
-        from openskill.models import PlackettLuce
-
-        self.model = PlackettLuce()
-
-    def new(self) -> list[float]:
-        fresh = self.model.rating()
-        return [fresh.mu, fresh.sigma]
-
-    def update(self, a: list[float], b: list[float], score: float
-               ) -> tuple[list[float], list[float]]:
-        ranks = [0.0, 0.0] if score == 0.5 else [0.0, 1.0] if score == 1.0 else [1.0, 0.0]
-        (ra,), (rb,) = self.model.rate([[self.model.rating(mu=a[0], sigma=a[1])],
-                                        [self.model.rating(mu=b[0], sigma=b[1])]], ranks=ranks)
-        return [ra.mu, ra.sigma], [rb.mu, rb.sigma]
-
-    def shown(self, skill: list[float]) -> float:
-        return skill[0] - 3.0 * skill[1]
 
 
 def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, Any]]:

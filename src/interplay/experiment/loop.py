@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from interplay.algos.base import derived_seed
 from interplay.backends.ray import require_ray
 from interplay.backends.runners import RayRunners
 from interplay.config.distributions import varied
@@ -39,7 +38,6 @@ from interplay.experiment.build import (
     make_vec_env,
     policies_to_train,
     resolve_device,
-    seed_everything,
 )
 from interplay.experiment.checkpoint import (
     CheckpointError,
@@ -69,6 +67,7 @@ from interplay.loggers.curve import plot_curve
 from interplay.loggers.rows import ConsoleLogger, JsonlLogger
 from interplay.run.callbacks import Callbacks
 from interplay.run.runner import Runner
+from interplay.seeding import derived_seed, seed_everything
 
 STATE_FORMAT = 1
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from interplay.algos.base import rng_for
 from interplay.run.actors import ActBatch, Actor, RandomActor
 from interplay.run.callbacks import Callbacks
 from interplay.run.mapping import PolicySpec
+from interplay.seeding import rng_for
 
 
 class Openings(Callbacks):

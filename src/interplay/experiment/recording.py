@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from interplay.algos.base import derived_seed
 from interplay.config.schema import Config, ConfigError
 from interplay.envs.registry import native_env_class
 from interplay.experiment.build import env_maker, make_vec_env
 from interplay.run.runner import Runner
+from interplay.seeding import derived_seed
 
 
 def record_episodes(cfg: Config, exp: Any, env_id: Any, episodes: int = 1,

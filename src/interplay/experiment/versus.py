@@ -23,7 +23,6 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from interplay.algos.base import rng_for
 from interplay.config.schema import Config, ConfigError, PolicyConfig
 from interplay.envs.spaces import same_space
 from interplay.experiment.build import make_specs, make_vec_env
@@ -34,6 +33,7 @@ from interplay.run.actors import Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import CallbackList, Callbacks
 from interplay.run.mapping import PolicySpec, load_callable
 from interplay.run.runner import Runner
+from interplay.seeding import rng_for
 
 OUTCOMES = ("win", "draw", "loss")
 # What ``play_versus`` adds to eval.json with ``--vs``, for the glossary (docs/metrics.md).

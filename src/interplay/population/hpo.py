@@ -34,7 +34,6 @@ import torch
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic import Field as PydanticField
 
-from interplay.algos.base import rng_for
 from interplay.backends import map_members
 from interplay.backends.ray import require_ray
 from interplay.config.schema import Config, ConfigError, load, read, read_yaml, to_yaml, validate
@@ -44,9 +43,11 @@ from interplay.errors import UserError
 from interplay.experiment.checkpoint import latest_valid, list_checkpoints, load_checkpoint
 from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.loop import Experiment
+from interplay.experiment.ratings import Elo
 from interplay.experiment.trust import require_trust
 from interplay.experiment.warm_start import requests as warm_requests
 from interplay.experiment.warm_start import warm_start
+from interplay.seeding import rng_for
 
 ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
 # What each line of hpo.jsonl holds, for the glossary (docs/metrics.md).
@@ -785,7 +786,8 @@ def play_round(members: list[Member], hpo: Any, rng: np.random.Generator, seed: 
     from interplay.experiment.versus import play_pair
 
     players: list[Any] = [*members, *hpo.opponents]
-    ratings = {id(p): 1000.0 for p in players}
+    elo = Elo(ELO_K)
+    ratings = {id(p): elo.new() for p in players}
     results: list[tuple[Any, Any, float]] = []
     for i, a in enumerate(players):
         for b in players[i + 1:]:
@@ -796,11 +798,9 @@ def play_round(members: list[Member], hpo: Any, rng: np.random.Generator, seed: 
             results += [(a, b, o) for o in outcomes]
     for k in rng.permutation(len(results)):
         a, b, score = results[int(k)]
-        expected = 1.0 / (1.0 + 10 ** ((ratings[id(b)] - ratings[id(a)]) / 400))
-        ratings[id(a)] += ELO_K * (score - expected)
-        ratings[id(b)] -= ELO_K * (score - expected)
+        ratings[id(a)], ratings[id(b)] = elo.update(ratings[id(a)], ratings[id(b)], score)
     for m in members:
-        m.rating = ratings[id(m)]
+        m.rating = elo.shown(ratings[id(m)])
 
 
 SEARCH_FILES = ("config.yaml", STATE_FILE, "hpo.jsonl", "members", "best", "lineage.png")

@@ -248,10 +248,9 @@ class Stepped(interplay.Callbacks):
         STEPPED[0] = True
 
 
-def test_the_mapping_function_is_called_per_agent_as_the_run_is_built_with_no_episode(
-        tmp_path, monkeypatch):
-    """What docs/from_rllib.md says: RLlib's signature works, `episode` is None, and the
-    mapping is made when the run and its test env are built, never per episode."""
+def test_the_mapping_function_is_called_per_agent_at_every_episode_start(tmp_path, monkeypatch):
+    """What docs/from_rllib.md says: RLlib's signature is called at the start of every episode
+    in every copy, with the episode, never in the middle of one."""
     monkeypatch.syspath_prepend(str(ROOT / "examples"))
     CALLS.clear()
     STEPPED[0] = False
@@ -259,12 +258,22 @@ def test_the_mapping_function_is_called_per_agent_as_the_run_is_built_with_no_ep
         "train.policy_mapping_fn=test_doc_claims:rllib_style", "train.callbacks=[]",
         "train.steps=100", "train.test_frequency=-1", "env.num_envs=2", "train.target=null",
         "log.every=100", *QUIET])
-    interplay.train(cfg, tmp_path / "run", callbacks=[Stepped()])
+    starts: list[tuple[int, int]] = []
+
+    class Starts(interplay.Callbacks):
+        def on_episode_start(self, *, episode, env_index, runner):
+            starts.append((episode.id_, env_index))
+
+    CALLS.clear()  # the calls made while the run is built ask about stand-in episodes
+    interplay.train(cfg, tmp_path / "run", callbacks=[Stepped(), Starts()])
     assert STEPPED[0] and CALLS
-    assert all(episode is None for _, episode, _ in CALLS)
-    assert not [agent for agent, _, stepped in CALLS if stepped], "mapped during episodes"
-    agents = {agent for agent, _, _ in CALLS}
-    assert agents == {"hunter_0", "hunter_1", "runner_0"}
+    asked = {(episode.id_, episode.env_index) for _, episode, _ in CALLS}
+    assert set(starts) <= asked and len(starts) > 2
+    assert len(CALLS) % 3 == 0
+    for i in range(0, len(CALLS), 3):  # every agent, once per episode, as it starts
+        block = CALLS[i:i + 3]
+        assert [a for a, _, _ in block] == ["hunter_0", "hunter_1", "runner_0"]
+        assert block[0][1] is block[1][1] is block[2][1]
 
 
 # -- resume -------------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ def test_a_default_group_with_different_spaces_splits_per_agent():
 
 
 def rllib_style(agent_id, episode, **kwargs):
-    assert episode is None
+    assert episode.id_ >= 1 and episode.rng is not None
     return agent_id.split("_")[0].upper()
 
 
@@ -126,7 +126,7 @@ def test_mapping_functions_in_every_accepted_signature(fn):
     ("needs_team_size", "requires argument(s) team_size that the mapping cannot give"),
     ("needs_keyword", "requires argument(s) config that the mapping cannot give"),
     ("no_arguments", "takes no positional argument"),
-    ("crashes", "raised for agent 'bob_0': AttributeError"),
+    ("crashes", "raised for agent 'bob_0' at the start of episode 1 (copy 0): AttributeError"),
 ])
 def test_a_mapping_function_we_cannot_call_is_named(fn, needle):
     with pytest.raises(ConfigError) as info:

@@ -174,7 +174,12 @@ class TrainConfig(Section):
     """One policy on every seat."""
     policy_mapping_fn: Annotated[str | None, NamesCode("attr")] = None
     """``module:function`` mapping an agent id to a policy id (for agents not listed in
-    ``policies``)."""
+    ``policies``). ``fn(agent_id)`` is called once, when the run is built; RLlib's
+    ``fn(agent_id, episode, **kwargs)`` at the start of every episode in every copy, with the
+    episode (``id_``, ``env_index``, ``env_id``, ``user_data``, and ``rng``, a generator
+    seeded from the run's seed and the episode): a policy it returns may then control any
+    agent sharing its spaces, and acts, learns and is scored only where it was put. Not with
+    a league."""
     callbacks: Annotated[list[str], NamesCode("attr")] = Field(default_factory=list)
     """Callback classes as ``module:Class``."""
     device: Literal["auto", "cpu", "cuda"] = "auto"

@@ -232,7 +232,8 @@ class CopyEnvs(Sequence):
 def make_specs(cfg: Config, env: VecEnv) -> dict[str, PolicySpec]:
     specs = build_specs(
         env.agents, env.observation_spaces, env.action_spaces, env.obs_views, env.action_views,
-        cfg.policies, cfg.train.policy_mapping_fn, cfg.train.self_play,
+        cfg.policies, cfg.train.policy_mapping_fn, cfg.train.self_play, cfg.train.seed,
+        str(cfg.env.id),
     )
     return with_preprocessing(specs, cfg.algo)
 

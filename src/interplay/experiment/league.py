@@ -161,6 +161,10 @@ class League(Callbacks):
         self.settings = lg
         self.exp = exp
         self.cfg = cfg
+        if any(s.mapping is not None for s in exp.specs.values()):
+            raise ConfigError(
+                "league: train.policy_mapping_fn chooses the policies per episode, and so does "
+                "the league (its opponents); keep one: a league maps its learner to every seat")
         trained = [p for p, s in exp.specs.items() if s.trainable]
         agents = list(exp.env.agents)
         if len(trained) != 1 or set(exp.specs[trained[0]].agents) != set(agents):

@@ -38,6 +38,18 @@ class Episode:
     final: dict[str, AgentEnd] = field(default_factory=dict)
     user_data: dict[str, Any] = field(default_factory=dict)
     custom: list[tuple[str, float, Reduce]] = field(default_factory=list)
+    # agent -> the policy controlling it in this episode; empty where the mapping is fixed
+    # (see train.policy_mapping_fn)
+    policies: dict[str, str] = field(default_factory=dict)
+    # For a per-episode mapping function (RLlib's names): the env's id and a generator seeded
+    # from the run's seed and this episode
+    env_id: str | None = None
+    rng: np.random.Generator | None = None
+
+    @property
+    def id_(self) -> int:
+        """The episode's id, by RLlib's name."""
+        return self.id
 
     def add_metric(self, name: str, value: float, reduce: Reduce = "mean") -> None:
         """Report a value of this episode; a report reduces all values of ``name`` it covers."""
@@ -174,9 +186,10 @@ class Window:
             return
         self.totals.append(sum(ep.returns.values()))
         self.lengths.append(ep.length)
+        owner = ep.policies or self.owner
         for agent, r in ep.returns.items():
             self.by_agent[agent].append(r)
-            self.by_policy[self.owner[agent]].append(r)
+            self.by_policy[owner.get(agent) or self.owner[agent]].append(r)
         for name, value, reduce in ep.custom:
             self.add_custom(name, value, reduce)
 

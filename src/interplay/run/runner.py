@@ -55,6 +55,9 @@ class _Group:
     whole: bool  # its agents are all the env's agents, in the env's order
     fresh: np.ndarray  # [E, k] the agent's next action is its first of its episode
     memory: dict[str, np.ndarray]  # what the actor keeps per copy and agent (ActBatch.memory)
+    # [E, k] which of its agents it controls in each copy's episode, for a policy that
+    # train.policy_mapping_fn gives agents per episode (None: all of them, always)
+    live: np.ndarray | None = None
 
 
 def _columns(cols: np.ndarray) -> slice | np.ndarray:
@@ -167,8 +170,12 @@ class Runner:
                 every=(np.repeat(np.arange(E), k), np.tile(np.arange(k), E)),
                 never=np.zeros((E, k), bool), whole=list(cols) == list(range(len(env.agents))),
                 fresh=np.ones((E, k), bool), memory={},
+                live=np.zeros((E, k), bool) if spec.mapping is not None else None,
             ))
-        self._actions = ActionBlocks([(tuple(g.spec.agents), g.actions) for g in self.groups])
+        self.mapping = next((s.mapping for s in specs.values() if s.mapping is not None), None)
+        self._actions: dict[str, np.ndarray] = (
+            ActionBlocks([(tuple(g.spec.agents), g.actions) for g in self.groups])
+            if self.mapping is None else self._merged_actions(E))
         owner = {a: pid for pid, s in specs.items() for a in s.agents}
         self.tracker = EpisodeTracker(env.agents, E, copies)
         self._every_copy = np.ones(E, bool)  # ``stepped`` when every agent acted
@@ -186,11 +193,50 @@ class Runner:
             self.callbacks.on_env_created(
                 env=copies[e] if copies else env, env_index=e, runner=self)
 
+    def _merged_actions(self, num_envs: int) -> dict[str, np.ndarray]:
+        """Each agent's ``[E, ...]`` actions as the env reads them: a view of its policy's
+        block, or, for an agent mapped per episode, an array of its own that the policy
+        controlling it in each copy fills (:meth:`_merge`)."""
+        out: dict[str, np.ndarray] = {}
+        for g in self.groups:
+            for j, a in enumerate(g.spec.agents):
+                if g.live is None:
+                    out[a] = g.actions[:, j]
+                elif a not in out:
+                    out[a] = np.zeros_like(g.actions[:, j])
+        return {a: out[a] for a in self.env.agents}
+
+    def _merge(self) -> None:
+        """Hand each per-episode mapped agent's action, from the policy controlling it in each
+        copy, to the env."""
+        for g in self.groups:
+            if g.live is None:
+                continue
+            for j, a in enumerate(g.spec.agents):
+                rows = g.acts[:, j]
+                if rows.any():
+                    self._actions[a][rows] = g.actions[rows, j]
+
+    def _map(self, e: int) -> None:
+        """Ask the per-episode mapping which policy controls each agent in copy ``e``'s new
+        episode, and give each policy its agents there."""
+        if self.mapping is None:
+            return
+        ep = self.tracker.current[e]
+        ep.policies = self.mapping.choose(ep)
+        self._give(e, ep.policies)
+
+    def _give(self, e: int, policies: dict[str, str]) -> None:
+        for g in self.groups:
+            if g.live is not None:
+                g.live[e] = [policies.get(a) == g.spec.id for a in g.spec.agents]
+
     def reset(self, seed: int | None) -> None:
         """Start fresh episodes in every copy, with the counters at zero."""
         self.env_steps = self.agent_steps = self.episodes = self.steps = 0
         for e in range(self.env.num_envs):
             self.tracker.drop(e)
+            self._map(e)
         self._abandon(np.ones(self.env.num_envs, bool))
         step = self.env.reset(seed)
         self._observe(step)
@@ -220,7 +266,8 @@ class Runner:
             "counters": [self.env_steps, self.agent_steps, self.episodes, self.steps],
             "tracker": {"ret": t.ret, "seen": t.seen, "length": t.length, "next_id": t._next_id,
                         "ids": [ep.id for ep in t.current],
-                        "custom": [list(ep.custom) for ep in t.current]},
+                        "custom": [list(ep.custom) for ep in t.current],
+                        "policies": [dict(ep.policies) for ep in t.current]},
             "window": {"totals": w.totals, "lengths": w.lengths, "by_agent": dict(w.by_agent),
                        "by_policy": dict(w.by_policy),
                        "custom": {k: [r, v] for k, (r, v) in w.custom.items()}},
@@ -245,8 +292,13 @@ class Runner:
             return
         tr = state["tracker"]
         t.restore(tr["ret"], tr["seen"], tr["length"], tr["next_id"])
-        for ep, ep_id, custom in zip(t.current, tr["ids"], tr["custom"], strict=True):
+        for e, (ep, ep_id, custom) in enumerate(zip(t.current, tr["ids"], tr["custom"],
+                                                    strict=True)):
             ep.id, ep.custom = ep_id, [tuple(c) for c in custom]
+            if self.mapping is not None:
+                self.mapping.prepare(ep)
+                ep.policies = dict(tr["policies"][e])
+                self._give(e, ep.policies)
         for g in self.groups:
             entry = state["groups"][g.spec.id]
             if "fresh" in entry:
@@ -267,7 +319,7 @@ class Runner:
                 self.holds[g.spec.id].parts = [Transitions(**t) for t in entry.get("held", [])]
         step = self.env.current_step()
         for g in self.groups:
-            g.acts = step.acting[:, g.cols_sel]
+            g.acts = step.acting[:, g.cols_sel] if g.live is None else step.acting[:, g.cols_sel] & g.live
             g.obs = (g.stack.buf.reshape(g.stack.buf.shape[0], g.stack.buf.shape[1], -1)
                      if g.stack is not None else g.read_obs(step.obs))
             g.mask = None if g.spec.action_view.mask_dim == 0 else g.read_mask(step.mask)
@@ -285,10 +337,13 @@ class Runner:
         acting = step.acting
         n_acting = 0  # every agent belongs to one group
         for g in self.groups:
-            n = g.acts.size if step.all_acting else int(np.count_nonzero(g.acts))
+            n = (g.acts.size if step.all_acting and g.live is None
+                 else int(np.count_nonzero(g.acts)))
             if n:
                 self._act(g, n, step, explore)
                 n_acting += n
+        if self.mapping is not None:
+            self._merge()
         if n_acting == acting.size:  # everyone acts (simultaneous moves): every copy steps
             stepped, n_stepped = self._every_copy, len(self._every_copy)
         else:  # the tracker hears who acted now; when all did, it learns so from ``stepped``
@@ -308,9 +363,10 @@ class Runner:
             if step.dropped is not None and np.count_nonzero(step.dropped):
                 dropped = step.dropped
         closed = self._close(step, ended, ends, dropped)
-        self._observe(step, closed)
         self._step = step
+        # Episodes first: a new episode's mapping decides who acts in it (see ``_map``).
         self._episodes(step, stepped, ended, ends, dropped)
+        self._observe(step, closed)
         if not closed:
             return {}
         out = {pid: concat(parts) for pid, parts in closed.items() if parts}
@@ -423,7 +479,10 @@ class Runner:
     def _observe(self, step: VecStep, closed: dict[str, list[Transitions]] | None = None) -> None:
         """Take in the observations of the agents that act next; close their last transitions."""
         for g in self.groups:
-            acts = g.acts = step.acting if g.whole else step.acting[:, g.cols_sel]
+            acts = step.acting if g.whole else step.acting[:, g.cols_sel]
+            if g.live is not None:
+                acts = acts & g.live
+            g.acts = acts
             obs = g.read_obs(step.obs)
             self._check_finite(g, obs, "observation")
             g.obs = g.stack.push(acts, obs) if g.stack is not None else obs
@@ -464,6 +523,7 @@ class Runner:
         if dropped is not None:
             for e in np.nonzero(dropped)[0]:
                 tracker.drop(int(e))
+                self._map(int(e))
                 self.callbacks.on_episode_start(
                     episode=tracker.current[e], env_index=int(e), runner=self)
         if self.callbacks.wants_steps:
@@ -475,6 +535,7 @@ class Runner:
             return
         for e in np.flatnonzero(step.episode_end).tolist():
             ep = tracker.finish(e)
+            self._map(e)
             self.episodes += 1
             self.callbacks.on_episode_end(episode=ep, env_index=e, runner=self)
             self.window.add(ep)

@@ -15,7 +15,7 @@ from interplay.errors import WriteError
 from interplay.experiment import checkpoint as checkpoint_mod
 from interplay.experiment.checkpoint import list_checkpoints, verify_checkpoint
 from interplay.experiment.loop import resume, train
-from interplay.loggers.rows import JsonlLogger
+from interplay.loggers.jsonl import JsonlLogger
 
 QUICK = ["env.id=spread", "env.num_envs=2", "log.every=50", "checkpoint.every=100",
          "log.console=false", "log.tensorboard=false", "log.curve=false"]

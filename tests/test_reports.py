@@ -125,7 +125,7 @@ def test_the_closing_rows_rate_covers_the_window_before_it_too(tmp_path, monkeyp
 def test_the_console_labels_the_episode_total_and_the_mean_per_agent():
     from rich.console import Console
 
-    from interplay.loggers.rows import ConsoleLogger
+    from interplay.loggers.console import ConsoleLogger
 
     out = io.StringIO()
     log = ConsoleLogger(1000, enabled=True, console=Console(file=out, width=200))

@@ -85,7 +85,7 @@ def test_a_checkpoint_that_runs_code_is_refused(spread_run, tmp_path, capsys):
 def test_progress_bar_rate_is_training_speed_not_the_test_phase(tmp_path):
     from rich.console import Console
 
-    from interplay.loggers.rows import ConsoleLogger
+    from interplay.loggers.console import ConsoleLogger
 
     log = ConsoleLogger(1000, enabled=True, console=Console(file=io.StringIO()))
     log.report({"phase": "train", "env_steps": 500, "env_steps_per_s": 1234.0,

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from interplay.loggers.tensorboard import TensorBoardLogger, WandbLogger, scalars
+from interplay.loggers.base import scalars
+from interplay.loggers.tensorboard import TensorBoardLogger
+from interplay.loggers.wandb import WandbLogger
 
 ROWS = [
     {"phase": "train", "env_steps": 100, "agent_steps": 200, "episodes": 3, "wall_s": 0.5,

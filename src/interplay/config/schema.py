@@ -32,6 +32,7 @@ from interplay.config.distributions import check_values
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_SIZE, MAX_STEPS, MAX_THREADS
 from interplay.config.model import ModelOverride, ModelSettings, check_models, refuse_renamed
 from interplay.errors import ConfigError
+from interplay.loggers.base import BUILT_IN as BUILT_IN_LOGGERS
 
 
 class Section(BaseModel):
@@ -238,6 +239,34 @@ class LogConfig(Section):
     """The W&B project."""
     wandb_mode: Literal["offline", "online"] = "offline"
     """``offline`` works without a network; sync later with ``wandb sync``."""
+    loggers: Annotated[list[str] | None, NamesCode("attr")] = None
+    """Where reports go, as a list: ``console``, ``jsonl``, ``tensorboard``, ``wandb``, or your
+    own ``module:Class``, built as ``Class(run_dir, config)`` (the run's config as a dict) and
+    handed every report row by ``write(row)``, then ``close()`` (with a ``video(tag, frames,
+    durations, step, path)`` method, test videos too). ``metrics.jsonl`` is always written
+    (resume and reports read it). None: the switches above say; a switch set beside the list
+    overrides it for its logger. A logger that raises is reported once and left out."""
+
+    @field_validator("loggers")
+    @classmethod
+    def _known_loggers(cls, value: list[str] | None) -> list[str] | None:
+        for i, name in enumerate(value or ()):
+            if name not in BUILT_IN_LOGGERS and ":" not in name:
+                near = difflib.get_close_matches(name, BUILT_IN_LOGGERS, n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                raise ValueError(f"log.loggers[{i}]: {name!r} is neither a built-in logger "
+                                 f"({', '.join(BUILT_IN_LOGGERS)}) nor module:Class{hint}")
+        return value
+
+    def shows(self, name: str) -> bool:
+        """Whether the built-in logger ``name`` (console, tensorboard, wandb) is on."""
+        if self.loggers is None or name in self.model_fields_set:
+            return bool(getattr(self, name))
+        return name in self.loggers
+
+    def own_loggers(self) -> list[str]:
+        """The ``module:Class`` loggers ``loggers`` names."""
+        return [name for name in self.loggers or () if name not in BUILT_IN_LOGGERS]
 
     def every_for(self, num_envs: int) -> int:
         """The env steps between reports for a run of ``num_envs`` copies."""

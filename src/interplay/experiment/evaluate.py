@@ -19,7 +19,7 @@ from interplay.experiment.resume_check import check_loadable, check_spaces, open
 from interplay.experiment.run_folder import refuse_links
 from interplay.experiment.trust import require_trust_in
 from interplay.experiment.versus import check_opponent, play_versus, print_versus
-from interplay.loggers.rows import return_totals
+from interplay.loggers.console import return_totals
 from interplay.loggers.video import write_video
 from interplay.seeding import SEED_LIMIT, derived_seed
 

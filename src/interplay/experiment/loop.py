@@ -24,6 +24,7 @@ import torch
 
 from interplay.backends.ray import require_ray
 from interplay.backends.runners import RayRunners
+from interplay.config.code import load_callable
 from interplay.config.distributions import varied
 from interplay.config.schema import Config, ConfigError, to_yaml
 from interplay.envs.snapshot import capture, restore
@@ -63,8 +64,10 @@ from interplay.experiment.run_folder import hold, start_afresh
 from interplay.experiment.trust import require_trust
 from interplay.experiment.warm_start import requests as warm_requests
 from interplay.experiment.warm_start import warm_start
+from interplay.loggers.base import Logger
+from interplay.loggers.console import ConsoleLogger
 from interplay.loggers.curve import plot_curve
-from interplay.loggers.rows import ConsoleLogger, JsonlLogger
+from interplay.loggers.jsonl import JsonlLogger
 from interplay.run.callbacks import Callbacks
 from interplay.run.runner import Runner
 from interplay.seeding import derived_seed, seed_everything
@@ -492,9 +495,9 @@ class Loggers:
             if len(self.last_step) == 2:
                 break
         self.jsonl = JsonlLogger(metrics)
-        self.console = ConsoleLogger(cfg.train.steps, cfg.log.console)
-        self.others: list[Any] = []
-        if cfg.log.tensorboard:
+        self.console = ConsoleLogger(cfg.train.steps, cfg.log.shows("console"))
+        self.others: list[tuple[str, Logger]] = []
+        if cfg.log.shows("tensorboard"):
             from interplay.loggers.tensorboard import TensorBoardLogger
 
             # What was logged after the checkpoint is logged again: TensorBoard is to hide it.
@@ -502,28 +505,45 @@ class Loggers:
             purge = None
             if resumed_at is not None:
                 purge = resumed_at + 1 if resumed_at in self.last_step.values() else resumed_at
-            self.others.append(TensorBoardLogger(run_dir / "tensorboard", purge))
-        if cfg.log.wandb:
-            from interplay.loggers.tensorboard import WandbLogger
+            self.others.append(("tensorboard", TensorBoardLogger(run_dir / "tensorboard", purge)))
+        if cfg.log.shows("wandb"):
+            from interplay.loggers.wandb import WandbLogger
 
-            self.others.append(WandbLogger(run_dir, cfg.log.wandb_project,
-                                           cfg.model_dump(mode="json"), mode=cfg.log.wandb_mode))
+            self.others.append(("wandb", WandbLogger(
+                run_dir, cfg.log.wandb_project, cfg.model_dump(mode="json"),
+                mode=cfg.log.wandb_mode)))
+        for path in cfg.log.own_loggers():
+            self.others.append((path, own_logger(path, run_dir, cfg.model_dump(mode="json"))))
 
     def write(self, row: dict[str, Any]) -> None:
         self.jsonl.write(row)
         self.last_step[row["phase"]] = row["env_steps"]
         self.console.report(row)
-        for logger in self.others:
-            logger.write(row)
+        self._each("write", row)
 
     def video(self, frames: np.ndarray, durations: list[float], step: int, path: Path) -> None:
-        for logger in self.others:
-            logger.video("video/test", frames, durations, step, path)
+        self._each("video", "video/test", frames, durations, step, path)
+
+    def _each(self, method: str, *args: Any) -> None:
+        """Call ``method`` of every other logger that has it. The built-in ones' errors (a full
+        disk) go up; a user's logger that raises is reported once and left out."""
+        for name, logger in list(self.others):
+            call = getattr(logger, method, None)
+            if call is None:
+                continue
+            if ":" not in name:
+                call(*args)
+                continue
+            try:
+                call(*args)
+            except Exception as err:
+                warnings.warn(f"log.loggers: {name} raised {type(err).__name__} in {method}(): "
+                              f"{err}; it is left out for the rest of the run", stacklevel=2)
+                self.others.remove((name, logger))
 
     def close(self, last: dict[str, Any], policies: list[str], agents: list[str]) -> None:
         self.jsonl.close()
-        for logger in self.others:
-            logger.close()
+        self._each("close")
         self.console.summary(last, policies, agents)
 
 
@@ -579,3 +599,20 @@ def resume(run_dir: str | Path, overrides: Sequence[str] = (), checkpoint: str |
                 return exp.run(stop)
         finally:
             exp.close()
+
+
+def own_logger(path: str, run_dir: Path, config: dict[str, Any]) -> Logger:
+    """The logger ``module:Class`` names (``log.loggers``), built as ``Class(run_dir, config)``;
+    named errors for one that cannot be imported, built, or has no ``write`` and ``close``."""
+    where = "log.loggers"
+    cls = load_callable(path, where)
+    try:
+        logger = cls(run_dir, config)
+    except Exception as err:
+        raise ConfigError(f"{where}: building logger {path!r} raised {type(err).__name__}: "
+                          f"{err}") from err
+    missing = [m for m in ("write", "close") if not callable(getattr(logger, m, None))]
+    if missing:
+        raise ConfigError(f"{where}: logger {path!r} has no {' or '.join(missing)} method; a "
+                          "logger takes write(row) and close()")
+    return logger

@@ -1,8 +1,7 @@
-"""TensorBoard and Weights & Biases loggers for the rows that go to ``metrics.jsonl``."""
+"""TensorBoard: the rows that go to ``metrics.jsonl`` as scalars, test episodes as videos."""
 
 from __future__ import annotations
 
-import numbers
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,23 +11,7 @@ import numpy as np
 from torch.utils.tensorboard import SummaryWriter
 
 from interplay.errors import WriteError
-
-
-def scalars(row: dict[str, Any]) -> tuple[str, int, dict[str, float]]:
-    """Split a report row into its phase, its env step and its numeric fields by name.
-
-    Names are ``<phase>/<field>``; ``None``, booleans and text are left out.
-    """
-    try:
-        phase, step = str(row["phase"]), int(row["env_steps"])
-    except KeyError as err:
-        raise ValueError(f"metrics row has no {err.args[0]!r}: {row!r}") from None
-    values = {
-        f"{phase}/{key}": float(value) for key, value in row.items()
-        if key not in ("phase", "env_steps")
-        and isinstance(value, numbers.Real) and not isinstance(value, bool)
-    }
-    return phase, step, values
+from interplay.loggers.base import scalars
 
 
 class TensorBoardLogger:
@@ -99,36 +82,3 @@ def _writer_read_last(log_dir: Path, purge_step: int | None) -> SummaryWriter:
             p.unlink()
         time.sleep(1.0 - time.time() % 1.0)  # the next second's name sorts after
     return writer
-
-
-class WandbLogger:
-    """The same rows sent to Weights & Biases, with ``env_steps`` as the x axis."""
-
-    def __init__(self, run_dir: Path, project: str, config: dict[str, Any], mode: str = "offline"):
-        try:
-            import wandb
-        except ImportError as err:
-            raise ImportError(
-                "W&B logging needs the wandb package: pip install 'interplay[wandb]'") from err
-        self._run = wandb.init(project=project, config=config, dir=str(run_dir),
-                               name=Path(run_dir).name, mode=mode)
-        # Train and test rows share env steps, so W&B's own step counter cannot be the x axis.
-        self._run.define_metric("env_steps")
-        self._run.define_metric("*", step_metric="env_steps")
-
-    def write(self, row: dict[str, Any]) -> None:
-        _, step, values = scalars(row)
-        self._run.log({"env_steps": step, **values})
-
-    def video(self, tag: str, frames: np.ndarray, durations: Sequence[float], step: int,
-              path: Path | None = None) -> None:
-        import wandb
-
-        fps = int(round(1000.0 / max(float(np.mean(durations)), 1.0)))
-        # W&B takes frames as [T, C, H, W]
-        media = (wandb.Video(str(path)) if path is not None
-                 else wandb.Video(frames.transpose(0, 3, 1, 2), fps=fps, format="gif"))
-        self._run.log({"env_steps": step, tag: media})
-
-    def close(self) -> None:
-        self._run.finish()

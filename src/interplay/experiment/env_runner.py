@@ -14,18 +14,11 @@ import torch
 
 from interplay.backends.runners import Parts, RayRunners
 from interplay.config.schema import Config
-from interplay.experiment.build import (
-    env_state_space,
-    make_actors,
-    make_callbacks,
-    make_learners,
-    make_specs,
-    make_vec_env,
-)
-from interplay.experiment.policies import frozen_actor
+from interplay.experiment.build import make_callbacks
+from interplay.experiment.parts import build_parts
 from interplay.run.callbacks import Callbacks
 from interplay.run.runner import Runner
-from interplay.seeding import runner_seed, seed_everything
+from interplay.seeding import runner_seed
 
 
 def build_env_runner(cfg: Config, extra: Sequence[Callbacks], collect: Collection[str],
@@ -35,20 +28,16 @@ def build_env_runner(cfg: Config, extra: Sequence[Callbacks], collect: Collectio
     seed = runner_seed(cfg.train.seed, index, restarts)
     if seed != cfg.train.seed:
         cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"seed": seed})})
-    seed_everything(seed)
     torch.set_num_threads(cfg.train.torch_threads or 1)
-    env, copies = make_vec_env(cfg, num_envs=per_runner(cfg))
+    built = build_parts(cfg, "cpu", per_runner(cfg))
     try:
-        specs = make_specs(cfg, env)
-        algo = make_learners(cfg, specs, "cpu", env.turn_based, env_state_space(env))
-        actors = make_actors(cfg, specs, algo, frozen_actor)
-        callbacks = make_callbacks(cfg, extra)
-        runner = Runner(env, specs, actors, collect, callbacks, copies,
+        runner = Runner(built.env, built.specs, built.actors, collect,
+                        make_callbacks(cfg, extra), built.copies,
                         complete_episodes=cfg.train.batch_mode == "complete_episodes")
     except BaseException:
-        env.close()
+        built.env.close()
         raise
-    return Parts(runner, algo, actors)
+    return Parts(runner, built.algo, built.actors)
 
 
 def per_runner(cfg: Config) -> int:

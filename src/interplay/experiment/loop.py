@@ -31,10 +31,7 @@ from interplay.envs.snapshot import capture, restore
 from interplay.errors import UserError, WriteError
 from interplay.experiment.build import (
     check_target_metric,
-    env_state_space,
-    make_actors,
     make_callbacks,
-    make_learners,
     make_specs,
     make_vec_env,
     policies_to_train,
@@ -51,7 +48,7 @@ from interplay.experiment.exploiters import Exploiters
 from interplay.experiment.interrupt import Interrupted, StopRequest
 from interplay.experiment.league import League, without_league_rows
 from interplay.experiment.learner_means import LearnerMeans
-from interplay.experiment.policies import frozen_actor
+from interplay.experiment.parts import build_parts
 from interplay.experiment.resume_check import (
     check_loadable,
     check_spaces,
@@ -70,7 +67,7 @@ from interplay.loggers.curve import plot_curve
 from interplay.loggers.jsonl import JsonlLogger
 from interplay.run.callbacks import Callbacks
 from interplay.run.runner import Runner
-from interplay.seeding import derived_seed, seed_everything
+from interplay.seeding import derived_seed
 
 STATE_FORMAT = 1
 
@@ -101,7 +98,6 @@ class Experiment:
 
     def __init__(self, cfg: Config, run_dir: Path, callbacks: Sequence[Callbacks] = (),
                  league: bool = True):
-        seed_everything(cfg.train.seed)
         if cfg.train.torch_threads:
             torch.set_num_threads(cfg.train.torch_threads)
         self.cfg = cfg
@@ -115,14 +111,12 @@ class Experiment:
                                   f"but the learner runs on {self.device} (train.device: "
                                   f"{cfg.train.device})")
         # With Ray env runners the copies live in the runners: this env is a probe of one.
-        self.env, copies = make_vec_env(cfg, num_envs=1 if remote else None)
+        built = build_parts(cfg, self.device, 1 if remote else None)
+        self.env, copies = built.env, built.copies
+        self.specs, self.algo, self.actors = built.specs, built.algo, built.actors
         self.remote: RayRunners | None = None
         self.runner: Runner  # or the Ray runners, which the loop steps the same way
         try:
-            self.specs = make_specs(cfg, self.env)
-            self.algo = make_learners(cfg, self.specs, self.device, self.env.turn_based,
-                                     env_state_space(self.env))
-            self.actors = make_actors(cfg, self.specs, self.algo, frozen_actor)
             self.eval_actors = dict(self.actors)  # test phases: the policies themselves
             if remote and cfg.league.snapshot_every > 0:
                 raise ConfigError("league.snapshot_every: a league runs with backend.name: "

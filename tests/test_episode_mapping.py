@@ -166,3 +166,14 @@ def test_a_league_refuses_a_per_episode_mapping(tmp_path):
         train(load([], ["env.id=pettingzoo.classic.tictactoe_v3", "algo.name=dqn",
                         "train.steps=100", "league.snapshot_every=50", *SELF_PLAY, *QUIET]),
               tmp_path / "r")
+
+
+def test_over_a_thousand_episodes_each_seat_gets_the_learner_about_half_the_time():
+    runner, _ = seats_runner(num_envs=8)
+    runner.reset(0)
+    while runner.episodes < 1000:
+        runner.step()
+    learner_on = [seats["player_1"] == "main" for seats in fns.GIVEN.values()]
+    assert len(learner_on) >= 1000
+    assert 0.45 < sum(learner_on) / len(learner_on) < 0.55
+    assert all(set(seats.values()) == {"main", "rand"} for seats in fns.GIVEN.values())

@@ -72,9 +72,13 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
                           "PettingZoo env")
     if native is not None:
         def build(copies: int) -> Any:
+            limit = cfg.train.max_steps_per_episode
             try:
-                return native(num_envs=copies, max_steps=cfg.train.max_steps_per_episode,
-                              **cfg.env.kwargs)
+                if getattr(native, "on_device", False):  # simulated in torch (VMAS): on the
+                    # run's device, its kwargs (max_steps among them) its own to sort out
+                    return native(copies, limit, resolve_device(cfg.train.device),
+                                  dict(cfg.env.kwargs))
+                return native(num_envs=copies, max_steps=limit, **cfg.env.kwargs)
             except (TypeError, ValueError) as err:  # the built-in envs phrase what is wrong
                 raise EnvSpecError(f"env.kwargs: {err}") from err
 

@@ -51,6 +51,24 @@ def native_env_class(env_id: Any) -> type | None:
     return _NATIVE.get(env_id)
 
 
+def make_native(cls: type, num_envs: int, max_steps: int | None, device: str,
+                kwargs: dict[str, Any]) -> Any:
+    """``num_envs`` copies of the natively batched env ``cls`` with ``env.kwargs``.
+
+    A family simulated in torch (VMAS, ``on_device``) runs on ``device`` and sorts out its
+    kwargs itself (its own ``max_steps`` among them); the NumPy envs take them as keywords.
+    The built-in envs phrase what is wrong with the kwargs as TypeError or ValueError.
+    """
+    try:
+        if getattr(cls, "on_device", False):
+            return cls(num_envs, max_steps, device, dict(kwargs))
+        return cls(num_envs=num_envs, max_steps=max_steps, **kwargs)
+    except (TypeError, ValueError) as err:
+        if isinstance(err, UserError):
+            raise
+        raise EnvSpecError(f"env.kwargs: {err}") from err
+
+
 def known_env_names() -> list[str]:
     return sorted([*_REGISTRY, *_NATIVE])
 

@@ -14,6 +14,7 @@ go on (see :attr:`VmasEnv.no_snapshot_reason`).
 
 from __future__ import annotations
 
+import difflib
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -141,8 +142,10 @@ class VmasEnv:
         vmas = _import_vmas(self.env_id)
         names = scenario_names()
         if self.scenario not in names:
+            close = difflib.get_close_matches(self.scenario, names, n=1)
+            hint = f" (did you mean {FAMILY}:{close[0]}?)" if close else ""
             raise EnvSpecError(f"env.id {self.env_id!r}: VMAS has no scenario "
-                               f"{self.scenario!r}; its scenarios: {', '.join(names)}")
+                               f"{self.scenario!r}{hint}; its scenarios: {', '.join(names)}")
         own = [k for k in kwargs if k in _OWN]
         if own:
             raise EnvSpecError("; ".join(f"env.kwargs.{k}: set by interplay from {_OWN[k]}"
@@ -155,9 +158,10 @@ class VmasEnv:
                                 terminated_truncated=True, **kwargs)
         unused = [w for w in caught if _UNUSED in str(w.message)]
         if unused:
-            raise EnvSpecError(f"env.kwargs: {sorted(_unused_keys(unused, kwargs))} not "
-                               f"accepted by VMAS scenario {self.scenario!r} "
-                               f"({unused[0].message})")
+            keys = ", ".join(f"env.kwargs.{k}" for k in sorted(_unused_keys(unused, kwargs)))
+            raise EnvSpecError(f"{keys}: not used by VMAS scenario {self.scenario!r} (VMAS "
+                               "takes continuous_actions, max_steps, multidiscrete_actions, "
+                               "clamp_actions and the scenario's own settings)")
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return env

@@ -27,7 +27,7 @@ from interplay.config.schema import Config, ConfigError, policy_settings, valida
 from interplay.data.memory import check_fits, human
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
-from interplay.envs.registry import EnvSpecError, env_factory, make_native, native_env_class
+from interplay.envs.registry import env_factory, make_native, native_env_class
 from interplay.envs.variation import varied_factory
 from interplay.envs.vector import SyncVecEnv
 from interplay.run.actors import Actor, RandomActor, ScriptedActor

@@ -2,7 +2,8 @@
 
 from interplay.envs.native.speaker_listener import SpeakerListener
 from interplay.envs.native.spread import Spread
-from interplay.envs.native.vmas_env import FAMILY as VMAS, vmas_class
+from interplay.envs.native.vmas_env import FAMILY as VMAS
+from interplay.envs.native.vmas_env import vmas_class
 from interplay.envs.registry import register_native, register_native_family
 
 register_native("spread", Spread)

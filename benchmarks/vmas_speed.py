@@ -6,11 +6,12 @@
 For each number of copies, interleaved over several rounds (figures are medians):
 
 - ``vmas_loop``: VMAS alone, as a user writes it for speed: per step, one torch call draws
-  each agent's actions for every copy, then ``env.step(actions)``, nothing else (VMAS ends and
-  resets no episode by itself in this loop; the horizon is reached by neither loop's rounds);
+  each agent's actions for every copy, then ``env.step(actions)``, nothing else (no horizon:
+  this loop never resets a copy);
 - ``interplay_random``: interplay's runner with random policies stepping the same scenario
   (``env.id: vmas:<scenario>``): actions drawn, observations, rewards and flags written into
-  the agent blocks, episodes booked.
+  the agent blocks, episodes booked, and every copy reset at the 100-step horizon (the
+  rounds pass it), which the VMAS loop is spared.
 
 ``ratio`` is ``interplay_random / vmas_loop`` (1.0 = interplay costs nothing). Then, once,
 IPPO training env-steps/s with ``configs/ippo_vmas_navigation.yaml`` (its copies, rollout and

@@ -190,3 +190,16 @@ def test_frames_of_one_copy_and_a_named_error_when_drawing_fails(monkeypatch):
     monkeypatch.setattr(env._env, "render", no_display)
     with pytest.raises(VmasRenderError, match="copy 1 .*pyglet"):
         env.render_rgb(1)
+
+
+def test_each_env_draws_from_its_own_streams():
+    """Seeding one VMAS env (a test phase's) leaves another's resets as they were."""
+    def resets(seed_other: bool) -> np.ndarray:
+        env = vmas_env(max_steps=1, continuous_actions=False)
+        other = vmas_env(continuous_actions=False)
+        env.reset(seed=3)
+        if seed_other:
+            other.reset(seed=99)
+        return env.step(random_actions(env, np.random.default_rng(0))).obs["agent_0"].copy()
+
+    np.testing.assert_array_equal(resets(False), resets(True))

@@ -14,9 +14,10 @@ go on (see :attr:`VmasEnv.no_snapshot_reason`).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -99,6 +100,9 @@ class VmasEnv:
         self.env_id = f"{FAMILY}:{self.scenario}"
         self._env = self._make(num_envs, max_steps, device, dict(kwargs or {}))
         env = self._env
+        # VMAS's streams are one list on its Environment class, swapped in and out in place.
+        self._shared_streams: list[Any] = type(env).vmas_random_state
+        self._streams = list(self._shared_streams)
         self.num_envs = E = num_envs
         self.device = env.device
         self.agents = [a.name for a in env.agents]
@@ -172,7 +176,8 @@ class VmasEnv:
 
     # -- the VecEnv interface -------------------------------------------------------------
     def reset(self, seed: int | None = None) -> VecStep:
-        obs = self._env.reset(seed=seed)
+        with self._own_streams():
+            obs = self._env.reset(seed=seed)
         self._write_obs(obs)
         self._clear()
         self._view.flagged = False
@@ -186,7 +191,9 @@ class VmasEnv:
             raise RuntimeError(f"env {self.env_id!r}: call reset() before step()")
         if self._view.flagged:
             self._clear()
-        obs, rewards, terminated, truncated, _ = self._env.step(self._torch_actions(actions))
+        with self._own_streams():
+            obs, rewards, terminated, truncated, _ = self._env.step(
+                self._torch_actions(actions))
         self._write_obs(obs)
         self._write_rewards(rewards)
         done = terminated | truncated
@@ -248,16 +255,34 @@ class VmasEnv:
         self._terminated[rows] = terminated[rows, None]
         self._truncated[rows] = ~terminated[rows, None]  # a time limit, where not terminated
         self._episode_end[rows] = True
-        if isinstance(rows, slice):  # every copy ended together: one batched reset
-            self._write_obs(self._env.reset())
-        else:
-            for e in rows:
-                self._env.reset_at(int(e), return_observations=False)
-            (obs,) = self._env.get_from_scenario(get_observations=True, get_rewards=False,
-                                                 get_infos=False, get_dones=False)
-            self._write_obs(obs, rows)
+        with self._own_streams():
+            if isinstance(rows, slice):  # every copy ended together: one batched reset
+                self._write_obs(self._env.reset())
+            else:
+                for e in rows:
+                    self._env.reset_at(int(e), return_observations=False)
+                (obs,) = self._env.get_from_scenario(get_observations=True, get_rewards=False,
+                                                     get_infos=False, get_dones=False)
+                self._write_obs(obs, rows)
         if self._frames is not None and done[self._frames_of]:
             self._record("start")
+
+    @contextlib.contextmanager
+    def _own_streams(self) -> Iterator[None]:
+        """VMAS's random streams as this env's own while VMAS runs.
+
+        VMAS keeps one set of streams (torch, NumPy, random) for every env it builds; a test
+        env seeded at each test phase would otherwise set the training copies' resets back to
+        the same draws after every phase. Swapping the three states is three references.
+        """
+        shared = self._shared_streams
+        outside = list(shared)
+        shared[:] = self._streams
+        try:
+            yield
+        finally:
+            self._streams = list(shared)
+            shared[:] = outside
 
     def _clear(self) -> None:
         self._terminated[:] = False

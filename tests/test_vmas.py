@@ -133,6 +133,9 @@ def test_the_run_horizon_and_the_scenario_horizon_the_shorter_wins():
     ({"n_agentz": 2}, ["env.kwargs.n_agentz", "not used by VMAS scenario 'navigation'"]),
     ({"device": "cpu"}, ["env.kwargs.device", "train.device"]),
     ({"dict_spaces": True}, ["env.kwargs.dict_spaces"]),
+    ({"max_steps": 0}, ["env.kwargs.max_steps", "got 0"]),
+    # VMAS's own check (an assert), named with the settings given
+    ({"multidiscrete_actions": True}, ["multidiscrete_actions=True", "continuous_actions=False"]),
 ])
 def test_kwargs_it_cannot_take_are_named(kwargs, needles):
     with pytest.raises(EnvSpecError) as err:

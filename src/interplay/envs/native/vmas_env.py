@@ -81,8 +81,9 @@ def vmas_class(scenario: str) -> type:
 class VmasEnv:
     """``num_envs`` copies of the VMAS scenario ``scenario`` on ``device``, as a vector env.
 
-    ``kwargs`` (``env.kwargs``) go to ``vmas.make_env``: the scenario's own (``n_agents``...) and VMAS's
-    (``continuous_actions``, ``max_steps``, ``multidiscrete_actions``, ``clamp_actions``).
+    ``kwargs`` (``env.kwargs``) go to ``vmas.make_env``: the scenario's own (``n_agents``...)
+    and VMAS's (``continuous_actions``, ``max_steps``, ``multidiscrete_actions``,
+    ``clamp_actions``).
     ``max_steps`` (the run's ``train.max_steps_per_episode``) and ``kwargs["max_steps"]``
     both limit an episode; with neither, :data:`DEFAULT_MAX_STEPS` does. Every copy is one
     episode of every agent: all agents act at every step and end together.
@@ -154,12 +155,22 @@ class VmasEnv:
         if own:
             raise EnvSpecError("; ".join(f"env.kwargs.{k}: set by interplay from {_OWN[k]}"
                                          for k in own))
-        horizon = [h for h in (kwargs.pop("max_steps", None), max_steps) if h is not None]
+        limit = kwargs.pop("max_steps", None)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 1):
+            raise EnvSpecError(f"env.kwargs.max_steps: a positive whole number of steps per "
+                               f"episode, got {limit!r}")
+        horizon = [h for h in (limit, max_steps) if h is not None]
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            env = vmas.make_env(self.scenario, num_envs=num_envs, device=device,
-                                max_steps=min(horizon) if horizon else DEFAULT_MAX_STEPS,
-                                terminated_truncated=True, **kwargs)
+            try:
+                env = vmas.make_env(self.scenario, num_envs=num_envs, device=device,
+                                    max_steps=min(horizon) if horizon else DEFAULT_MAX_STEPS,
+                                    terminated_truncated=True, **kwargs)
+            except Exception as err:  # noqa: BLE001 - VMAS checks its settings with asserts
+                given = ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) or "no env.kwargs"
+                raise EnvSpecError(f"env: building VMAS scenario {self.scenario!r} with "
+                                   f"{given} raised {type(err).__name__}: {err}") from err
         unused = [w for w in caught if _UNUSED in str(w.message)]
         if unused:
             keys = ", ".join(f"env.kwargs.{k}" for k in sorted(_unused_keys(unused, kwargs)))

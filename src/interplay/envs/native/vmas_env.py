@@ -32,7 +32,8 @@ FAMILY = "vmas"
 
 DEFAULT_MAX_STEPS = 100
 """Steps per episode when neither ``env.kwargs.max_steps`` nor ``train.max_steps_per_episode``
-sets one: most VMAS scenarios never end by themselves, and BenchMARL's VMAS tasks use 100."""
+sets one: most VMAS scenarios never end by themselves, and BenchMARL's navigation and balance
+tasks use 100."""
 
 # make_env arguments this adapter sets itself: the layout it reads, where the copies live.
 _OWN = {
@@ -270,7 +271,7 @@ class VmasEnv:
             if isinstance(rows, slice):  # every copy ended together: one batched reset
                 self._write_obs(self._env.reset())
             else:
-                for e in rows:
+                for e in rows:  # VMAS resets one copy or all: only ended copies loop
                     self._env.reset_at(int(e), return_observations=False)
                 (obs,) = self._env.get_from_scenario(get_observations=True, get_rewards=False,
                                                      get_infos=False, get_dones=False)

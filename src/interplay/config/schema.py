@@ -44,7 +44,9 @@ class Section(BaseModel):
 class EnvConfig(Section):
     id: Annotated[Any, NamesCode("env")] = "spread"
     """A built-in or registered env name, a module path (``mpe2.simple_spread_v3``) whose
-    ``parallel_env()``/``env()`` builds the env, ``module:function``, or a factory."""
+    ``parallel_env()``/``env()`` builds the env, ``module:function``, a factory, or
+    ``vmas:<scenario>`` (a VMAS scenario, all ``num_envs`` copies in one batched simulation on
+    ``train.device``; ``env.kwargs`` go to ``vmas.make_env``; extra ``vmas``)."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the env's constructor. A value may be a distribution drawn per
     episode per copy (``{uniform: [lo, hi]}``, ``{int_range: [lo, hi]}``, ``{choice: [...]}``):

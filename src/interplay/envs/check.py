@@ -17,7 +17,7 @@ from gymnasium import spaces
 from interplay.config.schema import Config, ConfigError
 from interplay.envs.adapters import CopyStep, EnvContractError, adapt, is_aec
 from interplay.envs.images import is_image
-from interplay.envs.registry import env_factory, native_env_class
+from interplay.envs.registry import env_factory, make_native, native_env_class
 from interplay.envs.spaces import MASK_KEY, SpaceError, action_view, obs_view
 
 
@@ -25,9 +25,9 @@ def check_env(cfg: Config, cycles: int = 200, say: Callable[[str], None] = print
     """Run every check on ``cfg.env``; returns the problems (empty when the env passes)."""
     if cycles < 1:
         raise ConfigError(f"--cycles must be at least 1 (env steps to try), got {cycles}")
-    if native_env_class(cfg.env.id) is not None:
-        say(f"{cfg.env.id}: a built-in batched env; its parity with the original is tested in the suite")
-        return []
+    native = native_env_class(cfg.env.id)
+    if native is not None:
+        return _check_batched(native, cfg, cycles, say)
     make = env_factory(cfg.env.id, cfg.env.kwargs, cfg.env.api)
     problems: list[str] = []
 
@@ -49,6 +49,59 @@ def check_env(cfg: Config, cycles: int = 200, say: Callable[[str], None] = print
     if not problems:
         say(f"ok    {cfg.env.id}: passed the PettingZoo API test and interplay's checks")
     return problems
+
+
+BATCH_CHECK_COPIES = 2
+
+
+def _check_batched(cls: type, cfg: Config, cycles: int, say: Callable[[str], None]) -> list[str]:
+    """A natively batched env (built-in, or a VMAS scenario): ``cycles`` steps of two copies
+    with random actions; every observation and reward must be finite."""
+    env = make_native(cls, BATCH_CHECK_COPIES, cfg.train.max_steps_per_episode, "cpu",
+                      cfg.env.kwargs)
+    problems: list[str] = []
+    rng = np.random.default_rng(cfg.train.seed)
+    try:
+        step = env.reset(cfg.train.seed)
+        ends = 0
+        for t in range(cycles):
+            bad = _non_finite(step, env.agents)
+            if bad:
+                problems.append(f"step {t}: {bad}")
+                say(f"FAIL  {cfg.env.id}: step {t}: {bad}\n      fix: see the env's settings "
+                    "(env.kwargs) or report it to the env's authors")
+                break
+            step = env.step({a: _random_rows(env.action_spaces[a], BATCH_CHECK_COPIES, rng)
+                             for a in env.agents})
+            ends += int(np.count_nonzero(step.episode_end))
+    finally:
+        env.close()
+    if not problems:
+        say(f"ok    {cfg.env.id}: a natively batched env: {cycles} steps of "
+            f"{BATCH_CHECK_COPIES} copies with random actions ({ends} episodes ended), every "
+            "observation and reward finite")
+    return problems
+
+
+def _non_finite(step: Any, agents: list[str]) -> str:
+    """What is not finite in a batched step (an agent's observation, a reward), or ''."""
+    for a in agents:
+        if not np.isfinite(step.obs[a]).all():
+            return f"agent {a!r}: observation not finite"
+    for i, a in enumerate(agents):
+        if not np.isfinite(step.reward[:, i]).all():
+            return f"agent {a!r}: reward not finite"
+    return ""
+
+
+def _random_rows(space: spaces.Space, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` random actions of ``space`` as a batched env takes them."""
+    if isinstance(space, spaces.Discrete):
+        return rng.integers(space.n, size=n)
+    if isinstance(space, spaces.MultiDiscrete):
+        return rng.integers(space.nvec, size=(n, *space.shape))
+    low, high = np.maximum(space.low, -1.0), np.minimum(space.high, 1.0)
+    return rng.uniform(low, high, size=(n, *space.shape)).astype(np.float32)
 
 
 def _pettingzoo_api_test(make: Callable[[], Any], cycles: int, say, problem) -> None:

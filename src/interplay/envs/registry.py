@@ -14,6 +14,7 @@ EnvFactory = Callable[..., Any]
 
 _REGISTRY: dict[str, EnvFactory] = {}
 _NATIVE: dict[str, type] = {}
+_NATIVE_FAMILIES: dict[str, Callable[[str], type]] = {}
 
 
 class EnvSpecError(UserError, ValueError):
@@ -35,8 +36,37 @@ def register_native(name: str, cls: type) -> None:
     _NATIVE[name] = cls
 
 
+def register_native_family(prefix: str, class_of: Callable[[str], type]) -> None:
+    """Name a family of natively batched envs: ``env.id: <prefix>:<task>`` is built by the
+    class ``class_of(task)`` (which checks the task when it is built)."""
+    _NATIVE_FAMILIES[prefix] = class_of
+
+
 def native_env_class(env_id: Any) -> type | None:
-    return _NATIVE.get(env_id) if isinstance(env_id, str) else None
+    if not isinstance(env_id, str):
+        return None
+    prefix, colon, task = env_id.partition(":")
+    if colon and prefix in _NATIVE_FAMILIES:
+        return _NATIVE_FAMILIES[prefix](task)
+    return _NATIVE.get(env_id)
+
+
+def make_native(cls: type, num_envs: int, max_steps: int | None, device: str,
+                kwargs: dict[str, Any]) -> Any:
+    """``num_envs`` copies of the natively batched env ``cls`` with ``env.kwargs``.
+
+    A family simulated in torch (VMAS, ``on_device``) runs on ``device`` and sorts out its
+    kwargs itself (its own ``max_steps`` among them); the NumPy envs take them as keywords.
+    The built-in envs phrase what is wrong with the kwargs as TypeError or ValueError.
+    """
+    try:
+        if getattr(cls, "on_device", False):
+            return cls(num_envs, max_steps, device, dict(kwargs))
+        return cls(num_envs=num_envs, max_steps=max_steps, **kwargs)
+    except (TypeError, ValueError) as err:
+        if isinstance(err, UserError):
+            raise
+        raise EnvSpecError(f"env.kwargs: {err}") from err
 
 
 def known_env_names() -> list[str]:

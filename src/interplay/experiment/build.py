@@ -26,7 +26,7 @@ from interplay.config.schema import Config, ConfigError, policy_settings, valida
 from interplay.data.memory import check_fits, human
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
-from interplay.envs.registry import EnvSpecError, env_factory, native_env_class
+from interplay.envs.registry import env_factory, make_native, native_env_class
 from interplay.envs.variation import varied_factory
 from interplay.envs.vector import SyncVecEnv
 from interplay.run.actors import Actor, RandomActor, ScriptedActor
@@ -66,11 +66,8 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
                           "PettingZoo env")
     if native is not None:
         def build(copies: int) -> Any:
-            try:
-                return native(num_envs=copies, max_steps=cfg.train.max_steps_per_episode,
-                              **cfg.env.kwargs)
-            except (TypeError, ValueError) as err:  # the built-in envs phrase what is wrong
-                raise EnvSpecError(f"env.kwargs: {err}") from err
+            return make_native(native, copies, cfg.train.max_steps_per_episode,
+                               resolve_device(cfg.train.device), cfg.env.kwargs)
 
         if n >= PROBE_FROM:
             check_copies_fit(n, native_copy_bytes(build), env_name(env_id))

@@ -154,8 +154,9 @@ def fresh_reasons(state: dict[str, Any], exp: Any, changes: dict[str, tuple[Any,
         reasons.append("a scripted player (league.fixed or policies) now reads the env's own "
                        "observations, which the checkpoint's env copies did not keep")
     if not getattr(exp.env, "snapshot_supported", True):
-        reasons.append("env.vectorization is async: the env copies live in worker processes, "
-                       "whose state a checkpoint cannot hold")
+        reasons.append(getattr(exp.env, "no_snapshot_reason",
+                               "env.vectorization is async: the env copies live in worker "
+                               "processes, whose state a checkpoint cannot hold"))
     saved_copies = len(state["runner"]["tracker"]["ids"])
     # Copies per runner: one local runner, or backend.num_env_runners Ray env runners.
     saved_layout = state["runner"].get("layout", [saved_copies])

@@ -31,7 +31,7 @@ from pydantic.fields import FieldInfo
 from interplay.config.algo import SETTINGS, AlgoSettings
 from interplay.config.code import CodeKind, Holds, NamesCode, names_code
 from interplay.config.schema import Config, apply_override, read_yaml
-from interplay.envs.registry import known_env_names
+from interplay.envs.registry import known_env_names, native_env_class
 from interplay.errors import UserError
 
 ENV_PACKAGES = ("pettingzoo", "mpe2", "sisl", "butterfly", "magent2", "shimmy")
@@ -176,7 +176,8 @@ def _named(refs: Sequence[CodeRef], own: bool, seen: set[Path],
             if not is_loopback(ref.value):
                 yield f"the Ray cluster at {ref.value}", shown
         elif kind == "env":
-            if ref.value not in known_env_names():
+            # a family's task (vmas:<scenario>) is checked against the family's own list
+            if ref.value not in known_env_names() and native_env_class(ref.value) is None:
                 yield ref.value.partition(":")[0], shown
         elif ":" in ref.value:  # a plain name is a registered algorithm or network
             yield ref.value.partition(":")[0], shown

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import warnings
 
+import own_loggers
 import pytest
 from helpers import read_metrics
 
-import own_loggers
 from interplay.config.schema import ConfigError, load
 from interplay.experiment.loop import train
 

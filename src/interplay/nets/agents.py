@@ -1,0 +1,237 @@
+"""A policy's network over its agents: one shared by all of them, or one per agent held as one
+batched module over the agent axis.
+
+Both take flat rows ``[n, in]`` with each row's slot (its agent's index in the policy), or a
+whole block ``[..., k, in]`` (``over_agents``). Shared parameters make one call over every row.
+Separate parameters are stacked, ``[k, ...]`` per tensor, and each agent's rows meet its own
+slice in one batched call: a full ``[E, k]`` grid of rows (every agent of every copy, copy by
+copy, as the runner hands simultaneous moves) is a reshape; other rows (agents missing in some
+copies, one mover per turn, a shuffled minibatch) are grouped by slot into a padded
+``[agents, rows, in]`` block, holding only the agents that have rows.
+
+Linear layers are one batched matmul each, layer norms and activations run over the whole
+block; any other part (a CNN encoder, a user's module, a Gaussian's log-std) runs under
+``torch.func.vmap`` over the agent axis, or, where vmap cannot run it, once per agent on that
+agent's own rows.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from torch.func import functional_call, vmap
+
+from interplay.nets.mlp import ACTIVATIONS
+
+_ELEMENTWISE = (nn.Identity, *ACTIVATIONS.values())
+
+
+def agent_nets(make: Callable[[], nn.Module], agents: int, shared: bool) -> SharedNet | AgentStack:
+    """``make()``'s network for a policy of ``agents`` agents: one for all (``shared``, or a
+    single agent), else one per agent, made in agent order (each initialised as its own call
+    of ``make`` would be) and stacked."""
+    if shared or agents == 1:
+        return SharedNet(make())
+    return AgentStack([make() for _ in range(agents)])
+
+
+class SharedNet(nn.Module):
+    """One network for every agent of a policy: one call over all rows."""
+
+    per_agent: ClassVar[bool] = False
+
+    def __init__(self, net: nn.Module):
+        super().__init__()
+        # A list of one, so that saved weights keep the ``nets.0.`` keys they have always had.
+        self.nets = nn.ModuleList([net])
+
+    def forward(self, x: torch.Tensor, slot: torch.Tensor | None = None) -> torch.Tensor:
+        return self.nets[0](x)
+
+    def over_agents(self, x: torch.Tensor) -> torch.Tensor:
+        """A block ``[..., k, in]`` -> ``[..., k, out]``."""
+        y = self.nets[0](x.reshape(-1, x.shape[-1]))
+        return y.reshape(*x.shape[:-1], y.shape[-1])
+
+    def agent(self, j: int) -> nn.Module:
+        """Agent ``j``'s network as a plain module (the shared one)."""
+        return self.nets[0]
+
+
+class AgentStack(nn.Module):
+    """One network per agent, as one module whose every tensor has a leading agent axis.
+
+    ``net`` is the first agent's network with each parameter and buffer replaced by the
+    stack of all agents' (so saved weights are ``net.<name>``, ``[k, ...]``); weights saved as
+    one network per agent (``nets.<j>.<name>``) are stacked as they load.
+    """
+
+    per_agent: ClassVar[bool] = True
+
+    def __init__(self, nets: list[nn.Module]):
+        super().__init__()
+        self.agents = len(nets)
+        self.net = _stacked(nets)
+        self.steps = _steps(self.net)
+        self.register_load_state_dict_pre_hook(_stack_saved_nets)
+
+    def forward(self, x: torch.Tensor, slot: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows ``[n, in]``, row ``i`` agent ``slot[i]``'s (None: a full grid, copy by copy)."""
+        k, n = self.agents, x.shape[0]
+        if slot is None or (n and n % k == 0 and bool(
+                (slot.view(-1, k) == torch.arange(k, device=slot.device)).all())):
+            y = self.over_agents(x.reshape(n // k, k, *x.shape[1:]))
+            return y.reshape(n, -1)
+        return self._ragged(x, slot)
+
+    def over_agents(self, x: torch.Tensor) -> torch.Tensor:
+        """A block ``[..., k, in]`` -> ``[..., k, out]``: agent ``j``'s rows through its network."""
+        lead, k = x.shape[:-2], self.agents
+        y = self._block(x.reshape(-1, k, x.shape[-1]).transpose(0, 1), None, None)
+        return y.transpose(0, 1).reshape(*lead, k, y.shape[-1])
+
+    def _ragged(self, x: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
+        """Rows of any agents in any order: grouped by agent into a padded block and back."""
+        n = x.shape[0]
+        slot = slot.long()
+        counts = torch.bincount(slot, minlength=self.agents)
+        present = counts > 0
+        agents = present.nonzero().squeeze(1)
+        group = (present.cumsum(0) - 1)[slot]  # each row's place among the agents present
+        order = torch.argsort(slot, stable=True)
+        starts = counts.cumsum(0) - counts
+        rank = torch.empty_like(slot)
+        rank[order] = torch.arange(n, device=slot.device) - starts[slot[order]]
+        width = int(counts.max()) if n else 0
+        block = x.new_zeros((len(agents), width, *x.shape[1:]))
+        block[group, rank] = x
+        lengths = counts[agents].tolist()
+        y = self._block(block, None if len(agents) == self.agents else agents, lengths)
+        return y[group, rank]
+
+    def _block(self, x: torch.Tensor, agents: torch.Tensor | None,
+               lengths: list[int] | None) -> torch.Tensor:
+        """``[g, m, in]`` -> ``[g, m, out]``: row block ``i`` through agent ``agents[i]``'s
+        network (all agents in order when None); ``lengths``: the rows of each that are real
+        (None: all), the rest padding."""
+        for i, (kind, module) in enumerate(self.steps):
+            if kind == "linear":
+                weight = _pick(module.weight, agents).transpose(1, 2)
+                if module.bias is None:
+                    x = torch.bmm(x, weight)
+                else:
+                    x = torch.baddbmm(_pick(module.bias, agents).unsqueeze(1), x, weight)
+            elif kind == "norm":
+                x = nn.functional.layer_norm(x, module.normalized_shape, eps=module.eps)
+                if module.weight is not None:
+                    x = x * _pick(module.weight, agents).unsqueeze(1)
+                if module.bias is not None:
+                    x = x + _pick(module.bias, agents).unsqueeze(1)
+            elif kind == "elementwise":
+                x = module(x)
+            elif kind == "vmap":
+                try:
+                    x = _vmapped(module, x, agents)
+                except (RuntimeError, NotImplementedError, ValueError):
+                    # vmap cannot run this module (data-dependent control flow, an op with no
+                    # batching rule): from now on it runs once per agent
+                    self.steps[i] = ("loop", module)
+                    x = _looped(module, x, agents, lengths, self.agents)
+            else:
+                x = _looped(module, x, agents, lengths, self.agents)
+        return x
+
+    def agent(self, j: int) -> nn.Module:
+        """Agent ``j``'s network as a plain module of its own (for export)."""
+        net = copy.deepcopy(self.net)
+        with torch.no_grad():
+            for name, t in self.net.named_parameters():
+                _replace(net, name, nn.Parameter(t[j].clone(), t.requires_grad))
+            for name, b in self.net.named_buffers():
+                _replace(net, name, b[j].clone())
+        return net
+
+
+def _stacked(nets: list[nn.Module]) -> nn.Module:
+    """The first of ``nets`` with each parameter and buffer the stack of all of theirs."""
+    template = nets[0]
+    with torch.no_grad():
+        for name, p in list(template.named_parameters()):
+            stack = torch.stack([net.get_parameter(name) for net in nets])
+            _replace(template, name, nn.Parameter(stack, p.requires_grad))
+        for name, _ in list(template.named_buffers()):
+            _replace(template, name, torch.stack([net.get_buffer(name) for net in nets]))
+    return template
+
+
+def _replace(root: nn.Module, name: str, value: torch.Tensor) -> None:
+    owner, _, leaf = name.rpartition(".")
+    module = root.get_submodule(owner)
+    if isinstance(value, nn.Parameter):
+        setattr(module, leaf, value)
+    else:
+        module.register_buffer(leaf, value, persistent=leaf not in module._non_persistent_buffers_set)
+
+
+def _steps(net: nn.Module) -> list[tuple[str, nn.Module]]:
+    """``net``'s parts in the order they run (Sequentials opened), each with how it runs over
+    a block of agents."""
+    if isinstance(net, nn.Sequential):
+        return [step for part in net for step in _steps(part)]
+    if type(net) is nn.Linear:
+        return [("linear", net)]
+    if type(net) is nn.LayerNorm and len(net.normalized_shape) == 1:
+        return [("norm", net)]
+    if type(net) in _ELEMENTWISE:
+        return [("elementwise", net)]
+    return [("vmap", net)]
+
+
+def _pick(t: torch.Tensor, agents: torch.Tensor | None) -> torch.Tensor:
+    return t if agents is None else t[agents]
+
+
+def _state(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {**dict(module.named_parameters()), **dict(module.named_buffers())}
+
+
+def _vmapped(module: nn.Module, x: torch.Tensor, agents: torch.Tensor | None) -> torch.Tensor:
+    state = {name: _pick(t, agents) for name, t in _state(module).items()}
+
+    def one(params: dict[str, torch.Tensor], rows: torch.Tensor) -> torch.Tensor:
+        return functional_call(module, params, (rows,))
+
+    return vmap(one, randomness="different")(state, x)
+
+
+def _looped(module: nn.Module, x: torch.Tensor, agents: torch.Tensor | None,
+            lengths: list[int] | None, k: int) -> torch.Tensor:
+    """Each agent's real rows through its own slice of ``module`` (views, so that buffers a
+    module updates in place, such as batch-norm statistics, are kept), padded again."""
+    state = _state(module)
+    ids = list(range(k)) if agents is None else agents.tolist()
+    width = x.shape[1]
+    outs = []
+    for i, j in enumerate(ids):
+        rows = width if lengths is None else lengths[i]
+        y = functional_call(module, {name: t[j] for name, t in state.items()}, (x[i, :rows],))
+        outs.append(nn.functional.pad(y, (0, 0) * (y.dim() - 1) + (0, width - rows)))
+    return torch.stack(outs)
+
+
+def _stack_saved_nets(module: nn.Module, state_dict: dict[str, Any], prefix: str,
+                      *_: Any) -> None:
+    """Weights saved as one network per agent (``nets.<j>.<name>``) as the stacks this module
+    holds (``net.<name>``); keys it cannot find are left for the load to report."""
+    old = f"{prefix}nets."
+    if not any(key.startswith(old) for key in state_dict):
+        return
+    assert isinstance(module, AgentStack)
+    for name in module.net.state_dict():
+        keys = [f"{old}{j}.{name}" for j in range(module.agents)]
+        if all(key in state_dict for key in keys):
+            state_dict[f"{prefix}net.{name}"] = torch.stack([state_dict.pop(key) for key in keys])

@@ -30,7 +30,7 @@ from interplay.data.returns import gae
 from interplay.data.rollout import Rollout, RolloutStorage
 from interplay.envs.batch import state_dim
 from interplay.envs.images import is_image
-from interplay.nets.agents import agent_nets
+from interplay.nets.agents import agent_nets, stacked_optimizer_state
 from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import ActionDist
 from interplay.nets.greedy import GreedyPolicy, Standardise
@@ -185,7 +185,8 @@ class _Policy:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict(
+            stacked_optimizer_state(state["optimizer"], [self.actor, self.critic]))
         for norm, key in ((self.obs_norm, "obs_norm"), (self.ret_norm, "ret_norm")):
             if norm is not None:
                 norm.load_state_dict(state[key])

@@ -37,7 +37,7 @@ from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
 from interplay.data.replay import Group, JointReplay, JointReplayBuffer
 from interplay.envs.batch import state_dim
-from interplay.nets.agents import agent_nets
+from interplay.nets.agents import agent_nets, stacked_optimizer_state
 from interplay.nets.build import check_network_fits, model_key, network, obs_input, policy_model
 from interplay.nets.greedy import GreedyQ
 from interplay.nets.inputs import obs_tensor
@@ -427,7 +427,9 @@ class VDN(Algorithm):
             p.online.load_state_dict(saved["online"])
             p.target.load_state_dict(saved["target"])
             p.act_rng.bit_generator.state = saved["act_rng"]
-        self.optimizer.load_state_dict(state["optimizer"])
+        nets = [p.online for p in self.policies.values()]
+        self.optimizer.load_state_dict(stacked_optimizer_state(
+            state["optimizer"], nets + ([self.mixer] if self.mixer is not None else [])))
         self.schedule.load_state_dict(state["schedule"])
         self.sample_rng.bit_generator.state = state["sample_rng"]
         self.updates = state["updates"]

@@ -235,3 +235,38 @@ def _stack_saved_nets(module: nn.Module, state_dict: dict[str, Any], prefix: str
         keys = [f"{old}{j}.{name}" for j in range(module.agents)]
         if all(key in state_dict for key in keys):
             state_dict[f"{prefix}net.{name}"] = torch.stack([state_dict.pop(key) for key in keys])
+
+
+def stacked_optimizer_state(state: dict[str, Any], modules: list[nn.Module]) -> dict[str, Any]:
+    """An optimiser's saved ``state`` for one group over ``modules``' parameters in that order,
+    from before each per-agent network was stacked (its agents' parameters one agent after
+    another) when it is that, else as it is. Each stacked parameter's moments are its agents'
+    stacked; counts shared by them (Adam's ``step``) are the first agent's."""
+    groups = state.get("param_groups", [])
+    layout = [(m.agents if isinstance(m, AgentStack) else 1, list(m.parameters()))
+              for m in modules]
+    old = sum(k * len(params) for k, params in layout)
+    if len(groups) != 1 or len(groups[0]["params"]) != old or old == sum(
+            len(params) for _, params in layout):
+        return state
+    ids, saved = groups[0]["params"], state["state"]
+    moments: dict[int, Any] = {}
+    at = new = 0
+    for k, params in layout:
+        for i, p in enumerate(params):
+            parts = [saved.get(ids[at + j * len(params) + i]) for j in range(k)]
+            if all(part is not None for part in parts):
+                moments[new] = {key: _stack_moment([part[key] for part in parts], key, p, k)
+                                for key in parts[0]}
+            new += 1
+        at += k * len(params)
+    return {"state": moments, "param_groups": [{**groups[0], "params": list(range(new))}]}
+
+
+def _stack_moment(values: list[Any], key: str, param: torch.Tensor, k: int) -> Any:
+    """One optimiser entry of a stacked parameter from its agents' entries: those shaped like
+    one agent's parameter stacked, the rest (step counts) the first agent's."""
+    first = values[0]
+    if k > 1 and key != "step" and torch.is_tensor(first) and first.shape == param.shape[1:]:
+        return torch.stack(values)
+    return first

@@ -4,7 +4,6 @@ policy's agents)."""
 from __future__ import annotations
 
 import numpy as np
-import torch
 from torch import nn
 
 from interplay.config.model import ModelSettings

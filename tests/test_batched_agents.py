@@ -216,3 +216,22 @@ def test_a_run_with_per_agent_networks_resumes_exactly(tmp_path, algo):
               "algo.share_params=false", "log.every=32", *algo, *QUIET]
     straight, resumed = straight_and_resumed(common, 128, tmp_path)
     assert straight == resumed and len(straight) >= 3
+
+
+def test_a_gaussian_policys_log_std_is_each_agents_own():
+    from interplay.nets.distributions import LogStd
+
+    def make() -> nn.Module:
+        return nn.Sequential(mlp(IN, 2, ModelSettings(hidden=[8]), 0.01), LogStd(2, -0.5))
+
+    torch.manual_seed(0)
+    nets = [make() for _ in range(K)]
+    torch.manual_seed(0)
+    stack = agent_nets(make, K, shared=False)
+    with torch.no_grad():
+        stack.net[1].log_std[2] += 1.0
+        nets[2][1].log_std += 1.0
+    slot = torch.tensor([2, 0, 2, 1])
+    x = torch.randn(4, IN)
+    torch.testing.assert_close(stack(x, slot), one_by_one(nets, x, slot))
+    assert stack.steps[-1][0] == "log_std"

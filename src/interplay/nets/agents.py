@@ -10,9 +10,9 @@ copies, one mover per turn, a shuffled minibatch) are grouped by slot into a pad
 ``[agents, rows, in]`` block, holding only the agents that have rows.
 
 Linear layers are one batched matmul each, layer norms and activations run over the whole
-block; any other part (a CNN encoder, a user's module, a Gaussian's log-std) runs under
-``torch.func.vmap`` over the agent axis, or, where vmap cannot run it, once per agent on that
-agent's own rows.
+block, a Gaussian's log-std is appended from each agent's own; any other part (a CNN encoder,
+a user's module) runs under ``torch.func.vmap`` over the agent axis, or, where vmap cannot run
+it, once per agent on that agent's own rows.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
+from interplay.nets.distributions import LogStd
 from interplay.nets.mlp import ACTIVATIONS
 
 _ELEMENTWISE = (nn.Identity, *ACTIVATIONS.values())
@@ -133,6 +134,9 @@ class AgentStack(nn.Module):
                     x = x + _pick(module.bias, agents).unsqueeze(1)
             elif kind == "elementwise":
                 x = module(x)
+            elif kind == "log_std":
+                log_std = _pick(module.log_std, agents).unsqueeze(1)
+                x = torch.cat([x, log_std.expand(*x.shape[:2], log_std.shape[-1])], dim=2)
             elif kind == "vmap":
                 try:
                     x = _vmapped(module, x, agents)
@@ -188,6 +192,8 @@ def _steps(net: nn.Module) -> list[tuple[str, nn.Module]]:
         return [("norm", net)]
     if type(net) in _ELEMENTWISE:
         return [("elementwise", net)]
+    if type(net) is LogStd:
+        return [("log_std", net)]
     return [("vmap", net)]
 
 

@@ -15,7 +15,8 @@ from torch import nn
 
 import interplay
 from interplay.config.model import ModelSettings
-from interplay.config.schema import load
+from interplay.config.schema import load, validate
+from interplay.experiment.build import make_algorithm, make_specs, make_vec_env
 from interplay.experiment.export import export_policy
 from interplay.experiment.loop import train
 from interplay.experiment.policies import load_run
@@ -235,3 +236,25 @@ def test_a_gaussian_policys_log_std_is_each_agents_own():
     x = torch.randn(4, IN)
     torch.testing.assert_close(stack(x, slot), one_by_one(nets, x, slot))
     assert stack.steps[-1][0] == "log_std"
+
+
+@pytest.mark.parametrize(("model", "runs"), [({}, "vmap"),  # a CNN
+                                             ({"type": "user_nets:PooledColour"}, "loop")])
+def test_per_agent_image_networks_give_what_each_agents_network_gives(model, runs):
+    cfg = validate({"env": {"id": "interplay.envs.pixels", "num_envs": 2, "kwargs": {"size": 36}},
+                    "algo": {"name": "mappo", "share_params": False, "model": model},
+                    "log": {"console": False}})
+    vec, _ = make_vec_env(cfg)
+    specs = make_specs(cfg, vec)
+    vec.close()
+    policy = make_algorithm(cfg, specs, "cpu").policies["eye"]
+    k = policy.actor.agents
+    rng = np.random.default_rng(0)
+    for net, dim in ((policy.actor, specs["eye"].obs_dim), (policy.critic, None)):
+        dim = dim or net.net[0].in_features
+        slot = torch.tensor([1, 0, 1] if k == 2 else [0, k - 1, 0])
+        x = torch.from_numpy(rng.integers(0, 256, (3, dim), dtype=np.uint8))
+        with torch.no_grad():
+            want = torch.cat([net.agent(j)(x[i:i + 1]) for i, j in enumerate(slot.tolist())])
+            torch.testing.assert_close(net(x, slot), want)
+        assert net.steps[0][0] == runs

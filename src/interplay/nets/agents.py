@@ -108,11 +108,13 @@ class AgentStack(nn.Module):
         rank = torch.empty_like(slot)
         rank[order] = torch.arange(n, device=slot.device) - starts[slot[order]]
         width = int(counts.max()) if n else 0
-        block = x.new_zeros((len(agents), width, *x.shape[1:]))
-        block[group, rank] = x
+        at = group * width + rank  # each row's place in the block, flattened
+        g = len(agents)
+        block = x.new_zeros((g * width, *x.shape[1:])).index_copy(0, at, x)
         lengths = counts[agents].tolist()
-        y = self._block(block, None if len(agents) == self.agents else agents, lengths)
-        return y[group, rank]
+        y = self._block(block.view(g, width, *x.shape[1:]),
+                        None if g == self.agents else agents, lengths)
+        return y.reshape(g * width, *y.shape[2:]).index_select(0, at)
 
     def _block(self, x: torch.Tensor, agents: torch.Tensor | None,
                lengths: list[int] | None) -> torch.Tensor:

@@ -5,6 +5,7 @@ load_policy, export and warm starts."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +19,15 @@ from interplay.config.model import ModelSettings
 from interplay.config.schema import load, validate
 from interplay.experiment.build import make_algorithm, make_specs, make_vec_env
 from interplay.experiment.export import export_policy
-from interplay.experiment.loop import train
+from interplay.experiment.loop import resume, train
 from interplay.experiment.policies import load_run
-from interplay.nets.agents import AgentStack, SharedNet, agent_nets, stacked_optimizer_state
+from interplay.nets.agents import (
+    AgentStack,
+    SharedNet,
+    agent_nets,
+    stack_saved_nets,
+    stacked_optimizer_state,
+)
 from interplay.nets.mlp import ACTIVATIONS, mlp
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
@@ -145,25 +152,51 @@ def test_other_modules_run_over_agents_with_vmap_or_one_by_one(block, runs):
     assert stack.steps[0][0] == runs
 
 
-def test_weights_saved_one_network_per_agent_load_as_stacks():
+def test_weights_saved_one_network_per_agent_read_as_stacks():
     model = ModelSettings(hidden=[8])
     nets, _ = separate_and_stacked(model, seed=1)
     _, stack = separate_and_stacked(model, seed=2)
     old = {f"nets.{j}.{name}": t for j, net in enumerate(nets)
            for name, t in net.state_dict().items()}
-    stack.load_state_dict(old)
+    shared = {"nets.0.0.weight": torch.ones(2, 2)}
+    saved = stack_saved_nets({"algo": {"actor": old, "shared": shared}})
+    assert saved["algo"]["shared"] == shared  # one network for all keeps its keys
+    stack.load_state_dict(saved["algo"]["actor"])
     x, slot = torch.randn(8, IN), torch.arange(K).repeat(2)
     torch.testing.assert_close(stack(x, slot), one_by_one(nets, x, slot))
     # and an optimiser's moments, saved parameter by parameter, as the stacks' moments
     opt = torch.optim.Adam([p for net in nets for p in net.parameters()])
     sum(net(x).sum() for net in nets).backward()
     opt.step()
-    state = stacked_optimizer_state(opt.state_dict(), [stack])
     ours = torch.optim.Adam(stack.parameters())
-    ours.load_state_dict(state)
+    ours.load_state_dict(stacked_optimizer_state(opt.state_dict(), [stack]))
     first = ours.state_dict()["state"][0]["exp_avg"]
     assert first.shape == stack.net[0].weight.shape
     torch.testing.assert_close(first[2], opt.state_dict()["state"][2 * 4]["exp_avg"])
+
+
+def test_a_run_saved_with_one_network_per_agent_resumes_as_a_run_of_stacks(tmp_path):
+    """``data/per_agent_nets_v0``: 64 steps of per-agent IPPO saved before the networks were
+    stacked; resumed to 128 steps it gives the rows a run of stacks gives straight."""
+    common = ["env.id=spread", "env.num_envs=2", "algo.model.hidden=[16]",
+              "algo.share_params=false", "log.every=32", "algo.name=ippo", "algo.rollout=16",
+              *QUIET]
+    old = tmp_path / "old"
+    shutil.copytree(Path(__file__).parent / "data" / "per_agent_nets_v0", old)
+    assert interplay.load_policy(old).act(np.zeros((2, 18), np.float32)).shape == (2,)
+    resume(old, ["train.steps=128"])
+    train(load([], [*common, "train.steps=128"]), tmp_path / "straight")
+    timing = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
+    rows = [[{k: v for k, v in r.items() if k not in timing} for r in read_metrics(run)]
+            for run in (old, tmp_path / "straight")]
+    assert len(rows[0]) == len(rows[1]) == 4
+    for a, b in zip(*rows, strict=True):
+        assert a.keys() == b.keys()
+        numbers = [k for k, v in b.items() if isinstance(v, float)]
+        assert {k: a[k] for k in numbers} == pytest.approx({k: b[k] for k in numbers},
+                                                           rel=1e-4, abs=1e-6)
+        assert {k: v for k, v in a.items() if k not in numbers} == {
+            k: v for k, v in b.items() if k not in numbers}
 
 
 def _run(tmp_path: Path, name: str, algo: list[str]) -> Path:

@@ -18,6 +18,7 @@ it, once per agent on that agent's own rows.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -67,8 +68,8 @@ class AgentStack(nn.Module):
     """One network per agent, as one module whose every tensor has a leading agent axis.
 
     ``net`` is the first agent's network with each parameter and buffer replaced by the
-    stack of all agents' (so saved weights are ``net.<name>``, ``[k, ...]``); weights saved as
-    one network per agent (``nets.<j>.<name>``) are stacked as they load.
+    stack of all agents' (so saved weights are ``net.<name>``, ``[k, ...]``; checkpoints saved
+    with one network per agent are stacked as they are read, :func:`stack_saved_nets`).
     """
 
     per_agent: ClassVar[bool] = True
@@ -78,7 +79,6 @@ class AgentStack(nn.Module):
         self.agents = len(nets)
         self.net = _stacked(nets)
         self.steps = _steps(self.net)
-        self.register_load_state_dict_pre_hook(_stack_saved_nets)
 
     def forward(self, x: torch.Tensor, slot: torch.Tensor | None = None) -> torch.Tensor:
         """Rows ``[n, in]``, row ``i`` agent ``slot[i]``'s (None: a full grid, copy by copy)."""
@@ -231,18 +231,33 @@ def _looped(module: nn.Module, x: torch.Tensor, agents: torch.Tensor | None,
     return torch.stack(outs)
 
 
-def _stack_saved_nets(module: nn.Module, state_dict: dict[str, Any], prefix: str,
-                      *_: Any) -> None:
-    """Weights saved as one network per agent (``nets.<j>.<name>``) as the stacks this module
-    holds (``net.<name>``); keys it cannot find are left for the load to report."""
-    old = f"{prefix}nets."
-    if not any(key.startswith(old) for key in state_dict):
-        return
-    assert isinstance(module, AgentStack)
-    for name in module.net.state_dict():
-        keys = [f"{old}{j}.{name}" for j in range(module.agents)]
-        if all(key in state_dict for key in keys):
-            state_dict[f"{prefix}net.{name}"] = torch.stack([state_dict.pop(key) for key in keys])
+def stack_saved_nets(state: Any) -> Any:
+    """A saved state (dicts and lists of them) with the weights of each per-agent network saved
+    as one network per agent (``nets.<j>.<name>`` for agents ``j`` = 0, 1, ...) as the stacks an
+    :class:`AgentStack` holds (``net.<name>``, ``[k, ...]``); all else as it was. A network
+    shared by all agents (``nets.0.`` alone) keeps its keys."""
+    if isinstance(state, list | tuple):
+        return type(state)(stack_saved_nets(v) for v in state)
+    if not isinstance(state, dict):
+        return state
+    per_agent: dict[str, dict[int, Any]] = {}
+    out: dict[Any, Any] = {}
+    for key, value in state.items():
+        found = _PER_AGENT_KEY.fullmatch(key) if isinstance(key, str) else None
+        if found and isinstance(value, torch.Tensor):
+            per_agent.setdefault(found[2], {})[int(found[1])] = value
+        else:
+            out[key] = stack_saved_nets(value)
+    for name, agents in per_agent.items():
+        if len(agents) > 1 and sorted(agents) == list(range(len(agents))):
+            out[f"net.{name}"] = torch.stack([agents[j] for j in range(len(agents))])
+        else:
+            out.update({f"nets.{j}.{name}": v for j, v in agents.items()})
+    return out
+
+
+# A weight of the module that held one network per agent, at the root of a module's state
+_PER_AGENT_KEY = re.compile(r"nets\.(\d+)\.(.+)")
 
 
 def stacked_optimizer_state(state: dict[str, Any], modules: list[nn.Module]) -> dict[str, Any]:

@@ -234,25 +234,32 @@ def _looped(module: nn.Module, x: torch.Tensor, agents: torch.Tensor | None,
 def stack_saved_nets(state: Any) -> Any:
     """A saved state (dicts and lists of them) with the weights of each per-agent network saved
     as one network per agent (``nets.<j>.<name>`` for agents ``j`` = 0, 1, ...) as the stacks an
-    :class:`AgentStack` holds (``net.<name>``, ``[k, ...]``); all else as it was. A network
-    shared by all agents (``nets.0.`` alone) keeps its keys."""
+    :class:`AgentStack` holds (``net.<name>``, ``[k, ...]``); all else as it was (the very
+    objects, where nothing in them changed). A network shared by all agents (``nets.0.``
+    alone) keeps its keys."""
     if isinstance(state, list | tuple):
-        return type(state)(stack_saved_nets(v) for v in state)
+        items = [stack_saved_nets(v) for v in state]
+        if all(a is b for a, b in zip(items, state, strict=True)):
+            return state
+        return type(state)(*items) if hasattr(state, "_fields") else type(state)(items)
     if not isinstance(state, dict):
         return state
-    per_agent: dict[str, dict[int, Any]] = {}
-    out: dict[Any, Any] = {}
+    agents: dict[str, dict[int, str]] = {}  # a weight's name -> each agent's key for it
     for key, value in state.items():
         found = _PER_AGENT_KEY.fullmatch(key) if isinstance(key, str) else None
         if found and isinstance(value, torch.Tensor):
-            per_agent.setdefault(found[2], {})[int(found[1])] = value
-        else:
-            out[key] = stack_saved_nets(value)
-    for name, agents in per_agent.items():
-        if len(agents) > 1 and sorted(agents) == list(range(len(agents))):
-            out[f"net.{name}"] = torch.stack([agents[j] for j in range(len(agents))])
-        else:
-            out.update({f"nets.{j}.{name}": v for j, v in agents.items()})
+            agents.setdefault(found[2], {})[int(found[1])] = key
+    stacked = {name: [keys[j] for j in range(len(keys))] for name, keys in agents.items()
+               if len(keys) > 1 and sorted(keys) == list(range(len(keys)))}
+    inner = {key: stack_saved_nets(value) for key, value in state.items()}
+    if not stacked and all(inner[key] is value for key, value in state.items()):
+        return state
+    dropped = {key for keys in stacked.values() for key in keys}
+    out = copy.copy(state)
+    out.clear()
+    out.update({key: value for key, value in inner.items() if key not in dropped})
+    out.update({f"net.{name}": torch.stack([state[key] for key in keys])
+                for name, keys in stacked.items()})
     return out
 
 

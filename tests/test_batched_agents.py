@@ -21,6 +21,7 @@ from interplay.experiment.build import make_algorithm, make_specs, make_vec_env
 from interplay.experiment.export import export_policy
 from interplay.experiment.loop import resume, train
 from interplay.experiment.policies import load_run
+from interplay.experiment.statecodec import decode, encode
 from interplay.nets.agents import (
     AgentStack,
     SharedNet,
@@ -197,6 +198,19 @@ def test_a_run_saved_with_one_network_per_agent_resumes_as_a_run_of_stacks(tmp_p
                                                            rel=1e-4, abs=1e-6)
         assert {k: v for k, v in a.items() if k not in numbers} == {
             k: v for k, v in b.items() if k not in numbers}
+
+
+def test_a_league_snapshot_saved_with_one_network_per_agent_acts_as_its_run(tmp_path):
+    run = tmp_path / "old"
+    shutil.copytree(Path(__file__).parent / "data" / "per_agent_nets_v0", run)
+    saved = torch.load(next(run.glob("checkpoints/*/state.pt")), weights_only=True)
+    assert "nets.2.0.0.weight" in decode(saved)["algo"]["policies"]["agent"]["actor"]
+    (run / "league").mkdir()
+    torch.save(encode(decode(saved)["algo"]), run / "league" / "snapshot_64.pt")
+    obs = np.random.default_rng(0).normal(size=(6, 18)).astype(np.float32)
+    np.testing.assert_array_equal(
+        interplay.load_policy(run / "league" / "snapshot_64.pt").act(obs),
+        interplay.load_policy(run).act(obs))
 
 
 def _run(tmp_path: Path, name: str, algo: list[str]) -> Path:

@@ -183,17 +183,17 @@ def test_ippo_critic_sees_only_its_own_observation():
 def test_per_agent_parameters_give_each_agent_its_own_networks():
     _, algo, runner = build(TOY_ENVS["spread"], {"name": "mappo", "share_params": False, **FAST})
     policy = algo.policies["agent"]
-    assert len(policy.actor.nets) == len(policy.critic.nets) == 3
-    before = [n[0][0].weight.clone() for n in policy.actor.nets]
+    assert policy.actor.agents == policy.critic.agents == 3
+    before = policy.actor.net[0][0].weight.clone()  # [agents, out, in]
     drive(runner, algo, 32)  # the first episodes end at step 25
-    after = [n[0][0].weight for n in policy.actor.nets]
-    assert all(not torch.equal(b, a) for b, a in zip(before, after, strict=True))
+    after = policy.actor.net[0][0].weight
+    assert all(not torch.equal(before[j], after[j]) for j in range(3))
     # Rows go to their own agent's network.
     obs = np.random.default_rng(0).normal(size=(3, 18)).astype(np.float32)
     actor = algo.actor("agent")
     with torch.no_grad():
         x = torch.from_numpy(policy.observe(obs))
-        outs = [policy.actor.nets[j](x[j:j + 1]) for j in range(3)]
+        outs = [policy.actor.agent(j)(x[j:j + 1]) for j in range(3)]
         mixed = policy.actor(x, torch.tensor([0, 1, 2]))
     torch.testing.assert_close(mixed, torch.cat(outs))
     actions, extras = actor.act(ActBatch(obs=obs, mask=None, slot=np.arange(3)), explore=False)

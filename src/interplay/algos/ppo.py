@@ -30,10 +30,10 @@ from interplay.data.returns import gae
 from interplay.data.rollout import Rollout, RolloutStorage
 from interplay.envs.batch import state_dim
 from interplay.envs.images import is_image
+from interplay.nets.agents import agent_nets, stacked_optimizer_state
 from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import ActionDist
 from interplay.nets.greedy import GreedyPolicy, Standardise
-from interplay.nets.mlp import PerAgent
 from interplay.nets.normalize import RunningMeanStd
 from interplay.nets.recurrent import recurrent_net
 from interplay.run.actors import ActBatch
@@ -154,11 +154,11 @@ class _Policy:
                                             dist.head(s.log_std_init)).to(device)
             self.critic: Any = recurrent_net(model, critic_in, 1, 1.0, where).to(device)
         else:
-            self.actor = PerAgent(lambda: torch.nn.Sequential(
+            self.actor = agent_nets(lambda: torch.nn.Sequential(
                 network(model, [(own, 1)], dist.net_out, 0.01, where),
                 dist.head(s.log_std_init)), k, s.share_params).to(device)
-            self.critic = PerAgent(lambda: network(model, critic_in, 1, 1.0, where), k,
-                                   s.share_params).to(device)
+            self.critic = agent_nets(lambda: network(model, critic_in, 1, 1.0, where), k,
+                                     s.share_params).to(device)
         self.optimizer = torch.optim.Adam(
             [*self.actor.parameters(), *self.critic.parameters()], lr=s.lr, eps=1e-5)
         # Image frames are scaled to [0, 1] in the networks, not standardised.
@@ -186,7 +186,8 @@ class _Policy:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict(
+            stacked_optimizer_state(state["optimizer"], [self.actor, self.critic]))
         for norm, key in ((self.obs_norm, "obs_norm"), (self.ret_norm, "ret_norm")):
             if norm is not None:
                 norm.load_state_dict(state[key])
@@ -623,7 +624,9 @@ class PPO(Algorithm):
         p = self.policies[pid]
         norm = Standardise(p.obs_norm, OBS_CLIP) if p.obs_norm is not None else None
         sizes = None if p.dist.kind == "box" else p.dist.sizes
-        return GreedyPolicy(p.actor, sizes, getattr(p.dist, "dim", 0), norm, p.recurrent)
+        # one agent's actor (the first's, when each has its own), as load_policy acts
+        actor = p.actor if p.recurrent else p.actor.agent(0)
+        return GreedyPolicy(actor, sizes, getattr(p.dist, "dim", 0), norm, p.recurrent)
 
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy({
@@ -665,7 +668,7 @@ def _slots(batch: ActBatch, p: _Policy) -> np.ndarray:
     if batch.slot is not None:
         return batch.slot
     n, k = batch.obs.shape[0], len(p.spec.agents)
-    if k == 1 or len(p.actor.nets) == 1:
+    if k == 1 or not p.actor.per_agent:
         return np.zeros(n, np.int64)
     if n % k:
         raise ValueError(f"policy {p.spec.id!r} has one network per agent, but the batch does "

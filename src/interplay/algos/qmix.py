@@ -37,10 +37,10 @@ from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
 from interplay.data.replay import Group, JointReplay, JointReplayBuffer
 from interplay.envs.batch import state_dim
+from interplay.nets.agents import agent_nets, stacked_optimizer_state
 from interplay.nets.build import check_network_fits, model_key, network, obs_input, policy_model
 from interplay.nets.greedy import GreedyQ
 from interplay.nets.inputs import obs_tensor
-from interplay.nets.mlp import PerAgent
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
@@ -166,7 +166,7 @@ class QActor:
 
 
 def _q_net(model: Any, inp: Any, n_actions: int, where: str) -> Callable[[], nn.Module]:
-    """A maker of one agent's Q-network, for PerAgent to call once or once per agent."""
+    """A maker of one agent's Q-network, for ``agent_nets`` to call once or once per agent."""
     def make() -> nn.Module:
         return network(model, [(inp, 1)], n_actions, 1.0, where)
     return make
@@ -214,8 +214,8 @@ class VDN(Algorithm):
                 where = model_key(spec)
                 inp = obs_input(spec, model, where)
                 n_actions = spec.action_view.mask_dim or int(spec.action_space.n)
-                net = PerAgent(_q_net(model, inp, n_actions, where), len(spec.agents),
-                               s.share_params)
+                net = agent_nets(_q_net(model, inp, n_actions, where), len(spec.agents),
+                                 s.share_params)
                 self.policies[pid] = _Policy(spec, s, net.to(device), seed, self.name)
             self.n_agents = sum(p.k for p in self.policies.values())
             self.state_dim = (state_dim(self.env_state) if self.env_state is not None else
@@ -333,15 +333,14 @@ class VDN(Algorithm):
         for pid, p in self.policies.items():
             r, e = rows[pid], last[pid]
             b, k = r.present.shape
-            slot = torch.arange(k, device=dev).repeat(b)
-            obs = obs_tensor(r.obs.reshape(b * k, -1), dev)
-            nxt = obs_tensor(e.next_obs.reshape(b * k, -1), dev)
-            q_all = p.online(obs, slot).view(b, k, -1)
+            obs = obs_tensor(r.obs.reshape(b, k, -1), dev)
+            nxt = obs_tensor(e.next_obs.reshape(b, k, -1), dev)
+            q_all = p.online.over_agents(obs)
             act = torch.as_tensor(r.action, device=dev).long().view(b, k, 1)
             q_parts.append(q_all.gather(2, act).squeeze(2))
             with torch.no_grad():
-                target_all = p.target(nxt, slot).view(b, k, -1)
-                chooser = p.online(nxt, slot).view(b, k, -1) if s.double else target_all
+                target_all = p.target.over_agents(nxt)
+                chooser = p.online.over_agents(nxt) if s.double else target_all
                 if e.next_mask is not None:
                     legal = torch.as_tensor(e.next_mask, device=dev)
                     chooser = chooser.masked_fill(~legal, -torch.inf)
@@ -400,7 +399,8 @@ class VDN(Algorithm):
 
     # -- state ----------------------------------------------------------------------------
     def greedy_net(self, pid: str) -> GreedyQ:
-        return GreedyQ(self.policies[pid].online, discrete=True, slot=True)
+        # one agent's network (the first's, when each has its own), as load_policy acts
+        return GreedyQ(self.policies[pid].online.agent(0), discrete=True)
 
     def warm_parts(self, pid: str) -> WarmParts:
         p = self.policies[pid]
@@ -428,7 +428,9 @@ class VDN(Algorithm):
             p.online.load_state_dict(saved["online"])
             p.target.load_state_dict(saved["target"])
             p.act_rng.bit_generator.state = saved["act_rng"]
-        self.optimizer.load_state_dict(state["optimizer"])
+        nets = [p.online for p in self.policies.values()]
+        self.optimizer.load_state_dict(stacked_optimizer_state(
+            state["optimizer"], nets + ([self.mixer] if self.mixer is not None else [])))
         self.schedule.load_state_dict(state["schedule"])
         self.sample_rng.bit_generator.state = state["sample_rng"]
         self.updates = state["updates"]

@@ -27,6 +27,7 @@ import torch
 
 from interplay.errors import UserError
 from interplay.experiment.statecodec import decode, encode
+from interplay.nets.agents import stack_saved_nets
 
 FORMAT_VERSION = 1
 STATE_FILE = "state.pt"
@@ -118,7 +119,7 @@ def load_checkpoint(
         state = decode(payload)
     except (KeyError, TypeError, ValueError) as err:
         raise CheckpointError(f"{state_path}: unexpected contents ({err})") from err
-    return state, manifest
+    return stack_saved_nets(state), manifest
 
 
 def verify_checkpoint(path: Path) -> dict[str, Any]:

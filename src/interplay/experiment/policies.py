@@ -51,9 +51,10 @@ class Loaded:
 def snapshot_state(path: Path, where: str) -> dict[str, Any]:
     """The algorithm state a league snapshot file holds."""
     from interplay.experiment.statecodec import decode
+    from interplay.nets.agents import stack_saved_nets
 
     try:
-        return decode(torch.load(path, map_location="cpu", weights_only=True))
+        return stack_saved_nets(decode(torch.load(path, map_location="cpu", weights_only=True)))
     except (OSError, RuntimeError, ValueError, KeyError, TypeError, EOFError,
             pickle.UnpicklingError) as err:
         raise PolicyLoadError(f"{where}: {path} is not a readable league snapshot "

@@ -55,7 +55,7 @@ class GreedyPolicy(nn.Module):
         if self.recurrent:
             out, state = self.actor.step(x, state)
         else:
-            out = self.actor(x, torch.zeros(x.shape[0], dtype=torch.long, device=x.device))
+            out = self.actor(x)
         if self.sizes is None:
             return out[:, :self.box_dim], state
         logits = out.masked_fill(~mask, MASKED)
@@ -67,20 +67,16 @@ class GreedyQ(nn.Module):
     """A Q network's best legal action (DQN), or a deterministic actor's (MADDPG, SAC): its
     argmax over legal actions, or its Box output (``tanh`` of the mean for SAC)."""
 
-    def __init__(self, net: nn.Module, discrete: bool, box: str = "", slot: bool = False):
+    def __init__(self, net: nn.Module, discrete: bool, box: str = ""):
         super().__init__()
         self.net = net
         self.discrete = discrete
         self.box = box  # "": the output as it is; "tanh_mean": tanh of its first half
-        self.slot = slot
         self.state_size = 0
 
     def forward(self, obs: torch.Tensor, mask: torch.Tensor,
                 state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.slot:
-            out = self.net(obs, torch.zeros(obs.shape[0], dtype=torch.long, device=obs.device))
-        else:
-            out = self.net(obs)
+        out = self.net(obs)
         if self.discrete:
             return masked_argmax(out, mask), state
         if self.box == "tanh_mean":

@@ -1,11 +1,9 @@
-"""MLPs with orthogonal init, and one network per agent or one shared by all of a policy's agents."""
+"""MLPs with orthogonal init (one agent's network; :mod:`interplay.nets.agents` puts them over a
+policy's agents)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
-import torch
 from torch import nn
 
 from interplay.config.model import ModelSettings
@@ -38,21 +36,3 @@ def _init(layer: nn.Linear, gain: float) -> nn.Linear:
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.zeros_(layer.bias)
     return layer
-
-
-class PerAgent(nn.Module):
-    """One network for all of a policy's agents, or one each; rows pick theirs by slot."""
-
-    def __init__(self, make: Callable[[], nn.Module], agents: int, shared: bool):
-        super().__init__()
-        self.nets = nn.ModuleList([make() for _ in range(1 if shared else agents)])
-
-    def forward(self, x: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
-        if len(self.nets) == 1:
-            return self.nets[0](x)
-        parts = [(slot == j).nonzero().squeeze(1) for j in range(len(self.nets))]
-        outs = [net(x[rows]) for net, rows in zip(self.nets, parts, strict=True)]
-        out = outs[0].new_empty((x.shape[0], *outs[0].shape[1:]))
-        for rows, y in zip(parts, outs, strict=True):
-            out[rows] = y
-        return out

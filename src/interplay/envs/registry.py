@@ -13,6 +13,13 @@ from interplay.errors import UserError
 EnvFactory = Callable[..., Any]
 
 _REGISTRY: dict[str, EnvFactory] = {}
+# ``<prefix>:<name>`` ids of env families interplay adapts itself; each module's factory takes
+# the name and env.kwargs, checks them, and returns a factory of copies. Imported only when
+# named, so that an optional package is needed only by the runs that use it.
+_FAMILIES = {
+    "openspiel": ("interplay.envs.openspiel", "openspiel_factory"),
+    "gymma": ("interplay.envs.gymma", "gymma_factory"),
+}
 _NATIVE: dict[str, type] = {}
 
 
@@ -176,7 +183,8 @@ def env_factory(env_id: Any, kwargs: dict[str, Any] | None = None, api: str = "a
     """A zero-argument callable that builds one fresh copy of the env.
 
     ``env_id`` may be a registered name, ``pkg.module`` (its ``parallel_env()`` or ``env()``),
-    ``pkg.module:function``, or a callable. ``api`` picks between a module's ``parallel_env``
+    ``pkg.module:function``, a family's ``openspiel:<game>`` or ``gymma:<gymnasium id>``, or
+    a callable. ``api`` picks between a module's ``parallel_env``
     and ``env`` ("auto" prefers ``parallel_env``, so one env step moves every live agent).
     """
     kwargs = dict(kwargs or {})
@@ -186,6 +194,10 @@ def env_factory(env_id: Any, kwargs: dict[str, Any] | None = None, api: str = "a
         raise EnvSpecError(f"env.id must be a name, a module path or a factory, got {env_id!r}")
     if env_id in _REGISTRY:
         return _checked(_REGISTRY[env_id], kwargs, f"registered env {env_id!r}")
+    prefix, sep, name = env_id.partition(":")
+    if sep and prefix in _FAMILIES:
+        module_path, attr = _FAMILIES[prefix]
+        return getattr(importlib.import_module(module_path), attr)(name, kwargs)
     if ":" in env_id:
         module_path, _, attr = env_id.partition(":")
         module = _import_module(module_path, env_id)

@@ -50,6 +50,20 @@ def known_env_names() -> list[str]:
     return sorted([*_REGISTRY, *_NATIVE])
 
 
+def family_modules(env_id: Any) -> list[str] | None:
+    """The modules outside interplay that a family's id (``gymma:rware:rware-tiny-2ag-v2``)
+    imports; None when ``env_id`` is not a family's."""
+    prefix, sep, name = env_id.partition(":") if isinstance(env_id, str) else ("", "", "")
+    if not sep or prefix not in _FAMILIES:
+        return None
+    if prefix == "gymma":
+        from interplay.envs.gymma import registering_package
+
+        package = registering_package(name)
+        return [] if package is None else [package]
+    return []
+
+
 def _import_module(path: str, env_id: str) -> Any:
     try:
         return importlib.import_module(path)

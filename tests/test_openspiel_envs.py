@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import QUIET, read_metrics
+from helpers import read_metrics
 
 pyspiel = pytest.importorskip("pyspiel")
 
@@ -15,6 +15,8 @@ from interplay.envs.openspiel import OpenSpielError  # noqa: E402
 from interplay.envs.registry import env_factory  # noqa: E402
 from interplay.envs.snapshot import capture, restore  # noqa: E402
 from interplay.experiment.loop import train  # noqa: E402
+
+QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 
 
 def play(env, rng, episodes: int, max_steps: int | None = None):

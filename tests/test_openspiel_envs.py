@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import read_metrics
+from helpers import read_metrics, straight_and_resumed
 
 pyspiel = pytest.importorskip("pyspiel")
 
 from interplay.config.schema import load  # noqa: E402
 from interplay.envs.adapters import EnvContractError, adapt  # noqa: E402
 from interplay.envs.openspiel import OpenSpielError  # noqa: E402
-from interplay.envs.registry import env_factory  # noqa: E402
+from interplay.envs.registry import env_factory, register_env  # noqa: E402
 from interplay.envs.snapshot import capture, restore  # noqa: E402
 from interplay.experiment.loop import train  # noqa: E402
 
@@ -196,3 +196,23 @@ def test_dqn_self_play_runs_on_a_poker_game(tmp_path):
     assert row["env_steps"] == 200 and row["episodes"] > 25
     # zero-sum: what one seat wins the other loses
     assert row["episode_return_mean"] == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("game", ["leduc_poker", "goofspiel(num_cards=4)"])
+def test_a_resumed_run_is_the_run_it_continues(tmp_path, game):
+    straight, resumed = straight_and_resumed(
+        [f"env.id=openspiel:{game}", "env.num_envs=2", "algo.name=random", "log.every=60",
+         "checkpoint.every=60", *QUIET], 120, tmp_path)
+    assert straight == resumed
+
+
+def test_check_warns_about_a_wrapper_that_cuts_every_game_before_it_pays(capsys):
+    shimmy = pytest.importorskip("shimmy")
+    from interplay.cli import main
+
+    game = pyspiel.load_game("kuhn_poker")
+    register_env("shimmy_kuhn", lambda: shimmy.OpenSpielCompatibilityV0(game))
+    assert main(["check", "shimmy_kuhn", "--cycles", "20"]) == 0
+    assert "every checked episode (20) ended by truncation with zero reward" in capsys.readouterr().out
+    assert main(["check", "openspiel:kuhn_poker", "--cycles", "20"]) == 0
+    assert "ended by truncation" not in capsys.readouterr().out

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.util
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,7 +25,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from interplay.envs.adapters import EnvContractError
-from interplay.envs.registry import EnvSpecError
+from interplay.envs.registry import EnvSpecError, registering_package
 
 LIMIT_ATTRS = ("max_steps", "_max_steps", "max_episode_steps", "_max_episode_steps")
 """Attributes in which multi-agent Gymnasium envs keep their own episode step limit."""
@@ -49,7 +48,6 @@ def gymma_factory(env_id: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
 
 
 def _make(env_id: str, kwargs: dict[str, Any]) -> Any:
-    import gymnasium
     from gymnasium.error import Error as GymnasiumError
 
     if not env_id:
@@ -81,20 +79,6 @@ def _make_importing(env_id: str, kwargs: dict[str, Any]) -> Any:
             raise
     importlib.import_module(package)
     return gymnasium.make(env_id, **kwargs)
-
-
-def registering_package(env_id: str) -> str | None:
-    """The module a ``gymma:`` id imports to register its env: the one it names
-    (``rware:rware-tiny-2ag-v2``), or the installed package its first word names."""
-    if ":" in env_id:
-        return env_id.partition(":")[0]
-    word = env_id.split("-")[0].split("/")[-1]
-    if not word.isidentifier():
-        return None
-    try:
-        return word if importlib.util.find_spec(word) is not None else None
-    except (ImportError, ValueError):
-        return None
 
 
 def _per_agent(space: spaces.Space, what: str, env_id: str) -> list[spaces.Space]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import re
 from collections.abc import Callable
@@ -57,11 +58,23 @@ def family_modules(env_id: Any) -> list[str] | None:
     if not sep or prefix not in _FAMILIES:
         return None
     if prefix == "gymma":
-        from interplay.envs.gymma import registering_package
-
         package = registering_package(name)
         return [] if package is None else [package]
     return []
+
+
+def registering_package(env_id: str) -> str | None:
+    """The module a ``gymma:`` id imports to register its env: the one it names
+    (``rware:rware-tiny-2ag-v2``), or the installed package its first word names."""
+    if ":" in env_id:
+        return env_id.partition(":")[0]
+    word = env_id.split("-")[0].split("/")[-1]
+    if not word.isidentifier():
+        return None
+    try:
+        return word if importlib.util.find_spec(word) is not None else None
+    except (ImportError, ValueError):
+        return None
 
 
 def _import_module(path: str, env_id: str) -> Any:

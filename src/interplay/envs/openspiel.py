@@ -209,9 +209,17 @@ class _Game:
         """Sample chance outcomes until a player decides (or the game ends)."""
         state = self.state
         while state.is_chance_node():
-            outcomes, probs = zip(*state.chance_outcomes(), strict=True)
-            p = np.asarray(probs, np.float64)
-            self._apply(int(outcomes[self._rng.choice(len(outcomes), p=p / p.sum())]))
+            self._apply(self._draw(state.chance_outcomes()))
+
+    def _draw(self, outcomes: list[tuple[int, float]]) -> int:
+        """One outcome, with its probability (a plain walk: chance lists are short, and
+        ``Generator.choice`` with weights costs more than the game's step)."""
+        u = self._rng.random() * sum(p for _, p in outcomes)
+        for outcome, p in outcomes:
+            u -= p
+            if u < 0:
+                return int(outcome)
+        return int(next(o for o, p in reversed(outcomes) if p > 0))  # rounding left u >= 0
 
     def _legal(self, player: int) -> list[int]:
         return self.state.legal_actions(player)

@@ -7,7 +7,7 @@ import gymnasium
 import numpy as np
 import pytest
 from gymnasium import spaces
-from helpers import read_metrics
+from helpers import read_metrics, straight_and_resumed
 
 from interplay.cli import main
 from interplay.config.schema import load
@@ -142,3 +142,10 @@ def test_rware_ends_at_its_step_limit_by_truncation():
     env = env_factory("gymma:rware-tiny-2ag-v2", {"max_steps": 12})()
     cs, _ = run_episode(env, [(0, 0)] * 20)
     assert set(cs.truncated) == {"agent_0", "agent_1"} and not cs.terminated
+
+
+def test_a_resumed_run_is_the_run_it_continues(tmp_path):
+    straight, resumed = straight_and_resumed(
+        [f"env.id=gymma:{ID}", "env.num_envs=2", "algo.name=random", "log.every=30",
+         "checkpoint.every=30", *QUIET], 60, tmp_path)
+    assert straight == resumed

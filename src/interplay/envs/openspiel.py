@@ -97,7 +97,7 @@ def _tensor_size(game: Any, kind: str, spec: str) -> int:
         shape = (game.observation_tensor_shape() if kind == "observation"
                  else game.information_state_tensor_shape())
     except _pyspiel().SpielError as err:
-        raise OpenSpielError(f"openspiel:{spec}: the game declares a {kind.replace('_', '-')} "
+        raise OpenSpielError(f"openspiel:{spec}: the game declares its {kind.replace('_', '-')} "
                              f"tensor but cannot give its shape ({err})") from err
     return int(np.prod(shape))
 

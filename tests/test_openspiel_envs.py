@@ -81,7 +81,7 @@ def test_booked_returns_equal_openspiels_own_per_player(game):
     env = env_factory(f"openspiel:{game}")()
     rng = np.random.default_rng(0)
     for booked, ended, _ in play(env, rng, episodes=3):
-        returns = env.state.returns()
+        returns = env.game_state.returns()
         assert [booked[a] for a in env.possible_agents] == list(returns)
         assert replayed_returns(env) == list(returns)
         assert set(ended.values()) == {"terminated"}  # only at terminal states, never cut
@@ -126,7 +126,7 @@ def test_masks_hold_the_legal_actions_of_the_mover_only():
     for agent in env.possible_agents:
         mask = env.observe(agent)["action_mask"]
         if agent == mover:
-            assert np.flatnonzero(mask).tolist() == env.state.legal_actions()
+            assert np.flatnonzero(mask).tolist() == env.game_state.legal_actions()
         else:
             assert not mask.any()
 
@@ -179,12 +179,12 @@ def test_a_snapshot_mid_game_resumes_the_same_game(game):
     fresh_copy.reset(seed=1)
     restore(fresh, snap)
     fresh_copy.restored()
-    assert str(fresh.state) == str(env.state)
+    assert str(fresh.game_state) == str(env.game_state)
     while not cs.over:
         moves = {a: int(rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in cs.obs.items()}
         cs, again = copy.step(moves), fresh_copy.step(moves)
         assert cs.rewards == again.rewards and list(cs.obs) == list(again.obs)
-    assert fresh.state.returns() == env.state.returns()
+    assert fresh.game_state.returns() == env.game_state.returns()
 
 
 def test_dqn_self_play_runs_on_a_poker_game(tmp_path):

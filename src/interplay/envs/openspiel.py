@@ -162,7 +162,9 @@ class _Game:
         self._rng = np.random.default_rng()
         self.history: list[int] = []  # every action taken, chance outcomes included
         self._paid = np.zeros(n)
-        self.state = self.game.new_initial_state()
+        # OpenSpiel's state of the game (not PettingZoo's state(), a global observation,
+        # which OpenSpiel games do not have)
+        self.game_state = self.game.new_initial_state()
 
     def observation_space(self, agent: str) -> spaces.Space:
         return self.observation_spaces[agent]
@@ -176,7 +178,7 @@ class _Game:
             if self._seed_param is not None:  # a game that samples its chance events itself
                 self.game = load_game(self.game.get_type().short_name,
                                       {**self.game.get_parameters(), self._seed_param: seed})
-        self.state = self.game.new_initial_state()
+        self.game_state = self.game.new_initial_state()
         self.history = []
         # Rewards paid out so far; returns() before any move (rare) goes out with the first.
         self._paid = np.zeros(len(self.possible_agents))
@@ -189,10 +191,10 @@ class _Game:
                 raise EnvContractError(f"openspiel:{self.spec}: a snapshot's action history "
                                        f"meets a simultaneous node at move {i}")
             state.apply_action(action)
-        self.state = state
+        self.game_state = state
 
     def _apply(self, action: int) -> None:
-        self.state.apply_action(action)
+        self.game_state.apply_action(action)
         self.history.append(action)
 
     def _pay(self) -> np.ndarray:
@@ -200,14 +202,14 @@ class _Game:
         the final scores at a terminal state) grew by. Reading ``returns()`` rather than
         ``rewards()`` counts every reward once: some games repeat a move's ``rewards()``
         through the chance nodes that follow it (2048, laser_tag)."""
-        now = np.asarray(self.state.returns(), np.float64)
+        now = np.asarray(self.game_state.returns(), np.float64)
         due = now - self._paid
         self._paid = self._paid + due
         return due
 
     def _resolve_chance(self) -> None:
         """Sample chance outcomes until a player decides (or the game ends)."""
-        state = self.state
+        state = self.game_state
         while state.is_chance_node():
             self._apply(self._draw(state.chance_outcomes()))
 
@@ -222,10 +224,10 @@ class _Game:
         return int(next(o for o, p in reversed(outcomes) if p > 0))  # rounding left u >= 0
 
     def _legal(self, player: int) -> list[int]:
-        return self.state.legal_actions(player)
+        return self.game_state.legal_actions(player)
 
     def _observe(self, player: int, legal: list[int] | None) -> dict[str, np.ndarray]:
-        state = self.state
+        state = self.game_state
         tensor = (state.observation_tensor(player) if self._kind == "observation"
                   else state.information_state_tensor(player))
         mask = np.zeros(self._num_actions, np.int8)
@@ -238,11 +240,8 @@ class _Game:
             f"openspiel:{self.spec}: step {len(self.history)}: action {action!r} of {agent!r} is "
             f"not legal here (legal: {legal}); read the action_mask of its observation")
 
-    def state_text(self) -> str:
-        return str(self.state)
-
     def render(self) -> str | None:
-        text = str(self.state)
+        text = str(self.game_state)
         if self.render_mode == "human":
             print(text)
             return None
@@ -272,7 +271,7 @@ class OpenSpielAECEnv(_Game, AECEnv):
 
     def observe(self, agent: str) -> dict[str, np.ndarray]:
         player = int(agent.rpartition("_")[2])
-        state = self.state
+        state = self.game_state
         legal = (self._legal(player) if not state.is_terminal()
                  and state.current_player() == player else None)
         return self._observe(player, legal)
@@ -295,7 +294,7 @@ class OpenSpielAECEnv(_Game, AECEnv):
     def _settle(self, paid: np.ndarray) -> None:
         """Book this step's rewards and who moves next (or that the game is over)."""
         self.rewards = {a: float(r) for a, r in zip(self.possible_agents, paid, strict=True)}
-        state = self.state
+        state = self.game_state
         if state.is_terminal():
             self.terminations = dict.fromkeys(self.agents, True)
             if self.agents and getattr(self, "agent_selection", None) not in self.agents:
@@ -336,10 +335,10 @@ class OpenSpielParallelEnv(_Game, ParallelEnv):
             state.apply_action(action)
         for rest in joint:
             state.apply_actions(rest)
-        self.state = state
+        self.game_state = state
 
     def _legal_now(self) -> dict[int, list[int]]:
-        state = self.state
+        state = self.game_state
         n = len(self.possible_agents)
         if state.is_terminal():
             return {}
@@ -354,7 +353,7 @@ class OpenSpielParallelEnv(_Game, ParallelEnv):
                 if a in self.agents}
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
-        state = self.state
+        state = self.game_state
         legal = self._legal_now()
         chosen = []
         for p, agent in enumerate(self.possible_agents):

@@ -216,3 +216,16 @@ def test_check_warns_about_a_wrapper_that_cuts_every_game_before_it_pays(capsys)
     assert "every checked episode (20) ended by truncation with zero reward" in capsys.readouterr().out
     assert main(["check", "openspiel:kuhn_poker", "--cycles", "20"]) == 0
     assert "ended by truncation" not in capsys.readouterr().out
+
+
+def test_games_render_as_text_or_as_a_picture_of_it():
+    text = env_factory("openspiel:tic_tac_toe", {"render_mode": "ansi"})()
+    text.reset(seed=0)
+    text.step(4)
+    assert text.render() == "...\n.x.\n..."
+    picture = env_factory("openspiel:tic_tac_toe", {"render_mode": "rgb_array"})()
+    picture.reset(seed=0)
+    frame = picture.render()
+    assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
+    with pytest.raises(OpenSpielError, match="render_mode must be one of ansi, human, rgb_array"):
+        env_factory("openspiel:tic_tac_toe", {"render_mode": "pixels"})

@@ -30,6 +30,10 @@ OBSERVATIONS = ("auto", "observation", "information_state")
 the observation tensor where the game has one and the information state otherwise."""
 
 
+RENDER_MODES = ("ansi", "human", "rgb_array")
+"""OpenSpiel games draw themselves as text: returned (ansi), printed (human), or drawn as a
+picture of that text (rgb_array, for GIFs)."""
+
 SEED_PARAMS = ("rng_seed", "seed")
 """Parameters by which games that sample chance themselves are seeded; set from each seeded
 reset unless ``env.kwargs`` fixes them."""
@@ -122,9 +126,9 @@ def openspiel_factory(spec: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
     params = dict(kwargs)
     observation = params.pop("observation", "auto")
     render_mode = params.pop("render_mode", None)
-    if render_mode not in (None, "ansi", "human"):
-        raise OpenSpielError(f"env.kwargs.render_mode: OpenSpiel games render as text: ansi or "
-                             f"human, got {render_mode!r}")
+    if render_mode not in (None, *RENDER_MODES):
+        raise OpenSpielError(f"env.kwargs.render_mode must be one of {', '.join(RENDER_MODES)}, "
+                             f"got {render_mode!r}")
     game = load_game(spec, params)
     _check_supported(game, spec)
     kind = _tensor_kind(game, observation, spec)
@@ -134,10 +138,23 @@ def openspiel_factory(spec: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
     return functools.partial(cls, spec, params, kind, render_mode)
 
 
+def text_picture(text: str) -> np.ndarray:
+    """``text`` drawn black on white in the default bitmap font, three times its size, as an
+    RGB array."""
+    from PIL import Image, ImageDraw
+
+    lines = text.splitlines() or [""]
+    width = 8 + 6 * max(len(line) for line in lines)
+    height = 8 + 11 * len(lines)
+    picture = Image.new("RGB", (width + width % 2, height + height % 2), "white")
+    ImageDraw.Draw(picture).multiline_text((4, 4), "\n".join(lines), fill="black", spacing=0)
+    return np.asarray(picture.resize((3 * picture.width, 3 * picture.height), Image.Resampling.NEAREST))
+
+
 class _Game:
     """What both env kinds share: the game, its spaces, chance, rewards, observations."""
 
-    metadata: dict[str, Any] = {"render_modes": ["ansi", "human"]}
+    metadata: dict[str, Any] = {"render_modes": list(RENDER_MODES)}
 
     def _setup(self, spec: str, params: dict[str, Any], kind: str, render_mode: str | None) -> None:
         self.game = load_game(spec, params)
@@ -240,12 +257,12 @@ class _Game:
             f"openspiel:{self.spec}: step {len(self.history)}: action {action!r} of {agent!r} is "
             f"not legal here (legal: {legal}); read the action_mask of its observation")
 
-    def render(self) -> str | None:
+    def render(self) -> str | np.ndarray | None:
         text = str(self.game_state)
         if self.render_mode == "human":
             print(text)
             return None
-        return text
+        return text_picture(text) if self.render_mode == "rgb_array" else text
 
     def close(self) -> None:
         pass

@@ -2,6 +2,7 @@
 runner against the env's lean bare loop, and a short IPPO run.
 
     python benchmarks/env_families.py [--steps 2000] [--rounds 3] [--ippo-steps 2048]
+                                      [--families openspiel gymma ...]
 
 Prints one JSON line per env: its family and id, whether ``check`` passed (and its warnings),
 random env-steps/s through interplay's runner (one copy, actions drawn by ``RandomActor``)
@@ -34,7 +35,7 @@ ENVS: list[tuple[str, str, dict[str, Any]]] = [
     ("gymma", "gymma:rware-tiny-2ag-v2", {}),
     ("classic", "pettingzoo.classic.connect_four_v3", {}),
     ("mpe2", "mpe2.simple_spread_v3", {}),
-    ("butterfly", "pettingzoo.butterfly.cooperative_pong_v6", {}),
+    ("butterfly", "pettingzoo.butterfly.knights_archers_zombies_v11", {}),
     ("sisl", "pettingzoo.sisl.pursuit_v5", {}),
     ("magent2", "magent2.environments.battle_v4", {"map_size": 20}),
 ]
@@ -77,8 +78,11 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=2000, help="env steps per timed random loop")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--ippo-steps", type=int, default=2048, help="0 skips the IPPO runs")
+    p.add_argument("--families", nargs="*", help="only these families (default: all)")
     args = p.parse_args()
     for family, env_id, kwargs in ENVS:
+        if args.families and family not in args.families:
+            continue
         line: dict[str, Any] = {"benchmark": "env_families", "family": family, "env": env_id,
                                 "kwargs": kwargs}
         try:

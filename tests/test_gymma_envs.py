@@ -119,6 +119,15 @@ def test_envs_of_another_kind_are_named(env_id, named):
         env_factory(env_id)
 
 
+def test_a_run_folder_naming_a_family_id_needs_trust_only_for_a_package_of_its_own():
+    from interplay.experiment.trust import untrusted_code
+
+    assert untrusted_code({"env": {"id": "openspiel:kuhn_poker"}}) == {}
+    assert untrusted_code({"env": {"id": "gymma:rware-tiny-2ag-v2"}}) == {}  # an env package
+    assert untrusted_code({"env": {"id": "gymma:my_envs:Team-v0"}}) == {
+        "my_envs": ["env.id 'gymma:my_envs:Team-v0'"]}
+
+
 def test_check_passes_and_warns_when_every_episode_is_cut_without_reward(capsys):
     assert main(["check", f"gymma:{ID}", "--cycles", "30"]) == 0
     out = capsys.readouterr().out

@@ -187,8 +187,9 @@ def test_a_snapshot_mid_game_resumes_the_same_game(game):
     assert fresh.game_state.returns() == env.game_state.returns()
 
 
-def test_dqn_self_play_runs_on_a_poker_game(tmp_path):
-    cfg = load([], ["env.id=openspiel:kuhn_poker", "env.num_envs=4", "algo.name=dqn",
+@pytest.mark.parametrize("game", ["kuhn_poker", "goofspiel(num_cards=4)"])
+def test_dqn_self_play_runs_on_turn_based_and_simultaneous_games(tmp_path, game):
+    cfg = load([], [f"env.id=openspiel:{game}", "env.num_envs=4", "algo.name=dqn",
                     "algo.learning_starts=32", "algo.batch_size=16", "train.self_play=true",
                     "train.steps=200", "log.every=200", *QUIET])
     train(cfg, tmp_path)

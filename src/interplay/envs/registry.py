@@ -68,7 +68,7 @@ def registering_package(env_id: str) -> str | None:
     (``rware:rware-tiny-2ag-v2``), or the installed package its first word names."""
     if ":" in env_id:
         return env_id.partition(":")[0]
-    word = env_id.split("-")[0].split("/")[-1]
+    word = env_id.split("/")[0].split("-")[0]
     if not word.isidentifier():
         return None
     try:

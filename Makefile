@@ -38,6 +38,7 @@ bench: setup
 	$(BIN)/python benchmarks/ray_scaling.py
 	$(BIN)/python benchmarks/ippo_speed.py
 	$(BIN)/python benchmarks/vmas_speed.py
+	$(BIN)/python benchmarks/env_families.py
 	$(BIN)/python benchmarks/ppo_mpe.py configs/ippo_spread_fast.yaml --eval-env mpe2.simple_spread_v3
 
 clean:

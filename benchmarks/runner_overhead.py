@@ -116,7 +116,7 @@ def bare_parallel(make: Callable[[], Any], docs_style: bool, steps: int = STEPS)
     return steps / (time.perf_counter() - start)
 
 
-def bare_aec(make: Callable[[], Any], docs_style: bool) -> float:
+def bare_aec(make: Callable[[], Any], docs_style: bool, steps: int = STEPS) -> float:
     env = make()
     env.reset(seed=SEED)
     rng = np.random.default_rng(SEED)
@@ -124,7 +124,7 @@ def bare_aec(make: Callable[[], Any], docs_style: bool) -> float:
         env.action_space(a).seed(SEED)
     moves = 0
     start = time.perf_counter()
-    while moves < STEPS:
+    while moves < steps:
         for agent in env.agent_iter():
             obs, _, term, trunc, info = env.last()
             if term or trunc:

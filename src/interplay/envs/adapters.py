@@ -74,7 +74,12 @@ class _Adapter:
         self.env.close()
 
     def restored(self) -> None:
-        """Rebuild what is derived from the env and this adapter after a snapshot was put back."""
+        """Rebuild what is derived from the env and this adapter after a snapshot was put back:
+        an env that keeps state outside Python objects (a game engine's) rebuilds it in its
+        own ``restored()`` from the data the snapshot put back."""
+        rebuild = getattr(self.env, "restored", None)
+        if callable(rebuild):
+            rebuild()
 
     def _unknown(self, agents: Any) -> None:
         if self._known.issuperset(agents):
@@ -97,6 +102,7 @@ class ParallelAdapter(_Adapter):
     turn_based = False
 
     def restored(self) -> None:
+        super().restored()
         self._set_live(self._live)
 
     def _set_live(self, live: list[str]) -> None:
@@ -181,7 +187,7 @@ class AECAdapter(_Adapter):
 
     def reset(self, seed: int | None) -> CopyStep:
         self.env.reset(seed=seed)
-        self.restored()
+        self._fields = fields_holder(self.env)
         self.t = 0
         self._done: set[str] = set()
         out = CopyStep(obs={}, infos={})
@@ -189,6 +195,7 @@ class AECAdapter(_Adapter):
         return out
 
     def restored(self) -> None:
+        super().restored()
         self._fields = fields_holder(self.env)
 
     def observe(self, agent: str) -> Any:

@@ -39,7 +39,7 @@ def check_env(cfg: Config, cycles: int = 200, say: Callable[[str], None] = print
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            _our_checks(make, cycles, cfg.train.seed, problem)
+            _our_checks(make, cycles, cfg.train.seed, problem, say)
     except (EnvContractError, SpaceError) as err:
         problem(str(err), "follow the PettingZoo API for the case named above")
     except Exception as err:  # the env raised: a problem to report, not a crash of the check
@@ -180,7 +180,8 @@ class _ParallelTestView:
         return obs, rewards, terms, truncs, infos
 
 
-def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> None:
+def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem,
+                say: Callable[[str], None]) -> None:
     raw = make()
     copy = adapt(raw, None)
     agents = copy.possible_agents
@@ -253,6 +254,7 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> Non
             done.add(a)
 
     t, done = 0, set[str]()
+    endings = _Endings()
     cs = copy.reset(seed=seed)
     inspect(cs, t, done)
     while t < cycles:
@@ -269,12 +271,14 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> Non
         cs = copy.step(moves)
         t += 1
         inspect(cs, t, done)
+        endings.add(cs)
         if cs.over:
             done = set()
             last_frame.clear()
             cs = copy.reset(seed=None)
             inspect(cs, t, done)
     copy.close()
+    endings.warn(say)
     still = [a for a, n in steps_seen.items() if a not in moving and n >= STILL_STEPS]
     if still:
         n = len(still) - 1
@@ -283,6 +287,35 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem) -> Non
                 f"through every episode ({steps_seen[still[0]]} steps of random actions)",
                 "an env that draws its frames only when rendering needs a render mode: "
                 "-s env.kwargs.render_mode=rgb_array (pistonball_v6 is one)")
+
+
+class _Endings:
+    """How the checked episodes ended: an env whose every episode is cut by truncation with
+    no reward paid to anyone is likely cut before its game is played (a step limit that
+    counts the env's own moves, such as chance outcomes, cuts Kuhn poker after one bet)."""
+
+    def __init__(self) -> None:
+        self.episodes = 0
+        self.empty_cuts = 0
+        self._paid = 0.0
+        self._terminated = False
+
+    def add(self, cs: CopyStep) -> None:
+        self._paid += sum(abs(float(r)) for r in cs.rewards.values())
+        self._terminated = self._terminated or bool(cs.terminated)
+        if not cs.over:
+            return
+        self.episodes += 1
+        if cs.truncated and not self._terminated and self._paid == 0.0:
+            self.empty_cuts += 1
+        self._paid, self._terminated = 0.0, False
+
+    def warn(self, say: Callable[[str], None]) -> None:
+        if self.episodes and self.empty_cuts == self.episodes:
+            say(f"warn  every checked episode ({self.episodes}) ended by truncation with zero reward "
+                "for every agent: either random play never earns a reward in it (a sparse task) "
+                "or the env cuts its episodes before they are played out (a step limit counting "
+                "moves the agents do not make?); check its time limit")
 
 
 STILL_STEPS = 10

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import re
 from collections.abc import Callable
@@ -13,6 +14,13 @@ from interplay.errors import UserError
 EnvFactory = Callable[..., Any]
 
 _REGISTRY: dict[str, EnvFactory] = {}
+# ``<prefix>:<name>`` ids of env families interplay adapts itself; each module's factory takes
+# the name and env.kwargs, checks them, and returns a factory of copies. Imported only when
+# named, so that an optional package is needed only by the runs that use it.
+_FAMILIES = {
+    "openspiel": ("interplay.envs.openspiel", "openspiel_factory"),
+    "gymma": ("interplay.envs.gymma", "gymma_factory"),
+}
 _NATIVE: dict[str, type] = {}
 _NATIVE_FAMILIES: dict[str, Callable[[str], type]] = {}
 
@@ -71,6 +79,32 @@ def make_native(cls: type, num_envs: int, max_steps: int | None, device: str,
 
 def known_env_names() -> list[str]:
     return sorted([*_REGISTRY, *_NATIVE])
+
+
+def family_modules(env_id: Any) -> list[str] | None:
+    """The modules outside interplay that a family's id (``gymma:rware:rware-tiny-2ag-v2``)
+    imports; None when ``env_id`` is not a family's."""
+    prefix, sep, name = env_id.partition(":") if isinstance(env_id, str) else ("", "", "")
+    if not sep or prefix not in _FAMILIES:
+        return None
+    if prefix == "gymma":
+        package = registering_package(name)
+        return [] if package is None else [package]
+    return []
+
+
+def registering_package(env_id: str) -> str | None:
+    """The module a ``gymma:`` id imports to register its env: the one it names
+    (``rware:rware-tiny-2ag-v2``), or the installed package its first word names."""
+    if ":" in env_id:
+        return env_id.partition(":")[0]
+    word = env_id.split("/")[0].split("-")[0]
+    if not word.isidentifier():
+        return None
+    try:
+        return word if importlib.util.find_spec(word) is not None else None
+    except (ImportError, ValueError):
+        return None
 
 
 def _import_module(path: str, env_id: str) -> Any:
@@ -206,7 +240,8 @@ def env_factory(env_id: Any, kwargs: dict[str, Any] | None = None, api: str = "a
     """A zero-argument callable that builds one fresh copy of the env.
 
     ``env_id`` may be a registered name, ``pkg.module`` (its ``parallel_env()`` or ``env()``),
-    ``pkg.module:function``, or a callable. ``api`` picks between a module's ``parallel_env``
+    ``pkg.module:function``, a family's ``openspiel:<game>`` or ``gymma:<gymnasium id>``, or
+    a callable. ``api`` picks between a module's ``parallel_env``
     and ``env`` ("auto" prefers ``parallel_env``, so one env step moves every live agent).
     """
     kwargs = dict(kwargs or {})
@@ -216,6 +251,10 @@ def env_factory(env_id: Any, kwargs: dict[str, Any] | None = None, api: str = "a
         raise EnvSpecError(f"env.id must be a name, a module path or a factory, got {env_id!r}")
     if env_id in _REGISTRY:
         return _checked(_REGISTRY[env_id], kwargs, f"registered env {env_id!r}")
+    prefix, sep, name = env_id.partition(":")
+    if sep and prefix in _FAMILIES:
+        module_path, attr = _FAMILIES[prefix]
+        return getattr(importlib.import_module(module_path), attr)(name, kwargs)
     if ":" in env_id:
         module_path, _, attr = env_id.partition(":")
         module = _import_module(module_path, env_id)

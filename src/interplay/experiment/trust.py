@@ -31,10 +31,11 @@ from pydantic.fields import FieldInfo
 from interplay.config.algo import SETTINGS, AlgoSettings
 from interplay.config.code import CodeKind, Holds, NamesCode, names_code
 from interplay.config.schema import Config, apply_override, read_yaml
-from interplay.envs.registry import known_env_names, native_env_class
+from interplay.envs.registry import family_modules, known_env_names, native_env_class
 from interplay.errors import UserError
 
-ENV_PACKAGES = ("pettingzoo", "mpe2", "sisl", "butterfly", "magent2", "shimmy")
+ENV_PACKAGES = ("pettingzoo", "mpe2", "sisl", "butterfly", "magent2", "shimmy", "rware",
+                "lbforaging")
 """Top-level packages of envs whose installed copies a run folder may name without ``--trust``."""
 
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "[::1]", "localhost")
@@ -176,8 +177,12 @@ def _named(refs: Sequence[CodeRef], own: bool, seen: set[Path],
             if not is_loopback(ref.value):
                 yield f"the Ray cluster at {ref.value}", shown
         elif kind == "env":
-            # a family's task (vmas:<scenario>) is checked against the family's own list
-            if ref.value not in known_env_names() and native_env_class(ref.value) is None:
+            # a family's task (vmas:<scenario>, openspiel:<game>) names no module of its
+            # own; a gymma id names the package that registers its env
+            family = family_modules(ref.value)
+            if family is not None:
+                yield from ((module, shown) for module in family)
+            elif ref.value not in known_env_names() and native_env_class(ref.value) is None:
                 yield ref.value.partition(":")[0], shown
         elif ":" in ref.value:  # a plain name is a registered algorithm or network
             yield ref.value.partition(":")[0], shown

@@ -32,12 +32,12 @@ from typing import Any
 
 import torch
 
-from interplay.algos.base import rng_for
 from interplay.config.schema import load, validate
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.experiment.loop import train
 from interplay.run.actors import RandomActor
 from interplay.run.runner import Runner
+from interplay.seeding import rng_for
 
 SEED = 0
 ROUNDS = 5

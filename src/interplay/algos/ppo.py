@@ -21,7 +21,14 @@ import torch
 from gymnasium import spaces
 from pydantic import Field
 
-from interplay.algos.base import Algorithm, AlgoSettings, WarmParts, register, rng_for
+from interplay.algos.base import (
+    Algorithm,
+    AlgoSettings,
+    WarmParts,
+    read_state,
+    register,
+    rng_for,
+)
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError
@@ -270,11 +277,8 @@ class PPO(Algorithm):
         centralised critic reads it instead of the joined observations unless ``algo.state``
         is ``observations``."""
         mode = getattr(settings, "state", "observations")
-        if mode == "env" and state_space is None:
-            raise ConfigError("algo.state is env (the critic reads the env's global state), but "
-                              "the env keeps none; set algo.state: auto or observations")
-        self.env_state = (state_space if settings.centralised_critic and mode != "observations"
-                          else None)
+        state = read_state(mode, state_space, "the critic")
+        self.env_state = state if settings.centralised_critic else None
         super().__init__(settings, specs, device, seed)
         self.trained = [pid for pid, spec in specs.items() if spec.trainable]
         inputs = {pid: obs_input(specs[pid], policy_model(settings, specs[pid]),

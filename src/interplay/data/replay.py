@@ -501,6 +501,28 @@ def policy_replay(specs: dict[str, PolicySpec], capacity: int, saved: bool = Tru
     return PolicyReplay(buffers, saved=saved)
 
 
+def joint_replay(specs: dict[str, PolicySpec], capacity: int, requires: str, state_dim: int = 0,
+                 saved: bool = True, priority: tuple[float, float] | None = None,
+                 absent_ok: bool = False) -> JointReplay:
+    """A joint replay buffer of ``capacity`` rows of the agents of every policy in ``specs``
+    (and the env's global state of ``state_dim`` numbers, twice, with each row), refused
+    before it is allocated when the machine cannot hold it; prioritised by ``(alpha, eps)``.
+    ``requires`` names who needs joint rows, in errors."""
+    groups = {pid: Group(len(spec.agents), spec.obs_dim, spec.action_view.shape,
+                         spec.action_view.dtype, spec.action_view.mask_dim, spec.obs_view.dtype)
+              for pid, spec in specs.items()}
+    agents = sum(g.agents for g in groups.values())
+    states = len(STATE_KEYS) * np.dtype(np.float32).itemsize * state_dim * capacity
+    check_fits(sum(g.nbytes(capacity) for g in groups.values()) + states, "algo.buffer_size",
+               f"a joint replay buffer of {capacity:,} steps of {agents} agents"
+               + (f" and the env's state of {state_dim:,} numbers" if state_dim else ""))
+    buffer = JointReplayBuffer(capacity, groups, state_dim)
+    if priority is not None:
+        buffer.prioritize(*priority)
+    return JointReplay(buffer, requires, {pid: spec.agents for pid, spec in specs.items()},
+                       saved=saved, absent_ok=absent_ok)
+
+
 class PolicyReplay:
     """A replay buffer per policy, each holding its agents' transitions as they close."""
 

@@ -45,7 +45,6 @@ from interplay.nets.normalize import RunningMeanStd
 from interplay.nets.recurrent import recurrent_net
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
-from interplay.run.runner import NEXT_STATE, STATE
 
 OBS_CLIP = 10.0  # normalised observations are clipped to +-this
 VALUE_CHUNK = 65_536  # rows of joined critic inputs valued at once
@@ -392,12 +391,15 @@ class PPO(Algorithm):
         }
 
     def _add_state(self, data: dict[str, dict[str, Any]]) -> None:
-        """Give each row's critic the env's global state when it acted, and after its step."""
+        """Give each row's critic the env's global state when it acted, and after its step:
+        rows of the rollout's table of states, one per (tick, copy) (see :class:`Joined`)."""
         for d in data.values():
             r, at = d["rollout"], d["at"]
-            for key, name in (("obs", STATE), ("next_obs", NEXT_STATE)):
-                states = r.extras[name][at]
-                d["critic_" + key] = Joined(d[key], states, np.arange(len(states)))
+            if r.states is None or r.state is None or r.next_state is None:
+                raise ValueError(f"algo.state: the rollout of policy {r!r} holds no global "
+                                 "state, though the critic reads one")
+            d["critic_obs"] = Joined(d["obs"], r.states, r.state[at])
+            d["critic_next_obs"] = Joined(d["next_obs"], r.states, r.next_state[at])
 
     def _add_joint(self, data: dict[str, dict[str, Any]]) -> None:
         """Give each row's critic the joint observation of its copy at that step, kept once

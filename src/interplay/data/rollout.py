@@ -97,18 +97,22 @@ class StateTable:
         holding each row's state when its agent acted, and at its next observation."""
         assert t.states is not None and t.state_keys is not None
         assert t.state is not None and t.next_state is not None
-        named, where = np.unique(np.concatenate([t.state, t.next_state]), return_inverse=True)
-        keys = [(int(a), int(b)) for a, b in t.state_keys[named].tolist()]
+        # the rows' states by key: a batch of several steps names one state in several rows
+        named = np.concatenate([t.state, t.next_state])
+        unique, first, where = np.unique(t.state_keys[named], axis=0, return_index=True,
+                                         return_inverse=True)
+        keys = [(int(a), int(b)) for a, b in unique.tolist()]
         rows = np.array([self._row.get(k, -1) for k in keys], np.int64)
         new = np.flatnonzero(rows < 0)
         if len(new):
             self._room(self.size + len(new), t.states.shape[1])
             rows[new] = self.size + np.arange(len(new))
-            self.rows[rows[new]] = t.states[named[new]]
-            self.keys[rows[new]] = t.state_keys[named[new]]
+            self.rows[rows[new]] = t.states[named[first[new]]]
+            self.keys[rows[new]] = unique[new]
             self._row.update((keys[i], int(rows[i])) for i in new.tolist())
             self.size += len(new)
         n = len(t.state)
+        where = where.reshape(-1)
         return rows[where[:n]], rows[where[n:]]
 
     def _room(self, size: int, dim: int) -> None:

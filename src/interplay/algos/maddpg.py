@@ -5,8 +5,10 @@ smoothing and delayed actor updates). Each trained policy has a deterministic ac
 its agents, each agent seeing only its own observation, and a critic (two with
 ``twin_critics``) that also sees the joint observation and joint action of every trained agent
 of the env copy in that step. A critic row starts with its agent's own observation, action and
-slot (one-hot), so one critic serves all of a policy's agents, each with its own reward. Agents
-of fixed policies (random, scripted) are part of the env as far as the critics know.
+slot (one-hot), so one critic serves all of a policy's agents, each with its own reward. With
+``algo.state`` the env's global state takes the joint observation's place, kept once per joint
+row (and once more after it, for the targets). Agents of fixed policies (random, scripted) are
+part of the env as far as the critics know.
 
 Box actions: tanh outputs in [-1, 1], which the runner maps onto the space's bounds; exploring
 adds Gaussian or Ornstein-Uhlenbeck noise (one OU process per copy and agent, restarted when

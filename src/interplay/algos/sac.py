@@ -10,8 +10,9 @@ what the critics see and where the rows come from:
   are fine: an agent's transition runs from one of its turns to the next.
 * ``masac`` learns from joint rows (one per env copy and step, every trained agent side by side,
   as MADDPG does); a critic row starts with its agent's own observation, action (one-hot for
-  discrete) and slot (one-hot), then holds every trained agent's observation and action, and
-  the critic gives one value. So every trained agent must act in every step; turn-based envs
+  discrete) and slot (one-hot), then holds every trained agent's observation (or the env's
+  global state, with ``algo.state``, kept once per joint row) and action, and the critic gives
+  one value. So every trained agent must act in every step; turn-based envs
   are refused.
 
 Box actions: a Gaussian (mean and clamped log-std from the actor) squashed by tanh into

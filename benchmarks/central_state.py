@@ -17,6 +17,9 @@ Two parts, one JSON line per case:
   run in a fresh process: its peak RSS, and the bytes of the rollout's table of states
   (``state_table_bytes``) or of the joint-observation table an update builds
   (``joined_obs_table_bytes``).
+* ``critic``: MADDPG and MASAC on HiddenGoal (2 agents, 8 copies), whose goal only the env's
+  state holds: the critics' TD loss at each of four reports, on the state or on the
+  observations (a learning check too slow for the test suite).
 """
 
 from __future__ import annotations
@@ -127,12 +130,32 @@ def image(agents: int, state: str, rollout: int) -> dict:
             key: got["table_bytes"], "peak_rss_bytes": got["peak_rss_bytes"]}
 
 
+def critic(algo: str, state: str, steps: int) -> dict:
+    """How well the critics of ``algo`` learn HiddenGoal's returns, whose goal only the state
+    holds: their TD loss in the last report (the actors see no goal, so returns barely move)."""
+    from interplay import config, train
+
+    start = "learning_starts" if algo == "masac" else "learning_delay"
+    cfg = config.validate({"env": {"id": GOAL, "num_envs": 8},
+                           "algo": {"name": algo, "state": state, start: 200,
+                                    "batch_size": 128, "gamma": 0.9},
+                           "train": {"steps": steps, "device": "cpu", "test_frequency": -1},
+                           "log": {**QUIET, "every": steps // 4}, "checkpoint": {"at_end": False}})
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [r for r in train(cfg, Path(tmp) / "run").rows if "critic_loss/agent" in r]
+    return {"benchmark": "central_state", "part": "critic", "algo": algo, "state": state,
+            "env_steps": steps, "critic_loss": [round(r["critic_loss/agent"], 3) for r in rows],
+            "episode_return_mean": rows[-1]["episode_return_mean"]}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--agents", type=int, nargs="*", default=[3, 30])
     p.add_argument("--image-agents", type=int, nargs="*", default=[2, 8])
     p.add_argument("--steps", type=int, default=24)
     p.add_argument("--rollout", type=int, default=32)
+    p.add_argument("--critic-algos", nargs="*", default=["maddpg", "masac"])
+    p.add_argument("--critic-steps", type=int, default=4000)
     args = p.parse_args()
     for algo in ("mappo", "maddpg"):
         for agents in args.agents:
@@ -141,6 +164,9 @@ def main() -> None:
     for agents in args.image_agents:
         for state in ("env", "observations"):
             print(json.dumps(image(agents, state, args.rollout)), flush=True)
+    for algo in args.critic_algos:
+        for state in ("env", "observations"):
+            print(json.dumps(critic(algo, state, args.critic_steps)), flush=True)
 
 
 if __name__ == "__main__":

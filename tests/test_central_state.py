@@ -283,3 +283,19 @@ def test_mappo_rollouts_from_ray_runners_keep_one_state_per_tick_and_copy(tmp_pa
     assert r.valid.all() and copies == 4  # two runners of two copies, renumbered
     check_rollout(r, 3)
     assert table.size == copies * (r.valid.shape[0] + 1)  # 6 steps: one episode ended
+
+
+def test_a_recurrent_mappo_keeps_its_own_state_beside_the_envs(tmp_path):
+    # the actor's recurrent state rides with each action, the env's state in the table
+    exp = Experiment(load([], mappo("env.num_envs=2", "algo.rollout=12", "train.steps=20",
+                                    "algo.model.recurrent=gru", "algo.model.recurrent_size=4")),
+                     tmp_path / "run")
+    try:
+        exp.run()
+        r = exp.storage.rollout("agent")
+        assert r.extras["state"].shape[-1] == 4
+        check_rollout(r, 2)
+        metrics = learner(exp).update(exp.storage)  # sequences start from the actor's states
+    finally:
+        exp.close()
+    assert np.isfinite(metrics["value_loss/agent"])

@@ -393,11 +393,11 @@ class PPO(Algorithm):
     def _add_state(self, data: dict[str, dict[str, Any]]) -> None:
         """Give each row's critic the env's global state when it acted, and after its step:
         rows of the rollout's table of states, one per (tick, copy) (see :class:`Joined`)."""
-        for d in data.values():
+        for pid, d in data.items():
             r, at = d["rollout"], d["at"]
             if r.states is None or r.state is None or r.next_state is None:
-                raise ValueError(f"algo.state: the rollout of policy {r!r} holds no global "
-                                 "state, though the critic reads one")
+                raise ValueError(f"algo.state: the rollout of policy {pid!r} holds no global "
+                                 "state, though its critic reads one")
             d["critic_obs"] = Joined(d["obs"], r.states, r.state[at])
             d["critic_next_obs"] = Joined(d["next_obs"], r.states, r.next_state[at])
 

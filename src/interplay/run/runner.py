@@ -278,8 +278,9 @@ class Runner:
         step = self.env.current_step()
         if saved_states is not None:
             self._seen = {int(k): np.array(v) for k, v in saved_states["seen"].items()}
-        if step.state is not None and self.ticks not in self._seen:
+        elif step.state is not None:
             # saved before states were kept by tick: the open transitions take the state now
+            self._seen = {}
             self._tick(step)
             for g in self.groups:
                 if g.book is not None:
@@ -462,7 +463,7 @@ class Runner:
 
     def _forget_states(self) -> None:
         """Keep only the states seen now and those that open transitions acted in."""
-        if len(self._seen) == 1:
+        if len(self._seen) <= 1:  # no state, or only the one seen now
             return
         keep = {self.ticks}
         for g in self.groups:

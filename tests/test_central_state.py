@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gymnasium import spaces
 from helpers import read_metrics, straight_and_resumed
 
 from interplay.config.schema import ConfigError, load
-from interplay.envs.toy import HiddenGoal
+from interplay.envs.toy import HiddenGoal, Move, ScriptedTurnGame
 from interplay.experiment.loop import Experiment, resume, train
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false",
@@ -299,3 +300,43 @@ def test_a_recurrent_mappo_keeps_its_own_state_beside_the_envs(tmp_path):
     finally:
         exp.close()
     assert np.isfinite(metrics["value_loss/agent"])
+
+
+class TurnsWithState(ScriptedTurnGame):
+    """Three players in turn, 7 moves an episode; the state counts the moves and episodes."""
+
+    def __init__(self):
+        super().__init__(n_agents=3, plan=[Move()] * 7)
+        self.state_space = spaces.Box(-1.0, 1e6, (2,), np.float32)
+        self.episode = -1
+
+    def reset(self, seed=None, options=None):
+        self.episode += 1
+        super().reset(seed, options)
+
+    def state(self):
+        return np.array([self.moves, self.episode], np.float32)
+
+
+def test_in_a_turn_based_env_each_row_keeps_the_state_its_agent_acted_in(tmp_path):
+    from interplay import register_env
+
+    register_env("tests_turns_with_state", TurnsWithState)
+    exp = Experiment(load([], [
+        "env.id=tests_turns_with_state", "algo.name=mappo", "algo.state=env", *QUIET,
+        "env.num_envs=2", "algo.rollout=64", "train.steps=40"]), tmp_path / "run")
+    try:
+        exp.run()
+        r = exp.storage.rollout("player")
+        table = exp.storage.states
+    finally:
+        exp.close()
+    at = np.nonzero(r.valid)
+    state, nxt = r.states[r.state[at]], r.states[r.next_state[at]]
+    obs, next_obs = r.obs[at], r.next_obs[at]
+    assert len(obs) > 6
+    # the state when the agent acted holds the moves it saw, and so does the one at its next turn
+    assert np.array_equal(state[:, 0], obs[:, 0]) and np.array_equal(nxt[:, 0], next_obs[:, 0])
+    assert (nxt[:, 0] > state[:, 0]).all() and np.array_equal(nxt[:, 1], state[:, 1])
+    # one state per move of a copy (and final ones), not one per row naming it
+    assert table.size == len(np.unique(table.keys[:table.size], axis=0)) < 2 * len(obs)

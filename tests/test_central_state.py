@@ -342,3 +342,44 @@ def test_in_a_turn_based_env_each_row_keeps_the_state_its_agent_acted_in(tmp_pat
     assert (nxt[:, 0] > state[:, 0]).all() and np.array_equal(nxt[:, 1], state[:, 1])
     # one state per move of a copy (and final ones), not one per row naming it
     assert table.size == len(np.unique(table.keys[:table.size], axis=0)) < 2 * len(obs)
+
+
+def _rows_carry_their_states(part: dict, rows: np.ndarray | None = None) -> dict:
+    """A saved batch of transitions as checkpoints kept it before the table of states: each
+    row's state and next state in its ``extras``."""
+    table = part["states"] if rows is None else rows
+    extras = {**part["extras"], "state": table[part["state"]],
+              "next_state": table[part["next_state"]]}
+    return {**part, "extras": extras, "state": None, "next_state": None, "states": None,
+            "state_keys": None}
+
+
+def test_a_checkpoint_that_kept_a_state_per_row_resumes_exactly(tmp_path):
+    from interplay.experiment.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+
+    # stopped inside an episode (9 steps) and inside a rollout (16 steps): held transitions
+    # and a part-filled rollout both carry states
+    common = mappo("env.num_envs=2", "algo.rollout=16", "log.every=40", "train.seed=4",
+                   "env.kwargs={length: 9}")
+    a, _ = straight_and_resumed(common, 100, tmp_path)
+    folder = list_checkpoints(tmp_path / "split")[0]
+    state, _ = load_checkpoint(folder)
+    runner, storage = state["runner"], state["storage"]
+    del runner["states"]
+    held = 0
+    for entry in runner["groups"].values():
+        entry["book"]["at"] = None
+        held += len(entry["held"])
+        entry["held"] = [_rows_carry_their_states(t) for t in entry["held"]]
+    table = storage.pop("states")
+    storage["parts"] = {pid: [_rows_carry_their_states(t, table["rows"]) for t in parts]
+                        for pid, parts in storage["parts"].items()}
+    assert held and any(storage["parts"].values())
+    old = tmp_path / "old"
+    train(load([], [*common, "train.steps=50"]), old)
+    for stale in list_checkpoints(old):
+        __import__("shutil").rmtree(stale)
+    save_checkpoint(old, 50, state)
+    resume(old, ["train.steps=100"])
+    skip = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
+    assert [{k: v for k, v in r.items() if k not in skip} for r in read_metrics(old)] == a

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from interplay.run.transitions import Transitions, stream_order
+from interplay.run.transitions import Transitions, stream_order, table_of_row_states
 
 _FIELDS = ("obs", "next_obs", "action", "reward", "terminated", "truncated", "mask", "next_mask",
            "step", "first")
@@ -271,5 +271,5 @@ class RolloutStorage:
             for b in parts:
                 if b.get("state") is not None:
                     b = {**b, "states": table["rows"], "state_keys": table["keys"]}
-                self.add(pid, Transitions(**b))
+                self.add(pid, table_of_row_states(Transitions(**b)))
         self.steps = state["steps"]

@@ -26,7 +26,14 @@ from interplay.run.actors import ActBatch, Actor
 from interplay.run.callbacks import CallbackList
 from interplay.run.episodes import EpisodeTracker, Window
 from interplay.run.mapping import PolicySpec
-from interplay.run.transitions import EpisodeHold, FrameStack, TransitionBook, Transitions, concat
+from interplay.run.transitions import (
+    EpisodeHold,
+    FrameStack,
+    TransitionBook,
+    Transitions,
+    concat,
+    table_of_row_states,
+)
 
 
 @dataclass(slots=True)
@@ -271,10 +278,13 @@ class Runner:
                 if b.mask is not None:
                     b.mask[...] = saved["mask"]
                 b.extras = {k: np.array(v) for k, v in saved["extras"].items()}
+                if saved_states is None and self.env.current_step().state is not None:
+                    b.extras.pop("state", None)  # the env's state was each agent's own extra
             if g.stack is not None:
                 g.stack.buf[...] = entry["stack"]
             if self.holds is not None and g.spec.id in self.holds:
-                self.holds[g.spec.id].parts = [Transitions(**t) for t in entry.get("held", [])]
+                self.holds[g.spec.id].parts = [table_of_row_states(Transitions(**t))
+                                               for t in entry.get("held", [])]
         step = self.env.current_step()
         if saved_states is not None:
             self._seen = {int(k): np.array(v) for k, v in saved_states["seen"].items()}

@@ -13,6 +13,7 @@ Arrays are ``[E, k]`` (copies × the policy's agents); one closed batch per step
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import warnings
 from dataclasses import dataclass
 
@@ -272,6 +273,23 @@ def concat(parts: list[Transitions]) -> Transitions:
         out.next_state = np.concatenate([p.next_state + a for p, a in zip(parts, at, strict=True)])
         out.states, out.state_keys = cat("states"), cat("state_keys")
     return out
+
+
+def table_of_row_states(t: Transitions) -> Transitions:
+    """``t`` as checkpoints written before states were kept once per (tick, copy) hold it,
+    each row with its env's global state in ``extras`` (``state``, ``next_state``): the same
+    rows naming a table of those states; ``t`` as it is when it has no such extras. A state's
+    key is made from its numbers (below every tick's): one key, one state."""
+    if t.states is not None or not {"state", "next_state"} <= set(t.extras):
+        return t
+    n = len(t)
+    extras = dict(t.extras)
+    states = np.concatenate([extras.pop("state"), extras.pop("next_state")]).astype(np.float32)
+    when = [-1 - int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=7).digest(), "little")
+            for row in states]
+    keys = np.stack([np.array(when, np.int64), np.concatenate([t.env, t.env])], axis=1)
+    return dataclasses.replace(t, extras=extras, state=np.arange(n), next_state=n + np.arange(n),
+                               states=states, state_keys=keys.astype(np.int64))
 
 
 HOLD_LIMIT = 100_000

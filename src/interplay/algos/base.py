@@ -108,6 +108,16 @@ class Algorithm:
         pass
 
 
+def read_state(mode: str, state_space: Any, reads: str) -> Any:
+    """The env's global state space a learner reads with ``algo.state`` ``mode`` (None: it
+    reads the agents' observations joined); ``reads`` says what reads it, for the error when
+    ``env`` is asked of an env that keeps none."""
+    if mode == "env" and state_space is None:
+        raise ConfigError(f"algo.state is env ({reads} reads the env's global state), but the "
+                          "env keeps none; set algo.state: auto or observations")
+    return None if mode == "observations" else state_space
+
+
 REGISTRY: dict[str, type[Algorithm]] = {}
 
 

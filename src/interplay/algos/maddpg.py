@@ -5,8 +5,10 @@ smoothing and delayed actor updates). Each trained policy has a deterministic ac
 its agents, each agent seeing only its own observation, and a critic (two with
 ``twin_critics``) that also sees the joint observation and joint action of every trained agent
 of the env copy in that step. A critic row starts with its agent's own observation, action and
-slot (one-hot), so one critic serves all of a policy's agents, each with its own reward. Agents
-of fixed policies (random, scripted) are part of the env as far as the critics know.
+slot (one-hot), so one critic serves all of a policy's agents, each with its own reward. With
+``algo.state`` the env's global state takes the joint observation's place, kept once per joint
+row (and once more after it, for the targets). Agents of fixed policies (random, scripted) are
+part of the env as far as the critics know.
 
 Box actions: tanh outputs in [-1, 1], which the runner maps onto the space's bounds; exploring
 adds Gaussian or Ornstein-Uhlenbeck noise (one OU process per copy and agent, restarted when
@@ -39,18 +41,32 @@ rounds as ``learn_step`` intervals it spans.
 from __future__ import annotations
 
 import copy
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 import torch
+from gymnasium import spaces
 from pydantic import Field, field_validator
 from torch import nn
 
-from interplay.algos.base import Algorithm, AlgoSettings, LearnSchedule, WarmParts, register
+from interplay.algos.base import (
+    Algorithm,
+    LearnSchedule,
+    WarmParts,
+    read_state,
+    register,
+)
+from interplay.config.algo import CriticStateSettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings, same_view_as_actors
-from interplay.data.memory import check_fits
-from interplay.data.replay import Group, GroupRows, JointReplay, JointReplayBuffer
+from interplay.data.replay import (
+    STATE_KEYS,
+    GroupRows,
+    JointReplay,
+    JointReplayBuffer,
+    joint_replay,
+)
+from interplay.envs.batch import state_dim
 from interplay.errors import NonFiniteError
 from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import MASKED
@@ -66,7 +82,7 @@ def _relu(hidden: list[int]) -> Any:
     return lambda: ModelSettings(hidden=hidden, activation="relu")
 
 
-class MADDPGSettings(AlgoSettings):
+class MADDPGSettings(CriticStateSettings):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr_actor": (1e-5, 1e-2), "lr_critic": (1e-5, 1e-2), "batch_size": (64, 4096),
         "gamma": (0.9, 0.999), "tau": (0.001, 0.1), "noise_scale": (0.0, 0.5)}
@@ -212,6 +228,32 @@ def smoothed(action: torch.Tensor, scale: float, clip: float,
     return (action + noise.to(action.device).clamp(-clip, clip)).clamp(-1.0, 1.0)
 
 
+class States(NamedTuple):
+    """The env's global state of sampled joint rows, as the critics read it."""
+
+    now: torch.Tensor  # [b, state_dim] at the rows' observations
+    next: torch.Tensor  # [b, state_dim] at their next observations
+
+
+def sampled_states(buffer: JointReplayBuffer, index: np.ndarray, device: str,
+                   env_state: Any) -> States | None:
+    """The global state of the joint rows at ``index`` (None when the critics read the joined
+    observations instead: ``env_state`` is None)."""
+    if env_state is None:
+        return None
+    return States(*(_tensor(buffer.state_rows(index, key), device) for key in STATE_KEYS))
+
+
+def joint_view(obs: dict[str, torch.Tensor], trained: list[str],
+               state: torch.Tensor | None) -> torch.Tensor:
+    """``[b, in]``: what a centralised critic sees of the whole env copy: its global ``state``
+    when given, else every trained agent's observation ``[b, agents, ...]`` side by side."""
+    if state is not None:
+        return state
+    b = next(iter(obs.values())).shape[0]
+    return torch.cat([obs[q].reshape(b, -1) for q in trained], dim=1)
+
+
 # -- acting -----------------------------------------------------------------------------------
 class MADDPGActor:
     """The deterministic policy, plus exploration noise (Box) or sampling (discrete)."""
@@ -265,14 +307,21 @@ class MADDPG(Algorithm):
     }
 
     def __init__(self, settings: MADDPGSettings, specs: dict[str, PolicySpec], device: str,
-                 seed: int):
+                 seed: int, state_space: spaces.Box | None = None):
+        """``state_space``: the global state the env keeps (None if it keeps none); the critics
+        read it in place of the joined observations unless ``algo.state`` is
+        ``observations``."""
         super().__init__(settings, specs, device, seed)
+        self.env_state = read_state(settings.state, state_space, "the critic")
+        self.state_dim = state_dim(self.env_state)
         self.trained = [pid for pid, spec in specs.items() if spec.trainable]
         self.joint_obs = sum(len(specs[p].agents) * specs[p].obs_dim for p in self.trained)
         self.joint_act = sum(len(specs[p].agents) * _act_dim(specs[p]) for p in self.trained)
         inputs = {pid: obs_input(specs[pid], policy_model(settings, specs[pid]),
                                  model_key(specs[pid])) for pid in self.trained}
-        joint = [(inputs[q], len(specs[q].agents)) for q in self.trained]
+        joint: list[tuple[ObsInput | int, int]] = (
+            [(self.state_dim, 1)] if self.env_state is not None
+            else [(inputs[q], len(specs[q].agents)) for q in self.trained])
         self.policies: dict[str, _Policy] = {}
         for pid in self.trained:
             spec = specs[pid]
@@ -320,18 +369,11 @@ class MADDPG(Algorithm):
 
     # -- storage and collecting -------------------------------------------------------------
     def make_storage(self, num_envs: int) -> JointReplay:
-        """One joint replay buffer of every trained agent, refused up front if the machine
-        cannot hold it."""
+        """One joint replay buffer of every trained agent (and of the env's global state, when
+        the critics read it), refused up front if the machine cannot hold it."""
         s = self.settings
-        groups = {pid: Group(p.k, p.spec.obs_dim, p.spec.action_view.shape,
-                             p.spec.action_view.dtype, p.spec.action_view.mask_dim,
-                             p.spec.obs_view.dtype) for pid, p in self.policies.items()}
-        check_fits(sum(g.nbytes(s.buffer_size) for g in groups.values()),
-                   "algo.buffer_size", f"a joint replay buffer of {s.buffer_size:,} steps "
-                   f"of {sum(g.agents for g in groups.values())} agents")
-        return JointReplay(JointReplayBuffer(s.buffer_size, groups), f"algo.name: {self.name}",
-                           {pid: p.spec.agents for pid, p in self.policies.items()},
-                           saved=s.save_buffer)
+        return joint_replay({pid: p.spec for pid, p in self.policies.items()}, s.buffer_size,
+                            f"algo.name: {self.name}", self.state_dim, s.save_buffer)
 
     def collect(self, pid: str, batch: Transitions) -> None:
         if pid not in self.policies or not len(batch):
@@ -361,17 +403,18 @@ class MADDPG(Algorithm):
         steps = s.gradient_steps * max(1, self._rounds)
         self._rounds = 0
         for _ in range(steps):
-            _, rows, _ = storage.buffer.sample(s.batch_size, self.sample_rng)
+            index, rows, _ = storage.buffer.sample(s.batch_size, self.sample_rng)
             self.updates += 1
             delayed = self.updates % s.policy_delay == 0
             batch = self._tensors(rows)
+            states = sampled_states(storage.buffer, index, self.device, self.env_state)
             next_act = self._target_actions(batch)
             for pid in active:
-                sums[pid][:2] += self._learn_critic(pid, batch, next_act)
+                sums[pid][:2] += self._learn_critic(pid, batch, next_act, states)
             if delayed:
                 actor_steps += 1
                 for pid in active:
-                    sums[pid][2] += self._learn_actor(pid, batch)
+                    sums[pid][2] += self._learn_actor(pid, batch, states)
                 for p in (self.policies[pid] for pid in active):
                     soft_update(p.actor_target, p.actor, s.tau)
                     soft_update(p.critic_targets, p.critics, s.tau)
@@ -418,15 +461,17 @@ class MADDPG(Algorithm):
                     for pid, p in self.policies.items()}
 
     def critic_input(self, pid: str, obs: dict[str, torch.Tensor], act: dict[str, torch.Tensor],
-                     own_act: torch.Tensor | None = None) -> torch.Tensor:
+                     own_act: torch.Tensor | None = None,
+                     state: torch.Tensor | None = None) -> torch.Tensor:
         """Critic rows ``[b, agents, in]`` for policy ``pid``'s agents: own observation, own
-        action, slot one-hot, then every trained agent's observation and action.
+        action, slot one-hot, then every trained agent's observation (or the env's global
+        ``state`` ``[b, state_dim]`` in their place, with ``algo.state``) and action.
 
         ``own_act`` (``[b, agents, act_dim]``) replaces, in agent j's row, agent j's action in
         both places; the other agents' actions stay as in ``act``.
         """
         b, k = obs[pid].shape[:2]
-        joint_obs = torch.cat([obs[q].reshape(b, -1) for q in self.trained], dim=1)
+        joint_obs = joint_view(obs, self.trained, state)
         parts = [a.reshape(b, 1, -1).expand(b, k, -1) for a in
                  (act[q] for q in self.trained)]
         mine = act[pid]
@@ -442,16 +487,18 @@ class MADDPG(Algorithm):
         return torch.cat(cols, dim=2)
 
     def _learn_critic(self, pid: str, batch: dict[str, dict[str, torch.Tensor]],
-                      next_act: dict[str, torch.Tensor]) -> np.ndarray:
+                      next_act: dict[str, torch.Tensor], states: States | None) -> np.ndarray:
         s = self.settings
         p = self.policies[pid]
         mine = batch[pid]
         obs = {q: batch[q]["obs"] for q in self.trained}
         act = {q: batch[q]["action"] for q in self.trained}
         next_obs = {q: batch[q]["next_obs"] for q in self.trained}
-        target = critic_target(p.critic_targets, self.critic_input(pid, next_obs, next_act),
+        now, after = (None, None) if states is None else states
+        target = critic_target(p.critic_targets,
+                               self.critic_input(pid, next_obs, next_act, state=after),
                                mine["reward"], mine["terminated"], s.gamma)
-        x = self.critic_input(pid, obs, act)
+        x = self.critic_input(pid, obs, act, state=now)
         qs = [q(x).squeeze(-1) for q in p.critics]
         loss = sum(nn.functional.mse_loss(q, target) for q in qs)
         self._check(pid, "critic loss", loss)
@@ -461,14 +508,16 @@ class MADDPG(Algorithm):
         p.critic_opt.step()
         return np.array([loss.item() / len(qs), qs[0].mean().item()])
 
-    def _learn_actor(self, pid: str, batch: dict[str, dict[str, torch.Tensor]]) -> float:
+    def _learn_actor(self, pid: str, batch: dict[str, dict[str, torch.Tensor]],
+                     states: States | None) -> float:
         s = self.settings
         p = self.policies[pid]
         mine = batch[pid]
         own = self._policy_actions(p, p.actor, mine["obs"], mine.get("mask"), smooth=False)
         obs = {q: batch[q]["obs"] for q in self.trained}
         act = {q: batch[q]["action"] for q in self.trained}
-        loss = -p.critics[0](self.critic_input(pid, obs, act, own)).mean()
+        x = self.critic_input(pid, obs, act, own, None if states is None else states.now)
+        loss = -p.critics[0](x).mean()
         self._check(pid, "actor loss", loss)
         p.actor_opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -21,7 +21,13 @@ import torch
 from gymnasium import spaces
 from pydantic import Field
 
-from interplay.algos.base import Algorithm, AlgoSettings, WarmParts, register
+from interplay.algos.base import (
+    Algorithm,
+    AlgoSettings,
+    WarmParts,
+    read_state,
+    register,
+)
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError
@@ -38,7 +44,6 @@ from interplay.nets.normalize import RunningMeanStd
 from interplay.nets.recurrent import recurrent_net
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
-from interplay.run.runner import NEXT_STATE, STATE
 from interplay.seeding import rng_for
 
 OBS_CLIP = 10.0  # normalised observations are clipped to +-this
@@ -272,11 +277,8 @@ class PPO(Algorithm):
         centralised critic reads it instead of the joined observations unless ``algo.state``
         is ``observations``."""
         mode = getattr(settings, "state", "observations")
-        if mode == "env" and state_space is None:
-            raise ConfigError("algo.state is env (the critic reads the env's global state), but "
-                              "the env keeps none; set algo.state: auto or observations")
-        self.env_state = (state_space if settings.centralised_critic and mode != "observations"
-                          else None)
+        state = read_state(mode, state_space, "the critic")
+        self.env_state = state if settings.centralised_critic else None
         super().__init__(settings, specs, device, seed)
         self.trained = [pid for pid, spec in specs.items() if spec.trainable]
         inputs = {pid: obs_input(specs[pid], policy_model(settings, specs[pid]),
@@ -390,12 +392,15 @@ class PPO(Algorithm):
         }
 
     def _add_state(self, data: dict[str, dict[str, Any]]) -> None:
-        """Give each row's critic the env's global state when it acted, and after its step."""
-        for d in data.values():
+        """Give each row's critic the env's global state when it acted, and after its step:
+        rows of the rollout's table of states, one per (tick, copy) (see :class:`Joined`)."""
+        for pid, d in data.items():
             r, at = d["rollout"], d["at"]
-            for key, name in (("obs", STATE), ("next_obs", NEXT_STATE)):
-                states = r.extras[name][at]
-                d["critic_" + key] = Joined(d[key], states, np.arange(len(states)))
+            if r.states is None or r.state is None or r.next_state is None:
+                raise ValueError(f"algo.state: the rollout of policy {pid!r} holds no global "
+                                 "state, though its critic reads one")
+            d["critic_obs"] = Joined(d["obs"], r.states, r.state[at])
+            d["critic_next_obs"] = Joined(d["next_obs"], r.states, r.next_state[at])
 
     def _add_joint(self, data: dict[str, dict[str, Any]]) -> None:
         """Give each row's critic the joint observation of its copy at that step, kept once

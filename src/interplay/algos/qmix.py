@@ -29,13 +29,18 @@ from gymnasium import spaces
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import Algorithm, LearnSchedule, WarmParts, register
+from interplay.algos.base import (
+    Algorithm,
+    LearnSchedule,
+    WarmParts,
+    read_state,
+    register,
+)
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
 from interplay.config.schema import ConfigError
-from interplay.data.memory import check_fits
-from interplay.data.replay import Group, JointReplay, JointReplayBuffer
+from interplay.data.replay import JointReplay, JointReplayBuffer, joint_replay
 from interplay.envs.batch import state_dim
 from interplay.nets.agents import agent_nets, stacked_optimizer_state
 from interplay.nets.build import check_network_fits, model_key, network, obs_input, policy_model
@@ -245,20 +250,11 @@ class VDN(Algorithm):
 
     def make_storage(self, num_envs: int) -> JointReplay:
         s = self.settings
-        groups = {pid: Group(p.k, p.spec.obs_dim, p.spec.action_view.shape,
-                             p.spec.action_view.dtype, p.spec.action_view.mask_dim,
-                             p.spec.obs_view.dtype) for pid, p in self.policies.items()}
-        env_state = self.state_dim if self.env_state is not None else 0
-        check_fits(sum(g.nbytes(s.buffer_size) for g in groups.values())
-                   + 2 * 4 * env_state * s.buffer_size, "algo.buffer_size",
-                   f"a joint replay buffer of {s.buffer_size:,} steps of {self.n_agents} agents"
-                   + (f" and the env's state of {env_state:,} numbers" if env_state else ""))
-        buffer = JointReplayBuffer(s.buffer_size, groups, env_state)
-        if s.prioritized:
-            buffer.prioritize(s.priority_alpha, s.priority_eps)
-        return JointReplay(buffer, f"algo.name: {self.name}",
-                           {pid: p.spec.agents for pid, p in self.policies.items()},
-                           saved=s.save_buffer, absent_ok=True)
+        return joint_replay({pid: p.spec for pid, p in self.policies.items()}, s.buffer_size,
+                            f"algo.name: {self.name}",
+                            self.state_dim if self.env_state is not None else 0, s.save_buffer,
+                            (s.priority_alpha, s.priority_eps) if s.prioritized else None,
+                            absent_ok=True)
 
     def ready(self, storage: JointReplay, env_steps: int) -> bool:
         self.schedule.advance(env_steps)
@@ -451,10 +447,7 @@ class QMIX(VDN):
                  seed: int, state_space: spaces.Box | None = None):
         """``state_space``: the global state the env keeps (None if it keeps none); the mixer
         reads it unless ``algo.state`` is ``observations``."""
-        if settings.state == "env" and state_space is None:
-            raise ConfigError("algo.state is env (mix on the env's global state), but the env "
-                              "keeps none; set algo.state: auto or observations")
-        self.env_state = state_space if settings.state != "observations" else None
+        self.env_state = read_state(settings.state, state_space, "the mixer")
         super().__init__(settings, specs, device, seed)
 
     def _mixer(self) -> Mixer:

@@ -10,8 +10,9 @@ what the critics see and where the rows come from:
   are fine: an agent's transition runs from one of its turns to the next.
 * ``masac`` learns from joint rows (one per env copy and step, every trained agent side by side,
   as MADDPG does); a critic row starts with its agent's own observation, action (one-hot for
-  discrete) and slot (one-hot), then holds every trained agent's observation and action, and
-  the critic gives one value. So every trained agent must act in every step; turn-based envs
+  discrete) and slot (one-hot), then holds every trained agent's observation (or the env's
+  global state, with ``algo.state``, kept once per joint row) and action, and the critic gives
+  one value. So every trained agent must act in every step; turn-based envs
   are refused.
 
 Box actions: a Gaussian (mean and clamped log-std from the actor) squashed by tanh into
@@ -47,22 +48,35 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+from gymnasium import spaces
 from pydantic import Field, field_validator
 from torch import nn
 
-from interplay.algos.base import Algorithm, LearnSchedule, WarmParts, register
-from interplay.algos.maddpg import MADDPGActor, gumbel_noise, soft_update
-from interplay.config.algo import PrioritySettings
+from interplay.algos.base import (
+    Algorithm,
+    LearnSchedule,
+    WarmParts,
+    read_state,
+    register,
+)
+from interplay.algos.maddpg import (
+    MADDPGActor,
+    States,
+    gumbel_noise,
+    joint_view,
+    sampled_states,
+    soft_update,
+)
+from interplay.config.algo import CriticStateSettings, PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings, same_view_as_actors
-from interplay.data.memory import check_fits
 from interplay.data.replay import (
-    Group,
     JointReplay,
-    JointReplayBuffer,
     PolicyReplay,
+    joint_replay,
     policy_replay,
 )
+from interplay.envs.batch import state_dim
 from interplay.errors import NonFiniteError
 from interplay.nets.build import ObsInput, Part, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import MASKED
@@ -131,6 +145,10 @@ class SACSettings(PrioritySettings):
     @classmethod
     def _critics_see_what_actors_see(cls, value: ModelSettings) -> ModelSettings:
         return same_view_as_actors(value)
+
+
+class MASACSettings(SACSettings, CriticStateSettings):
+    """MASAC's settings: SAC's, and what its centralised critics see (``state``)."""
 
 
 # -- the policy: squashed Gaussian or categorical ------------------------------------------------
@@ -331,26 +349,29 @@ class ISAC(Algorithm):
         return [(inputs[pid], 1), (_act_dim(spec), 1)], 1
 
     def critic_input(self, pid: str, obs: dict[str, torch.Tensor], act: dict[str, torch.Tensor],
-                     own: torch.Tensor | None = None) -> torch.Tensor:
+                     own: torch.Tensor | None = None,
+                     state: torch.Tensor | None = None) -> torch.Tensor:
         """Critic rows for policy ``pid``: its observation, then (Box) its action, ``own``
-        in place of the one in ``act`` when given."""
+        in place of the one in ``act`` when given (an independent critic reads no
+        ``state``)."""
         if self.policies[pid].discrete:
             return obs[pid]
         return torch.cat([obs[pid], act[pid] if own is None else own], dim=-1)
 
     def critic_values(self, pid: str, nets: nn.ModuleList, obs: dict[str, torch.Tensor],
-                      act: dict[str, torch.Tensor], own: torch.Tensor | None = None
-                      ) -> torch.Tensor:
+                      act: dict[str, torch.Tensor], own: torch.Tensor | None = None,
+                      state: torch.Tensor | None = None) -> torch.Tensor:
         """``[critics, ..., n]``: each critic's value of every action of the agent
         (discrete), or ``[critics, ..., 1]``: of its action in ``act`` or ``own`` (Box)."""
-        x = self.critic_input(pid, obs, act, own)
+        x = self.critic_input(pid, obs, act, own, state)
         return torch.stack([c(x) for c in nets])
 
     def taken_values(self, pid: str, obs: dict[str, torch.Tensor],
-                     act: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+                     act: dict[str, torch.Tensor],
+                     state: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Each online critic's value ``[...]`` of the actions in ``act``."""
         p = self.policies[pid]
-        x = self.critic_input(pid, obs, act)
+        x = self.critic_input(pid, obs, act, state=state)
         if p.discrete:
             return [(c(x) * act[pid]).sum(-1) for c in p.critics]
         return [c(x).squeeze(-1) for c in p.critics]
@@ -415,9 +436,12 @@ class ISAC(Algorithm):
         return t
 
     def _learn(self, batch: dict[str, Columns], learners: list[str],
-               weight: np.ndarray | None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+               weight: np.ndarray | None, states: States | None = None
+               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """One gradient step of each policy in ``learners`` on ``batch`` (which holds every
-        policy a critic sees): their figures (``_FIGURES``) and each row's mean |TD error|."""
+        policy a critic sees, and the env's global ``states`` of its rows when the critics
+        read them): their figures (``_FIGURES``) and each row's mean |TD error|."""
+        now, after = (None, None) if states is None else states
         s = self.settings
         self.updates += 1
         w = None if weight is None else torch.as_tensor(weight, dtype=torch.float32,
@@ -434,24 +458,26 @@ class ISAC(Algorithm):
         for pid in learners:
             p, mine = self.policies[pid], batch[pid]
             with torch.no_grad():
-                q_next = self.critic_values(pid, p.critic_targets, next_obs, next_act)
+                q_next = self.critic_values(pid, p.critic_targets, next_obs, next_act,
+                                            state=after)
                 target = soft_target(mine["reward"], mine["bootstrap"], s.gamma,
                                      soft_value(q_next, p.alpha(), draws[pid]))
-            loss, q_mean, td = self._learn_critics(pid, obs, act, target, w)
+            loss, q_mean, td = self._learn_critics(pid, obs, act, target, w, now)
             figures[pid] = np.array([loss, q_mean, 0.0, 0.0])
             errors.append(td.reshape(td.shape[0], -1).mean(dim=1))
         for pid in learners:
-            figures[pid][2:] = self._learn_actor(pid, obs, act, batch[pid].get("mask"))
+            figures[pid][2:] = self._learn_actor(pid, obs, act, batch[pid].get("mask"), now)
             soft_update(self.policies[pid].critic_targets, self.policies[pid].critics, s.tau)
         return figures, torch.stack(errors).mean(dim=0).cpu().numpy()
 
     def _learn_critics(self, pid: str, obs: dict[str, torch.Tensor],
                        act: dict[str, torch.Tensor], target: torch.Tensor,
-                       weight: torch.Tensor | None) -> tuple[float, float, torch.Tensor]:
+                       weight: torch.Tensor | None,
+                       state: torch.Tensor | None = None) -> tuple[float, float, torch.Tensor]:
         """One step of policy ``pid``'s critics towards ``target`` at the sampled rows: the
         loss per critic, the mean value, and each row's |TD error| averaged over the critics."""
         p = self.policies[pid]
-        qs = self.taken_values(pid, obs, act)
+        qs = self.taken_values(pid, obs, act, state)
         loss = torch.stack([weighted_mse(q, target, weight) for q in qs]).sum()
         self._check(pid, "critic loss", loss)
         p.critic_optimizer.zero_grad(set_to_none=True)
@@ -462,7 +488,7 @@ class ISAC(Algorithm):
         return loss.item() / len(qs), qs[0].mean().item(), td
 
     def _learn_actor(self, pid: str, obs: dict[str, torch.Tensor], act: dict[str, torch.Tensor],
-                     mask: torch.Tensor | None) -> np.ndarray:
+                     mask: torch.Tensor | None, state: torch.Tensor | None = None) -> np.ndarray:
         """One step of policy ``pid``'s actor, then (``learn_alpha``) of its alpha: the actor
         loss and the policy's mean entropy."""
         s = self.settings
@@ -471,11 +497,11 @@ class ISAC(Algorithm):
         alpha = p.alpha()
         if p.discrete:  # every action's value is known; the expectation needs no draw
             with torch.no_grad():
-                q = self.critic_values(pid, p.critics, obs, act).min(dim=0).values
+                q = self.critic_values(pid, p.critics, obs, act, state=state).min(dim=0).values
             assert draw.probs is not None
             loss = (draw.probs * (alpha * draw.log_prob - q)).sum(-1).mean()
         else:
-            q = self.critic_values(pid, p.critics, obs, act, own=draw.action).min(dim=0).values
+            q = self.critic_values(pid, p.critics, obs, act, draw.action, state).min(dim=0).values
             loss = (alpha * draw.log_prob - q.squeeze(-1)).mean()
         self._check(pid, "actor loss", loss)
         p.actor_optimizer.zero_grad(set_to_none=True)
@@ -546,26 +572,40 @@ class MASAC(ISAC):
     and the other agents' actions, from joint rows."""
 
     name = "masac"
+    Settings = MASACSettings
+    settings: MASACSettings
     turn_based = False
     metric_docs = {
         **{k: v for k, v in ISAC.metric_docs.items() if not k.startswith("buffer_size")},
         "buffer_size": "joint rows held in the shared replay buffer",
     }
 
+    def __init__(self, settings: MASACSettings, specs: dict[str, PolicySpec], device: str,
+                 seed: int, state_space: spaces.Box | None = None):
+        """``state_space``: the global state the env keeps (None if it keeps none); the critics
+        read it in place of the joined observations unless ``algo.state`` is
+        ``observations``."""
+        self.env_state = read_state(settings.state, state_space, "the critic")
+        self.state_dim = state_dim(self.env_state)
+        super().__init__(settings, specs, device, seed)
+
     def _critic_shape(self, pid: str, inputs: dict[str, ObsInput]) -> tuple[list[Part], int]:
         """Own observation, own action (one-hot for discrete), slot (one-hot, with several
-        agents), every trained agent's observation, every trained agent's action; one value."""
+        agents), every trained agent's observation (or the env's global state), every trained
+        agent's action; one value."""
         joint_act = sum(len(self.specs[q].agents) * _act_dim(self.specs[q]) for q in self.trained)
         k = len(self.specs[pid].agents)
+        joint: list[Part] = ([(self.state_dim, 1)] if self.env_state is not None else
+                             [(inputs[q], len(self.specs[q].agents)) for q in self.trained])
         return [(inputs[pid], 1), (_act_dim(self.specs[pid]), 1), *([(k, 1)] if k > 1 else []),
-                *[(inputs[q], len(self.specs[q].agents)) for q in self.trained],
-                (joint_act, 1)], 1
+                *joint, (joint_act, 1)], 1
 
     def critic_input(self, pid: str, obs: dict[str, torch.Tensor], act: dict[str, torch.Tensor],
-                     own: torch.Tensor | None = None) -> torch.Tensor:
+                     own: torch.Tensor | None = None,
+                     state: torch.Tensor | None = None) -> torch.Tensor:
         """Critic rows ``[b, agents, in]`` for policy ``pid``'s agents, agent j's row holding
-        its observation, its action, its slot, then every trained agent's observation and
-        action. ``own`` (``[b, agents, act_dim]``) replaces, in agent j's row, agent j's action
+        its observation, its action, its slot, then every trained agent's observation (or the
+        env's global ``state`` ``[b, state_dim]``, with ``algo.state``) and action. ``own`` (``[b, agents, act_dim]``) replaces, in agent j's row, agent j's action
         in both places; the other agents' actions stay as in ``act``.
 
         Each agent's action keeps its place in the joint part in every row: a critic shared by
@@ -578,8 +618,7 @@ class MASAC(ISAC):
         cols = [obs[pid], mine]
         if k > 1:
             cols.append(torch.eye(k, device=dev).expand(b, k, k))
-        joint_obs = torch.cat([obs[q].reshape(b, -1) for q in self.trained], dim=1)
-        cols.append(joint_obs[:, None].expand(b, k, -1))
+        cols.append(joint_view(obs, self.trained, state)[:, None].expand(b, k, -1))
         for q in self.trained:
             if q == pid and own is not None:
                 eye = torch.eye(k, device=dev)[None, :, :, None]  # [1, row, agent, 1]
@@ -589,40 +628,32 @@ class MASAC(ISAC):
         return torch.cat(cols, dim=2)
 
     def critic_values(self, pid: str, nets: nn.ModuleList, obs: dict[str, torch.Tensor],
-                      act: dict[str, torch.Tensor], own: torch.Tensor | None = None
-                      ) -> torch.Tensor:
+                      act: dict[str, torch.Tensor], own: torch.Tensor | None = None,
+                      state: torch.Tensor | None = None) -> torch.Tensor:
         """As :meth:`ISAC.critic_values`; for discrete actions the critics are asked once
         for each of the agent's actions, the other agents' as in ``act``."""
         p = self.policies[pid]
         if not p.discrete:
-            return super().critic_values(pid, nets, obs, act, own)
+            return super().critic_values(pid, nets, obs, act, own, state)
         b, k = obs[pid].shape[:2]
         each = torch.eye(p.act_dim, device=obs[pid].device)
-        x = torch.stack([self.critic_input(pid, obs, act, own=each[a].expand(b, k, -1))
+        x = torch.stack([self.critic_input(pid, obs, act, each[a].expand(b, k, -1), state)
                          for a in range(p.act_dim)], dim=2)  # [b, agents, n, in]
         return torch.stack([c(x).squeeze(-1) for c in nets])
 
     def taken_values(self, pid: str, obs: dict[str, torch.Tensor],
-                     act: dict[str, torch.Tensor]) -> list[torch.Tensor]:
-        x = self.critic_input(pid, obs, act)
+                     act: dict[str, torch.Tensor],
+                     state: torch.Tensor | None = None) -> list[torch.Tensor]:
+        x = self.critic_input(pid, obs, act, state=state)
         return [c(x).squeeze(-1) for c in self.policies[pid].critics]
 
     def make_storage(self, num_envs: int) -> JointReplay:  # type: ignore[override]
-        """One joint replay buffer of every trained agent, refused up front if the machine
-        cannot hold it."""
+        """One joint replay buffer of every trained agent (and of the env's global state, when
+        the critics read it), refused up front if the machine cannot hold it."""
         s = self.settings
-        groups = {pid: Group(p.k, p.spec.obs_dim, p.spec.action_view.shape,
-                             p.spec.action_view.dtype, p.spec.action_view.mask_dim,
-                             p.spec.obs_view.dtype) for pid, p in self.policies.items()}
-        check_fits(sum(g.nbytes(s.buffer_size) for g in groups.values()),
-                   "algo.buffer_size", f"a joint replay buffer of {s.buffer_size:,} steps "
-                   f"of {sum(g.agents for g in groups.values())} agents")
-        buffer = JointReplayBuffer(s.buffer_size, groups)
-        if s.prioritized:
-            buffer.prioritize(s.priority_alpha, s.priority_eps)
-        return JointReplay(buffer, f"algo.name: {self.name}",
-                           {pid: p.spec.agents for pid, p in self.policies.items()},
-                           saved=s.save_buffer)
+        return joint_replay({pid: p.spec for pid, p in self.policies.items()}, s.buffer_size,
+                            f"algo.name: {self.name}", self.state_dim, s.save_buffer,
+                            (s.priority_alpha, s.priority_eps) if s.prioritized else None)
 
     def ready(self, storage: JointReplay, env_steps: int) -> bool:  # type: ignore[override]
         """True when a learning round is due (and the buffer holds a batch)."""
@@ -646,7 +677,8 @@ class MASAC(ISAC):
             index, rows, weight = storage.buffer.sample(s.batch_size, self.sample_rng,
                                                         s.beta(self.schedule.env_steps))
             batch = {pid: self._columns(p, rows[pid]) for pid, p in self.policies.items()}
-            figures, errors = self._learn(batch, learners, weight)
+            states = sampled_states(storage.buffer, index, self.device, self.env_state)
+            figures, errors = self._learn(batch, learners, weight, states)
             storage.buffer.update_priorities(index, errors)
             for pid in learners:
                 sums[pid] += figures[pid]

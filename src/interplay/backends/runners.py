@@ -387,8 +387,7 @@ class RayRunners:
             episodes: list[Episode] = []
             for offset, s in parts:
                 for pid, t in s.out.items():
-                    out.setdefault(pid, []).append(
-                        dataclasses.replace(t, env=t.env + offset) if offset else t)
+                    out.setdefault(pid, []).append(t.shifted(offset) if offset else t)
                 episodes += [dataclasses.replace(ep, env_index=ep.env_index + offset)
                              for ep in s.episodes]
             merged = Step({pid: concat(ts) for pid, ts in out.items()},

@@ -10,7 +10,7 @@ algorithm outside the package; its ``Settings`` class validates the section the 
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,6 +54,20 @@ class PrioritySettings(AlgoSettings):
         """The importance-weight exponent after ``env_steps``."""
         done = min(1.0, env_steps / self.priority_beta_steps)
         return self.priority_beta + done * (1.0 - self.priority_beta)
+
+
+class CriticStateSettings(AlgoSettings):
+    """``algo.state`` for the learners whose centralised critics see every trained agent."""
+
+    uses_env_state: ClassVar[bool] = True  # the env is built to keep its global state
+    state: Literal["auto", "env", "observations"] = "observations"
+    """What the centralised critics see in place of every trained agent's observation joined
+    (``observations``): ``env`` the env's own ``state()`` (a PettingZoo env with a Box
+    ``state_space``; refused before any step for an env without one, such as the built-in
+    batched envs), ``auto`` the env's state where it has a flat one, else the observations.
+    The agent's own observation, action and slot and every trained agent's action are there
+    either way. The default keeps the critics of earlier runs and checkpoints as they were
+    (on the MPE tasks the state is the observations joined)."""
 
 
 SETTINGS: dict[str, type[AlgoSettings]] = {}

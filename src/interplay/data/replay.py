@@ -23,7 +23,6 @@ from interplay.data.memory import check_fits, row_bytes
 from interplay.data.priority import Prioritized
 from interplay.errors import ConfigError
 from interplay.run.mapping import PolicySpec
-from interplay.run.runner import NEXT_STATE, STATE
 from interplay.run.transitions import Transitions, stream_order
 
 
@@ -195,7 +194,7 @@ class ReplayBuffer(Prioritized):
 
 STATE_GROUP = "__state__"
 """Where :meth:`JointReplayBuffer.join` puts the rows' global state, beside the groups."""
-STATE_KEYS = (STATE, NEXT_STATE)
+STATE_KEYS = ("state", "next_state")
 
 _ARRAYS = ("obs", "next_obs", "action", "reward", "terminated", "truncated", "mask", "next_mask",
            "serial", "next")
@@ -245,8 +244,8 @@ class JointReplayBuffer(Prioritized):
     (:meth:`follow`).
 
     With ``state_dim``, each row also keeps the env's global state at its observations and at
-    its next observations (``state``/``next_state``, ``[capacity, state_dim]`` float32), taken
-    from the transitions' ``extras`` (see :data:`interplay.run.runner.STATE`).
+    its next observations (``state``/``next_state``, ``[capacity, state_dim]`` float32, once
+    per row however many agents it holds), taken from the transitions (``Transitions.state``).
     """
 
     def __init__(self, capacity: int, groups: dict[str, Group], state_dim: int = 0):
@@ -308,13 +307,12 @@ class JointReplayBuffer(Prioritized):
             for name, part in batches.items():
                 if not len(part):
                     continue
-                missing = [key for key in STATE_KEYS if key not in part.extras]
-                if missing:
-                    raise ValueError(f"group {name!r}: transitions carry no {missing[0]!r}; "
-                                     "this buffer keeps the env's global state with each row")
+                if part.states is None:
+                    raise ValueError(f"group {name!r}: transitions carry no global state; this "
+                                     "buffer keeps the env's global state with each row")
                 at = np.searchsorted(keys, when(part))
-                for key in STATE_KEYS:
-                    states[key][at] = part.extras[key]
+                for key, rows in zip(STATE_KEYS, part.state_rows(), strict=True):
+                    states[key][at] = rows
             out[STATE_GROUP] = states
         for name, g in self.groups.items():
             cols = {key: np.zeros((len(copies), *col.shape[1:]), col.dtype)
@@ -499,6 +497,28 @@ def policy_replay(specs: dict[str, PolicySpec], capacity: int, saved: bool = Tru
         for buffer in buffers.values():
             buffer.prioritize(*priority)
     return PolicyReplay(buffers, saved=saved)
+
+
+def joint_replay(specs: dict[str, PolicySpec], capacity: int, requires: str, state_dim: int = 0,
+                 saved: bool = True, priority: tuple[float, float] | None = None,
+                 absent_ok: bool = False) -> JointReplay:
+    """A joint replay buffer of ``capacity`` rows of the agents of every policy in ``specs``
+    (and the env's global state of ``state_dim`` numbers, twice, with each row), refused
+    before it is allocated when the machine cannot hold it; prioritised by ``(alpha, eps)``.
+    ``requires`` names who needs joint rows, in errors."""
+    groups = {pid: Group(len(spec.agents), spec.obs_dim, spec.action_view.shape,
+                         spec.action_view.dtype, spec.action_view.mask_dim, spec.obs_view.dtype)
+              for pid, spec in specs.items()}
+    agents = sum(g.agents for g in groups.values())
+    states = len(STATE_KEYS) * np.dtype(np.float32).itemsize * state_dim * capacity
+    check_fits(sum(g.nbytes(capacity) for g in groups.values()) + states, "algo.buffer_size",
+               f"a joint replay buffer of {capacity:,} steps of {agents} agents"
+               + (f" and the env's state of {state_dim:,} numbers" if state_dim else ""))
+    buffer = JointReplayBuffer(capacity, groups, state_dim)
+    if priority is not None:
+        buffer.prioritize(*priority)
+    return JointReplay(buffer, requires, {pid: spec.agents for pid, spec in specs.items()},
+                       saved=saved, absent_ok=absent_ok)
 
 
 class PolicyReplay:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from interplay.run.transitions import Transitions, stream_order
+from interplay.run.transitions import Transitions, stream_order, table_of_row_states
 
 _FIELDS = ("obs", "next_obs", "action", "reward", "terminated", "truncated", "mask", "next_mask",
            "step", "first")
@@ -42,6 +42,11 @@ class Rollout:
     first: np.ndarray  # the agent's first transition of its episode
     valid: np.ndarray  # the cell holds a transition
     extras: dict[str, np.ndarray]  # what the actor kept beside each action (log-probs, ...)
+    # Where the env keeps a global state: ``states`` ``[M, state_dim]`` holds each (tick, copy)
+    # once for the whole rollout, every policy's cells naming their rows of it.
+    state: np.ndarray | None = None  # int: the row of ``states`` when the agent acted
+    next_state: np.ndarray | None = None  # int: the row of ``states`` at next_obs
+    states: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -77,6 +82,58 @@ class Rollout:
         return np.moveaxis(ids, -1, 0), offset, int(starts.sum())
 
 
+class StateTable:
+    """The env's global states of one rollout: a row per (tick, copy), however many agents and
+    policies name it (see ``Transitions.state_keys``)."""
+
+    def __init__(self) -> None:
+        self.rows = np.zeros((0, 0), np.float32)
+        self.keys = np.zeros((0, 2), np.int64)
+        self.size = 0
+        self._row: dict[tuple[int, int], int] = {}
+
+    def add(self, t: Transitions) -> tuple[np.ndarray, np.ndarray]:
+        """Keep the states rows ``t`` name that are not here yet; the rows of this table
+        holding each row's state when its agent acted, and at its next observation."""
+        assert t.states is not None and t.state_keys is not None
+        assert t.state is not None and t.next_state is not None
+        # the rows' states by key: a batch of several steps names one state in several rows
+        named = np.concatenate([t.state, t.next_state])
+        unique, first, where = np.unique(t.state_keys[named], axis=0, return_index=True,
+                                         return_inverse=True)
+        keys = [(int(a), int(b)) for a, b in unique.tolist()]
+        rows = np.array([self._row.get(k, -1) for k in keys], np.int64)
+        new = np.flatnonzero(rows < 0)
+        if len(new):
+            self._room(self.size + len(new), t.states.shape[1])
+            rows[new] = self.size + np.arange(len(new))
+            self.rows[rows[new]] = t.states[named[first[new]]]
+            self.keys[rows[new]] = unique[new]
+            self._row.update((keys[i], int(rows[i])) for i in new.tolist())
+            self.size += len(new)
+        n = len(t.state)
+        where = where.reshape(-1)
+        return rows[where[:n]], rows[where[n:]]
+
+    def _room(self, size: int, dim: int) -> None:
+        if size <= len(self.rows) and self.rows.shape[1] == dim:
+            return
+        grown = np.zeros((max(size, 2 * len(self.rows), 64), dim), np.float32)
+        keys = np.zeros((len(grown), 2), np.int64)
+        if self.size:
+            grown[:self.size], keys[:self.size] = self.rows[:self.size], self.keys[:self.size]
+        self.rows, self.keys = grown, keys
+
+    def clear(self) -> None:
+        self.size = 0
+        self._row = {}
+
+    @property
+    def nbytes(self) -> int:
+        """What the states held now take (the table's room for more aside)."""
+        return self.size * self.rows.shape[1] * self.rows.itemsize
+
+
 class RolloutStorage:
     saved = True  # an on-policy update needs the whole rollout: resuming without it is not exact
 
@@ -87,6 +144,7 @@ class RolloutStorage:
         self.steps = 0  # steps of the copies since the last update
         self._arrays: dict[str, dict[str, Any]] = {}
         self._count: dict[str, np.ndarray] = {}
+        self.states = StateTable()  # every policy's, one table
         self.clear()
 
     def add(self, pid: str, batch: Transitions) -> None:
@@ -110,6 +168,8 @@ class RolloutStorage:
                 store = arrays["extras"][name] = np.zeros(
                     (cap, self.num_envs, k, *value.shape[1:]), value.dtype)
             store[t, e, j] = value
+        if batch.states is not None:
+            arrays["state"][t, e, j], arrays["next_state"][t, e, j] = self.states.add(batch)
         arrays["valid"][t, e, j] = True
         np.add.at(count, (e, j), 1)
 
@@ -129,6 +189,8 @@ class RolloutStorage:
         if grown["first"] is None:
             grown["first"] = np.zeros(shape, bool)
         grown["valid"] = np.zeros(shape, bool)
+        for name in ("state", "next_state"):
+            grown[name] = np.zeros(shape, np.int64) if batch.states is not None else None
         grown["extras"] = {name: like(v) for name, v in batch.extras.items()}
         if arrays is not None:
             for name, old in arrays.items():
@@ -153,7 +215,9 @@ class RolloutStorage:
             return None
         cut = {name: (None if v is None else v[:T]) for name, v in arrays.items()
                if name != "extras"}
-        return Rollout(**cut, extras={x: v[:T] for x, v in arrays["extras"].items()})
+        states = self.states.rows[:self.states.size] if cut["state"] is not None else None
+        return Rollout(**cut, extras={x: v[:T] for x, v in arrays["extras"].items()},
+                       states=states)
 
     def batch(self, pid: str) -> Transitions | None:
         """``pid``'s transitions as flat rows in ``(t, e, j)`` order; None if none."""
@@ -171,7 +235,9 @@ class RolloutStorage:
             truncated=r.truncated[t, e, j], env=e, slot=j, mask=rows(r.mask),
             next_mask=rows(r.next_mask),
             extras={x: v[t, e, j] for x, v in r.extras.items()}, step=r.step[t, e, j],
-            first=r.first[t, e, j])
+            first=r.first[t, e, j], state=rows(r.state), next_state=rows(r.next_state),
+            states=r.states,
+            state_keys=None if r.states is None else self.states.keys[:self.states.size])
 
     def clear(self) -> None:
         """The rollout was learned from: start the next one (the arrays are kept for reuse)."""
@@ -180,20 +246,30 @@ class RolloutStorage:
             arrays = self._arrays.get(pid)
             if arrays is not None:
                 arrays["valid"][...] = False
+        self.states.clear()
         self.steps = 0
 
     def state_dict(self) -> dict[str, Any]:
+        """The rollout so far; the global states once, beside every policy's rows."""
         parts = {}
         for pid in self.agents:
             b = self.batch(pid)
+            if b is not None:
+                b = dataclasses.replace(b, states=None, state_keys=None)
             parts[pid] = [] if b is None else [dataclasses.asdict(b)]
-        return {"steps": self.steps, "parts": parts}
+        n = self.states.size
+        return {"steps": self.steps, "parts": parts,
+                "states": {"rows": self.states.rows[:n].copy(),
+                           "keys": self.states.keys[:n].copy()}}
 
     def load_state_dict(self, state: dict[str, Any] | None) -> None:
         self.clear()
         if state is None:
             return
+        table = state.get("states", {})
         for pid, parts in state["parts"].items():
             for b in parts:
-                self.add(pid, Transitions(**b))
+                if b.get("state") is not None:
+                    b = {**b, "states": table["rows"], "state_keys": table["keys"]}
+                self.add(pid, table_of_row_states(Transitions(**b)))
         self.steps = state["steps"]

@@ -26,11 +26,14 @@ from interplay.run.actors import ActBatch, Actor
 from interplay.run.callbacks import CallbackList
 from interplay.run.episodes import EpisodeTracker, Window
 from interplay.run.mapping import PolicySpec
-from interplay.run.transitions import EpisodeHold, FrameStack, TransitionBook, Transitions, concat
-
-STATE, NEXT_STATE = "state", "next_state"
-"""Where a transition carries the env's global state (when the env keeps one, see
-``VecStep.state``): in ``extras``, at its observation and at its next observation."""
+from interplay.run.transitions import (
+    EpisodeHold,
+    FrameStack,
+    TransitionBook,
+    Transitions,
+    concat,
+    table_of_row_states,
+)
 
 
 @dataclass(slots=True)
@@ -185,6 +188,11 @@ class Runner:
         self.agent_steps = 0
         self.episodes = 0
         self.steps = 0  # calls of step() since reset
+        # Where the env keeps a global state: a count of the states seen (one per reset or
+        # step of the copies, never restarting), and the states ``[E, state_dim]`` seen at the
+        # ticks some open transition acted at, so that each is handed out once per copy.
+        self.ticks = 0
+        self._seen: dict[int, np.ndarray] = {}
         self._step: VecStep | None = None
         self.collecting = bool(collect)
         self.holds = ({g.spec.id: EpisodeHold() for g in self.groups if g.book is not None}
@@ -239,6 +247,7 @@ class Runner:
             self._map(e)
         self._abandon(np.ones(self.env.num_envs, bool))
         step = self.env.reset(seed)
+        self._tick(step)
         self._observe(step)
         self._step = step
         for e in range(self.env.num_envs):
@@ -256,7 +265,7 @@ class Runner:
                 b = g.book
                 entry["book"] = {"open": b.open, "acc": b.acc, "pending": b.pending, "obs": b.obs,
                                  "action": b.action, "mask": b.mask, "extras": b.extras,
-                                 "first": b.first}
+                                 "first": b.first, "at": b.at}
             if g.stack is not None:
                 entry["stack"] = g.stack.buf
             if self.holds is not None and g.spec.id in self.holds:
@@ -264,6 +273,7 @@ class Runner:
             groups[g.spec.id] = entry
         return {
             "counters": [self.env_steps, self.agent_steps, self.episodes, self.steps],
+            "states": {"ticks": self.ticks, "seen": dict(self._seen)},
             "tracker": {"ret": t.ret, "seen": t.seen, "length": t.length, "next_id": t._next_id,
                         "ids": [ep.id for ep in t.current],
                         "custom": [list(ep.custom) for ep in t.current],
@@ -281,6 +291,9 @@ class Runner:
         the report window come back, and the freshly reset episodes go on from there.
         """
         self.env_steps, self.agent_steps, self.episodes, self.steps = state["counters"]
+        saved_states = state.get("states")
+        if saved_states is not None:  # ticks go on past every saved one: keys stay unique
+            self.ticks = max(self.ticks, int(saved_states["ticks"]))
         t, w = self.tracker, self.window
         wd = state["window"]
         w.reset()
@@ -289,6 +302,8 @@ class Runner:
         w.by_policy.update({k: list(v) for k, v in wd["by_policy"].items()})
         w.custom = {k: (r, list(v)) for k, (r, v) in wd["custom"].items()}
         if not episodes:
+            self._seen = {}
+            self._tick(self.env.current_step())
             return
         tr = state["tracker"]
         t.restore(tr["ret"], tr["seen"], tr["length"], tr["next_id"])
@@ -310,14 +325,28 @@ class Runner:
                 b.obs[...], b.action[...] = saved["obs"], saved["action"]
                 if "first" in saved:
                     b.first[...] = saved["first"]
+                if saved.get("at") is not None:
+                    b.at = np.array(saved["at"])
                 if b.mask is not None:
                     b.mask[...] = saved["mask"]
                 b.extras = {k: np.array(v) for k, v in saved["extras"].items()}
+                if saved_states is None and self.env.current_step().state is not None:
+                    b.extras.pop("state", None)  # the env's state was each agent's own extra
             if g.stack is not None:
                 g.stack.buf[...] = entry["stack"]
             if self.holds is not None and g.spec.id in self.holds:
-                self.holds[g.spec.id].parts = [Transitions(**t) for t in entry.get("held", [])]
+                self.holds[g.spec.id].parts = [table_of_row_states(Transitions(**t))
+                                               for t in entry.get("held", [])]
         step = self.env.current_step()
+        if saved_states is not None:
+            self._seen = {int(k): np.array(v) for k, v in saved_states["seen"].items()}
+        elif step.state is not None:
+            # saved before states were kept by tick: the open transitions take the state now
+            self._seen = {}
+            self._tick(step)
+            for g in self.groups:
+                if g.book is not None:
+                    g.book.at = np.full(g.book.open.shape, self.ticks)
         for g in self.groups:
             g.acts = step.acting[:, g.cols_sel] if g.live is None else step.acting[:, g.cols_sel] & g.live
             g.obs = (g.stack.buf.reshape(g.stack.buf.shape[0], g.stack.buf.shape[1], -1)
@@ -354,6 +383,7 @@ class Runner:
         self.env_steps += n_stepped
         step = self.env.step(self._actions)
         self.steps += 1
+        self._tick(step)
         # What ended in this step, worked out once (counting is the cheapest test on small
         # arrays); nothing to look at when the env says no flag is set.
         ended, ends, dropped = None, False, None
@@ -367,6 +397,7 @@ class Runner:
         # Episodes first: a new episode's mapping decides who acts in it (see ``_map``).
         self._episodes(step, stepped, ended, ends, dropped)
         self._observe(step, closed)
+        self._forget_states()
         if not closed:
             return {}
         out = {pid: concat(parts) for pid, parts in closed.items() if parts}
@@ -420,9 +451,8 @@ class Runner:
         else:
             g.actions[e, s] = env_action
         if g.book is not None:
-            if step.state is not None:  # the env's global state goes with the transition
-                extras = {**extras, STATE: step.state[e]}
-            g.book.start(e, s, obs, action, mask, extras, first)
+            g.book.start(e, s, obs, action, mask, extras, first,
+                         None if step.state is None else self.ticks)
 
     def _close(self, step: VecStep, ended_agents: np.ndarray | None, ends: bool,
                dropped: np.ndarray | None) -> dict[str, list[Transitions]]:
@@ -465,7 +495,7 @@ class Runner:
                                    step.truncated[:, g.cols_sel], self.steps)
                     if t is not None:
                         if step.final_state is not None:
-                            t.extras[NEXT_STATE] = step.final_state[t.env]
+                            self._attach_states(t, step.final_state, final=True)
                         closed[g.spec.id].append(t)
                 if stack is not None:
                     stack.clear(ended)
@@ -491,8 +521,45 @@ class Runner:
                 t = g.book.close(acts, g.obs, g.mask, g.never, g.never, self.steps)
                 if t is not None:
                     if step.state is not None:
-                        t.extras[NEXT_STATE] = step.state[t.env]
+                        self._attach_states(t, step.state, final=False)
                     closed[g.spec.id].append(t)
+
+    def _tick(self, step: VecStep) -> None:
+        """A new global state of every copy is seen (after a reset or a step)."""
+        if step.state is not None:
+            self.ticks += 1
+            self._seen[self.ticks] = step.state.copy()  # the env writes the next into the same
+
+    def _forget_states(self) -> None:
+        """Keep only the states seen now and those that open transitions acted in."""
+        if len(self._seen) <= 1:  # no state, or only the one seen now
+            return
+        keep = {self.ticks}
+        for g in self.groups:
+            b = g.book
+            if b is not None and b.at is not None and b.open.any():
+                keep.update(np.unique(b.at[b.open]).tolist())
+        for tick in [t for t in self._seen if t not in keep]:
+            del self._seen[tick]
+
+    def _attach_states(self, t: Transitions, after: np.ndarray, final: bool) -> None:
+        """Give closed rows ``t`` (whose ``state`` holds the tick each agent acted at) the
+        env's global state then and after (``after``, ``[E, state_dim]``, seen now): each
+        (tick, copy) once, however many of its agents' rows name it."""
+        E = self.env.num_envs
+        assert t.state is not None
+        ids, row = np.unique(t.state * E + t.env, return_inverse=True)
+        ticks, copies = np.divmod(ids, E)
+        before = np.empty((len(ids), after.shape[1]), np.float32)
+        for tick in np.unique(ticks).tolist():
+            at = ticks == tick
+            before[at] = self._seen[tick][copies[at]]
+        now, next_row = np.unique(t.env, return_inverse=True)
+        t.states = np.concatenate([before, after[now]])
+        t.state_keys = np.concatenate([
+            np.stack([2 * ticks, copies], axis=1),
+            np.stack([np.full(len(now), 2 * self.ticks + final), now], axis=1)]).astype(np.int64)
+        t.state, t.next_state = row, len(ids) + next_row
 
     def _abandon(self, copies: np.ndarray) -> None:
         """Forget the open and held transitions and stacked frames of ``copies`` ([E] bool)."""

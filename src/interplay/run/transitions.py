@@ -12,6 +12,8 @@ Arrays are ``[E, k]`` (copies × the policy's agents); one closed batch per step
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import warnings
 from dataclasses import dataclass
 
@@ -35,12 +37,20 @@ class Transitions:
     extras: dict[str, np.ndarray]  # what the actor returned beside the action (log-probs, values)
     step: np.ndarray  # [n] int: the runner's step (since its reset) in which the transition closed
     first: np.ndarray | None = None  # [n] bool: the agent's first transition of its episode
+    # The env's global state, where the env keeps one (see ``VecStep.state``): each state the
+    # rows name is held once in ``states``, however many agents' rows name it.
+    state: np.ndarray | None = None  # [n] int: the row of ``states`` when the agent acted
+    next_state: np.ndarray | None = None  # [n] int: the row of ``states`` at next_obs
+    states: np.ndarray | None = None  # [m, state_dim] float32
+    # [m, 2] int: each state's (when, copy): ``when`` is twice the runner's tick at which it
+    # was seen, plus one for the final state of an episode; one state has one key everywhere.
+    state_keys: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.reward.shape[0])
 
     def select(self, keep: np.ndarray) -> Transitions:
-        """The rows where ``keep`` ([n] bool) is true, in order."""
+        """The rows where ``keep`` ([n] bool) is true, in order (sharing the states)."""
         def pick(x: np.ndarray | None) -> np.ndarray | None:
             return None if x is None else x[keep]
 
@@ -50,8 +60,25 @@ class Transitions:
             truncated=self.truncated[keep], env=self.env[keep], slot=self.slot[keep],
             mask=pick(self.mask), next_mask=pick(self.next_mask),
             extras={k: v[keep] for k, v in self.extras.items()}, step=self.step[keep],
-            first=pick(self.first),
+            first=pick(self.first), state=pick(self.state), next_state=pick(self.next_state),
+            states=self.states, state_keys=self.state_keys,
         )
+
+    def shifted(self, copies: int) -> Transitions:
+        """These rows with their env copies numbered ``copies`` on (a runner's copies after
+        those of the runners before it)."""
+        keys = self.state_keys
+        if keys is not None:
+            keys = keys + np.array([0, copies], keys.dtype)
+        return dataclasses.replace(self, env=self.env + copies, state_keys=keys)
+
+    def state_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """``[n, state_dim]`` each: the env's global state when each row's agent acted, and at
+        its next observation."""
+        if self.states is None or self.state is None or self.next_state is None:
+            raise ValueError("these transitions carry no global state (the env keeps none, or "
+                             "it was not asked for)")
+        return self.states[self.state], self.states[self.next_state]
 
 
 def stream_order(stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -103,6 +130,9 @@ class TransitionBook:
         self.mask = np.ones((E, k, mask_dim), bool) if mask_dim else None
         self.first = np.zeros((E, k), bool)
         self.extras: dict[str, np.ndarray] = {}
+        # The runner's tick at which each agent acted, where the env keeps a global state: the
+        # runner then finds the state it acted in (see Transitions.state).
+        self.at: np.ndarray | None = None
         self._every: tuple[np.ndarray, np.ndarray] | None = None  # (copy, slot) of every row
 
     def add_rewards(self, reward: np.ndarray) -> None:
@@ -113,9 +143,14 @@ class TransitionBook:
 
     def start(self, e: np.ndarray, s: np.ndarray, obs: np.ndarray, action: np.ndarray,
               mask: np.ndarray | None, extras: dict[str, np.ndarray],
-              first: np.ndarray | bool = False) -> None:
+              first: np.ndarray | bool = False, at: int | None = None) -> None:
         """Open transitions for the agents ``(e[i], s[i])`` that act now; ``first`` marks
-        those acting for the first time in their episode."""
+        those acting for the first time in their episode; ``at`` is the runner's tick, where
+        the env keeps a global state."""
+        if at is not None:
+            if self.at is None:
+                self.at = np.zeros(self.open.shape, np.int64)
+            self.at[e, s] = at
         if len(e) == self.open.size:  # every agent of every copy: whole blocks, no gathers
             self._start_all(obs, action, mask, extras, first)
             return
@@ -158,7 +193,10 @@ class TransitionBook:
 
     def close(self, where: np.ndarray, next_obs: np.ndarray, next_mask: np.ndarray | None,
               terminated: np.ndarray, truncated: np.ndarray, step: int) -> Transitions | None:
-        """Close the open transitions at ``where`` ``[E, k]``; None if there were none."""
+        """Close the open transitions at ``where`` ``[E, k]``; None if there were none.
+
+        Where the env keeps a global state, each row's ``state`` is the tick its agent acted
+        at, for the runner to turn into the state itself."""
         sel = where & self.open
         n = int(np.count_nonzero(sel))
         if not n:
@@ -174,7 +212,7 @@ class TransitionBook:
             mask=None if self.mask is None else self.mask[e, s],
             next_mask=None if next_mask is None else next_mask[e, s],
             extras={k: v[e, s] for k, v in self.extras.items()}, step=np.full(len(e), step),
-            first=self.first[e, s],
+            first=self.first[e, s], state=None if self.at is None else self.at[e, s],
         )
         self.acc[e, s] = 0.0
         return out
@@ -197,7 +235,7 @@ class TransitionBook:
             env=e.copy(), slot=s.copy(), mask=None if self.mask is None else rows(self.mask),
             next_mask=None if next_mask is None else rows(next_mask),
             extras={k_: rows(v) for k_, v in self.extras.items()}, step=np.full(n, step),
-            first=rows(self.first),
+            first=rows(self.first), state=None if self.at is None else rows(self.at),
         )
         self.acc[...] = 0.0
         return out
@@ -222,13 +260,36 @@ def concat(parts: list[Transitions]) -> Transitions:
         values = [getattr(p, name) for p in parts]
         return None if values[0] is None else np.concatenate(values)
 
-    return Transitions(
+    out = Transitions(
         obs=cat("obs"), action=cat("action"), reward=cat("reward"), next_obs=cat("next_obs"),
         terminated=cat("terminated"), truncated=cat("truncated"), env=cat("env"),
         slot=cat("slot"), mask=cat("mask"), next_mask=cat("next_mask"),
         extras={k: np.concatenate([p.extras[k] for p in parts]) for k in parts[0].extras},
         step=cat("step"), first=cat("first"),
     )
+    if parts[0].states is not None:  # each part's rows name its own states: renumber them
+        at = np.cumsum([0] + [len(p.states) for p in parts[:-1]])  # type: ignore[arg-type]
+        out.state = np.concatenate([p.state + a for p, a in zip(parts, at, strict=True)])
+        out.next_state = np.concatenate([p.next_state + a for p, a in zip(parts, at, strict=True)])
+        out.states, out.state_keys = cat("states"), cat("state_keys")
+    return out
+
+
+def table_of_row_states(t: Transitions) -> Transitions:
+    """``t`` as checkpoints written before states were kept once per (tick, copy) hold it,
+    each row with its env's global state in ``extras`` (``state``, ``next_state``): the same
+    rows naming a table of those states; ``t`` as it is when it has no such extras. A state's
+    key is made from its numbers (below every tick's): one key, one state."""
+    if t.states is not None or not {"state", "next_state"} <= set(t.extras):
+        return t
+    n = len(t)
+    extras = dict(t.extras)
+    states = np.concatenate([extras.pop("state"), extras.pop("next_state")]).astype(np.float32)
+    when = [-1 - int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=7).digest(), "little")
+            for row in states]
+    keys = np.stack([np.array(when, np.int64), np.concatenate([t.env, t.env])], axis=1)
+    return dataclasses.replace(t, extras=extras, state=np.arange(n), next_state=n + np.arange(n),
+                               states=states, state_keys=keys.astype(np.int64))
 
 
 HOLD_LIMIT = 100_000

@@ -59,7 +59,7 @@ def stored(algo: str, agents: int, state: str, steps: int) -> dict:
 
     E = 4
     settings = ({"name": "mappo", "rollout": steps + 8} if algo == "mappo" else
-                {"name": "maddpg", "learning_delay": 10**9, "buffer_size": steps * E})
+                {"name": "maddpg", "learning_starts": 10**9, "buffer_size": steps * E})
     cfg = config.validate({"env": {"id": GOAL, "num_envs": E, "kwargs": {"n_agents": agents}},
                            "algo": {**settings, "state": state},
                            "train": {"steps": steps * E, "device": "cpu",
@@ -135,9 +135,8 @@ def critic(algo: str, state: str, steps: int) -> dict:
     holds: their TD loss in the last report (the actors see no goal, so returns barely move)."""
     from interplay import config, train
 
-    start = "learning_starts" if algo == "masac" else "learning_delay"
     cfg = config.validate({"env": {"id": GOAL, "num_envs": 8},
-                           "algo": {"name": algo, "state": state, start: 200,
+                           "algo": {"name": algo, "state": state, "learning_starts": 200,
                                     "batch_size": 128, "gamma": 0.9},
                            "train": {"steps": steps, "device": "cpu", "test_frequency": -1},
                            "log": {**QUIET, "every": steps // 4}, "checkpoint": {"at_end": False}})

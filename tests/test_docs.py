@@ -146,8 +146,8 @@ def test_every_algorithm_documents_its_learner_metrics():
 
 
 # Settings that make each algorithm learn within a few hundred env steps, where it has them.
-QUICK = {"rollout": 16, "epochs": 1, "minibatches": 1, "learning_starts": 32, "learning_delay": 32,
-         "batch_size": 16, "buffer_size": 2000, "train_every": 4, "learn_step": 4}
+QUICK = {"rollout": 16, "epochs": 1, "minibatches": 1, "learning_starts": 32,
+         "batch_size": 16, "buffer_size": 2000, "train_every": 4}
 
 
 @pytest.mark.parametrize("algo", sorted(REGISTRY))

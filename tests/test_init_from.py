@@ -22,8 +22,8 @@ ALGOS = {
     "ippo": ["algo.rollout=8"], "mappo": ["algo.rollout=8"],
     "dqn": ["algo.learning_starts=1000"], "vdn": ["algo.learning_starts=1000"],
     "qmix": ["algo.learning_starts=1000"], "isac": ["algo.learning_starts=1000"],
-    "masac": ["algo.learning_starts=1000"], "maddpg": ["algo.learning_delay=1000"],
-    "matd3": ["algo.learning_delay=1000"],
+    "masac": ["algo.learning_starts=1000"], "maddpg": ["algo.learning_starts=1000"],
+    "matd3": ["algo.learning_starts=1000"],
 }
 
 

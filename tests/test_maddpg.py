@@ -37,7 +37,7 @@ def build(env: dict, algo: dict, seed: int = 0, **train_kw):
 
 SL = {"id": "speaker_listener", "num_envs": 4, "kwargs": {"continuous_actions": True}}
 SPREAD = {"id": "spread", "num_envs": 3, "kwargs": {"continuous_actions": True}}
-SMALL = {"batch_size": 16, "learning_delay": 0, "model": {"hidden": [16]},
+SMALL = {"batch_size": 16, "learning_starts": 0, "model": {"hidden": [16]},
          "critic_model": {"hidden": [16]}}
 
 
@@ -170,7 +170,7 @@ def test_soft_update_moves_by_tau():
 
 
 def test_targets_move_only_on_delayed_actor_steps():
-    _, algo, runner = build(SL, {"name": "matd3", **SMALL, "tau": 0.5, "learning_delay": 10**9})
+    _, algo, runner = build(SL, {"name": "matd3", **SMALL, "tau": 0.5, "learning_starts": 10**9})
     drive(runner, algo, 6)  # collect only
     p = algo.policies["listener"]
     frozen = [t.clone() for t in p.actor_target.parameters()]
@@ -213,7 +213,7 @@ def test_ou_noise_has_the_process_statistics_and_restarts_per_copy():
 
 def test_gaussian_noise_scale_decays_linearly_and_actions_stay_squashed():
     _, algo, runner = build(SL, {"name": "maddpg", "noise_scale": 0.6, "noise_scale_end": 0.2,
-                                 "noise_decay_steps": 100, "learning_delay": 10**9})
+                                 "noise_decay_steps": 100, "learning_starts": 10**9})
     seen = []
     for _ in range(150):
         seen.append(algo.noise_scale())
@@ -227,7 +227,7 @@ def test_gaussian_noise_scale_decays_linearly_and_actions_stay_squashed():
 
 # -- joint rows ----------------------------------------------------------------------------------
 def test_joint_rows_pair_each_copy_s_agents_across_policies():
-    _, algo, runner = build(SL, {"name": "maddpg", "learning_delay": 10**9})
+    _, algo, runner = build(SL, {"name": "maddpg", "learning_starts": 10**9})
     runner.reset(0)
     seen = []
     for _ in range(3):
@@ -275,7 +275,7 @@ def test_turn_based_envs_are_refused_before_learning_goes_wrong(tmp_path):
     ({"id": "speaker_listener", "num_envs": 3}, {"name": "maddpg"}),
 ])
 def test_state_dict_round_trip_gives_identical_actions_and_updates(env, algo):
-    algo = {**algo, **SMALL, "learn_step": 2, "gradient_steps": 3}
+    algo = {**algo, **SMALL, "train_every": 2, "gradient_steps": 3}
     _, first, runner = build(env, algo)
     drive(runner, first, 15)
     _, second, _ = build(env, algo, seed=99)
@@ -302,8 +302,8 @@ def test_without_save_buffer_the_state_leaves_it_out():
 
 def test_resume_continues_exactly(tmp_path):
     common = ["env.id=speaker_listener", "env.kwargs.continuous_actions=true", "env.num_envs=2",
-              "algo.name=matd3", "algo.noise=ou", "algo.batch_size=16", "algo.learning_delay=40",
-              "algo.learn_step=2",
+              "algo.name=matd3", "algo.noise=ou", "algo.batch_size=16", "algo.learning_starts=40",
+              "algo.train_every=2",
               "algo.model.hidden=[16]", "algo.critic_model.hidden=[16]", "log.every=50", *QUIET]
     train(load([], [*common, "train.steps=200"]), tmp_path / "straight")
     train(load([], [*common, "train.steps=100"]), tmp_path / "split")
@@ -317,7 +317,7 @@ def test_resume_continues_exactly(tmp_path):
 
 # -- bad input ----------------------------------------------------------------------------------
 def test_a_nan_loss_names_the_policy_the_tensor_and_the_env_step():
-    _, algo, runner = build(SL, {"name": "maddpg", **SMALL, "learning_delay": 10**9})
+    _, algo, runner = build(SL, {"name": "maddpg", **SMALL, "learning_starts": 10**9})
     drive(runner, algo, 5)
     algo.buffer.columns["speaker"]["reward"][:] = np.nan
     with pytest.raises(NonFiniteError, match=r"policy 'speaker': the maddpg critic loss is nan at "
@@ -329,7 +329,7 @@ def test_a_nan_loss_names_the_policy_the_tensor_and_the_env_step():
     ("algo.polcy_delay=2", "algo.policy_delay"),
     ("algo.tau=0", "algo.tau"),
     ("algo.noise=pink", "algo.noise"),
-    ("algo.learn_step=0", "algo.learn_step"),
+    ("algo.train_every=0", "algo.train_every"),
     ("algo.model.hiden=[8]", "algo.model.hidden"),
 ])
 def test_bad_settings_are_named_by_their_dotted_key(override, key, tmp_path):
@@ -372,7 +372,7 @@ class _RandomPolicies:
 def test_matd3_learns_continuous_speaker_listener():
     env = {"id": "speaker_listener", "num_envs": 16, "kwargs": {"continuous_actions": True}}
     # One learning round per step of the 16 copies, from 1600 env steps on.
-    _, algo, runner = build_with(env, {"name": "matd3", "learning_delay": 1600, "learn_step": 16},
+    _, algo, runner = build_with(env, {"name": "matd3", "learning_starts": 1600, "train_every": 16},
                                  seed=3)  # whole episodes, the default
     random = greedy_return(env, _RandomPolicies(algo.specs))
     drive(runner, algo, 6000)  # 96k env steps, about a minute and a half
@@ -384,7 +384,7 @@ def test_matd3_learns_continuous_speaker_listener():
 def test_whole_episodes_handed_over_at_their_end_make_the_same_joint_rows():
     buffers = []
     for mode in ("truncate_episodes", "complete_episodes"):
-        _, algo, runner = build(SL, {"name": "maddpg", "learning_delay": 10**9}, batch_mode=mode)
+        _, algo, runner = build(SL, {"name": "maddpg", "learning_starts": 10**9}, batch_mode=mode)
         drive(runner, algo, 30)  # the first episodes end at step 25
         buffers.append(algo.buffer)
     step_by_step, whole = buffers
@@ -393,3 +393,12 @@ def test_whole_episodes_handed_over_at_their_end_make_the_same_joint_rows():
     for pid in a:
         for key in ("obs", "action", "reward", "next_obs", "terminated", "truncated", "present"):
             np.testing.assert_array_equal(getattr(a[pid], key), getattr(b[pid], key))
+
+
+@pytest.mark.parametrize(("old", "new"), [("learning_delay", "learning_starts"),
+                                          ("learn_step", "train_every")])
+def test_the_old_names_of_the_replay_schedule_are_refused_with_the_new_one(old, new):
+    from interplay.config.schema import ConfigError, load
+
+    with pytest.raises(ConfigError, match=rf"algo\.{old}: this setting is now algo\.{new}"):
+        load([], ["algo.name=maddpg", f"algo.{old}=10"])

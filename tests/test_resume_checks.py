@@ -110,7 +110,7 @@ def test_settings_that_fit_the_saved_networks_may_change(tmp_path):
 @pytest.mark.parametrize("copies", [1, 5])
 def test_a_changed_num_envs_resumes_with_fresh_episodes(tmp_path, algo, copies):
     run = _run(tmp_path, "run", f"algo.name={algo}", "algo.learning_starts=10" if algo == "dqn"
-               else "algo.learning_delay=10" if algo == "maddpg" else "algo.rollout=20")
+               else "algo.learning_starts=10" if algo == "maddpg" else "algo.rollout=20")
     state, _ = load_checkpoint(list_checkpoints(run)[-1])
     cfg = load([run / "config.yaml"], [f"env.num_envs={copies}"])
     exp = Experiment(cfg, run)

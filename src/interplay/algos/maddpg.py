@@ -25,7 +25,7 @@ trained agent must close a transition in every step of its copy: simultaneous mo
 leaving early or joining late. An env that breaks this is stopped with the agent, copy and env
 step named, rather than learnt from with holes in the critics' inputs.
 
-Every ``learn_step`` env steps from env step ``learning_delay`` on, ``gradient_steps`` times: draw a
+Every ``train_every`` env steps from env step ``learning_starts`` on, ``gradient_steps`` times: draw a
 batch of joint rows; take target actions from the target actors at the next observations (Box:
 plus Gaussian noise of scale ``target_noise`` clipped to ``target_noise_clip``); regress each
 policy's critics on r + gamma * min_i Q'_i(next), not bootstrapped where the agent's episode
@@ -35,7 +35,7 @@ as stored), and every target network moves ``tau`` of the way to its online netw
 
 Every step count is in env steps, all copies together, as everywhere in interplay: with
 ``env.num_envs`` copies one step of the loop is that many env steps, and takes as many learning
-rounds as ``learn_step`` intervals it spans.
+rounds as ``train_every`` intervals it spans.
 """
 
 from __future__ import annotations
@@ -100,9 +100,9 @@ class MADDPGSettings(CriticStateSettings):
     """Joint rows the replay buffer holds; the oldest go first."""
     save_buffer: bool = True
     """Keep the replay buffer in checkpoints, so that a resumed run continues exactly."""
-    learning_delay: int = Field(100, ge=0, le=MAX_STEPS)
+    learning_starts: int = Field(100, ge=0, le=MAX_STEPS)
     """Env steps (all copies together) before the first learning round."""
-    learn_step: int = Field(1, ge=1, le=MAX_STEPS)
+    train_every: int = Field(1, ge=1, le=MAX_STEPS)
     """Env steps between two learning rounds; when the copies take more than this in one
     step of the loop, that step takes as many rounds, so learning keeps pace with the data."""
     gradient_steps: int = Field(1, ge=1, le=MAX_COUNT)
@@ -333,7 +333,7 @@ class MADDPG(Algorithm):
                                          device)
         self.sample_rng = rng_for(seed, self.name, "sample")
         self._actors = {pid: MADDPGActor(self, p) for pid, p in self.policies.items()}
-        self.schedule = LearnSchedule(settings.learning_delay, settings.learn_step)
+        self.schedule = LearnSchedule(settings.learning_starts, settings.train_every)
         self._rounds = 0  # learning rounds the next update takes
         self.updates = 0  # gradient steps taken
 

@@ -133,8 +133,9 @@ ModelOverride = create_model(
 RENAMED = {
     "net": "algo.model", "actor_net": "algo.model", "critic_net": "algo.critic_model",
     "policy_nets": "policies.<pid>.model (a partial override of algo.model)",
+    "learning_delay": "algo.learning_starts", "learn_step": "algo.train_every",
 }
-"""Network settings of the ``algo`` section that moved, and where to."""
+"""Settings of the ``algo`` section that moved or were renamed, and where to."""
 
 
 def refuse_renamed(data: dict[str, Any], fields: dict[str, Any], where: str = "algo") -> None:

@@ -591,13 +591,12 @@ def check_budget(cfg: Config) -> None:
             f"so members would be scored without having learned; raise hpo.evo_steps to at "
             f"least {need}, or lower algo.rollout or env.num_envs")
     total = hpo.evo_steps * hpo.generations
-    for key in ("learning_starts", "learning_delay"):
-        starts = _largest(cfg, key)
-        if starts is not None and total < starts:
-            raise ConfigError(
-                f"hpo.evo_steps: {hpo.generations} generations of {hpo.evo_steps} env steps "
-                f"({total} in all) end before algo.{key} ({starts}), so no member would "
-                f"ever learn; raise hpo.evo_steps or hpo.generations, or lower algo.{key}")
+    starts = _largest(cfg, "learning_starts")
+    if starts is not None and total < starts:
+        raise ConfigError(
+            f"hpo.evo_steps: {hpo.generations} generations of {hpo.evo_steps} env steps "
+            f"({total} in all) end before algo.learning_starts ({starts}), so no member would "
+            "ever learn; raise hpo.evo_steps or hpo.generations, or lower algo.learning_starts")
 
 
 def _largest(cfg: Config, key: str) -> int | None:

@@ -22,8 +22,8 @@ QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false",
 GOAL = "env.id=interplay.envs.toy:hidden_goal"
 SPREAD = "env.id=mpe2.simple_spread_v3"
 FAST = {  # learning from the first hundred steps, on small batches
-    "maddpg": ["algo.learning_delay=48", "algo.batch_size=16"],
-    "matd3": ["algo.learning_delay=48", "algo.batch_size=16"],
+    "maddpg": ["algo.learning_starts=48", "algo.batch_size=16"],
+    "matd3": ["algo.learning_starts=48", "algo.batch_size=16"],
     "masac": ["algo.learning_starts=48", "algo.batch_size=16"],
 }
 
@@ -166,7 +166,7 @@ def test_the_algorithm_itself_refuses_env_without_a_state_space():
 @pytest.mark.parametrize("extra", [[], ["env.vectorization=async", "env.num_workers=2"]])
 @pytest.mark.parametrize("algo", ["maddpg", "masac"])
 def test_each_joint_row_keeps_the_state_once_and_it_is_the_envs(tmp_path, algo, extra):
-    no_learning = "algo.learning_starts=1000" if algo == "masac" else "algo.learning_delay=1000"
+    no_learning = "algo.learning_starts=1000"
     exp = Experiment(load([], central(algo, GOAL, "algo.state=env", "env.num_envs=3",
                                       "env.kwargs={n_agents: 4}", "train.steps=150",
                                       "algo.buffer_size=32", no_learning, *extra)),

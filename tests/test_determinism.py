@@ -43,13 +43,13 @@ CASES: dict[str, dict] = {
     },
     "matd3_spread_continuous": {
         "env": {"id": "spread", "num_envs": 4, "kwargs": {"continuous_actions": True}},
-        "algo": {"name": "matd3", "batch_size": 32, "learning_delay": 64, "learn_step": 4},
+        "algo": {"name": "matd3", "batch_size": 32, "learning_starts": 64, "train_every": 4},
         "train": {"steps": 400},
         "log": {"every": 200},
     },
     "maddpg_speaker_listener": {
         "env": {"id": "speaker_listener", "num_envs": 4},
-        "algo": {"name": "maddpg", "batch_size": 32, "learning_delay": 64, "learn_step": 4},
+        "algo": {"name": "maddpg", "batch_size": 32, "learning_starts": 64, "train_every": 4},
         "train": {"steps": 400},
         "log": {"every": 200},
     },

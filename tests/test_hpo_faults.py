@@ -189,7 +189,7 @@ def test_a_rollout_the_search_may_draw_longer_than_a_generation_is_refused(tmp_p
         search(load([], [*TINY, *extra]), tmp_path / "s")
 
 
-def test_maddpg_learning_delay_past_the_search_is_refused(tmp_path):
+def test_maddpg_learning_starts_past_the_search_is_refused(tmp_path):
     settings = ["algo.name=maddpg", "env.id=spread", "algo.learning_starts=1000",
                 "hpo.evo_steps=100", "hpo.generations=2", "log.console=false"]
     with pytest.raises(ConfigError, match=r"algo\.learning_starts \(1000\)"):

@@ -17,8 +17,8 @@ from interplay.algos.maddpg import (
     critic_target,
     gumbel_softmax,
     smoothed,
-    soft_update,
 )
+from interplay.algos.offpolicy import follow
 from interplay.config.schema import ConfigError, load
 from interplay.envs.toy import Move, ScriptedTurnGame
 from interplay.errors import NonFiniteError
@@ -160,11 +160,11 @@ def test_discrete_updates_reach_the_actor_through_the_critic():
 
 
 # -- targets follow, noise explores ------------------------------------------------------------
-def test_soft_update_moves_by_tau():
+def test_a_target_follows_its_online_network_by_tau():
     torch.manual_seed(0)
     online, target = nn.Linear(3, 2), nn.Linear(3, 2)
     old = [t.clone() for t in target.parameters()]
-    soft_update(target, online, 0.25)
+    follow(target, online, 0.25)
     for t, o, before in zip(target.parameters(), online.parameters(), old, strict=True):
         torch.testing.assert_close(t, before + 0.25 * (o - before))
 

@@ -24,7 +24,8 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import Algorithm, LearnSchedule, WarmParts, register
+from interplay.algos.base import Algorithm, WarmParts, register
+from interplay.algos.offpolicy import ReplaySchedule, follow, tensor
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
@@ -190,7 +191,7 @@ class DQNActor:
 
 # -- the algorithm: collect, decide, learn ------------------------------------------------
 @register
-class DQN(Algorithm):
+class DQN(ReplaySchedule, Algorithm):
     name = "dqn"
     family = "dqn"
     Settings = DQNSettings
@@ -213,8 +214,7 @@ class DQN(Algorithm):
         trained = [spec for spec in specs.values() if spec.trainable]
         self.policies = {spec.id: _Policy(spec, settings, seed, device) for spec in trained}
         self._actors = {pid: DQNActor(self, p) for pid, p in self.policies.items()}
-        self.schedule = LearnSchedule(settings.learning_starts, settings.train_every)
-        self._rounds = 0  # learning rounds the next update takes
+        self.start_schedule()
 
     def actor(self, pid: str) -> DQNActor:
         return self._actors[pid]
@@ -232,20 +232,10 @@ class DQN(Algorithm):
                              s.save_buffer,
                              (s.priority_alpha, s.priority_eps) if s.prioritized else None)
 
-    def ready(self, storage: PolicyReplay, env_steps: int) -> bool:
-        """True when a learning round is due (and some buffer holds a batch)."""
-        self.schedule.advance(env_steps)
-        if not self.schedule.due():
-            return False
-        learnable = any(len(b) >= self.settings.batch_size for b in storage.buffers.values())
-        self._rounds = self.schedule.take()  # rounds with nothing to learn from yet pass
-        return learnable
-
     def update(self, storage: PolicyReplay) -> dict[str, float]:
         s = self.settings
         metrics: dict[str, float] = {"epsilon": self.epsilon()}
-        steps = s.gradient_steps * max(1, self._rounds)
-        self._rounds = 0
+        steps = self.take_steps()
         for pid, p in self.policies.items():
             buffer = storage.buffers[pid]
             if len(buffer) < s.batch_size or pid in self.frozen:
@@ -267,7 +257,7 @@ class DQN(Algorithm):
         """One gradient step on ``b``: the loss, Q and target means, and each row's TD error."""
         s = self.settings
         obs = obs_tensor(b.obs, self.device)
-        action = _tensor(b.action, self.device).long()
+        action = tensor(b.action, self.device).long()
         target = td_target(p.online, p.target, b, s.double, self.device)
         q = p.online(obs).gather(1, action[:, None]).squeeze(1)
         loss = weighted_huber(q, target, s.huber_delta, b.weight)
@@ -283,12 +273,7 @@ class DQN(Algorithm):
         p.optimizer.step()
         p.updates += 1
         if p.updates % s.target_every == 0:
-            with torch.no_grad():
-                for t, o in zip(p.target.parameters(), p.online.parameters(), strict=True):
-                    if s.tau == 1.0:
-                        t.copy_(o)
-                    else:
-                        t.lerp_(o, s.tau)
+            follow(p.target, p.online, s.tau)
         errors = (target - q).detach().cpu().numpy()
         return np.array([loss.item(), q.mean().item(), target.mean().item()]), errors
 
@@ -330,20 +315,14 @@ def td_target(online: nn.Module, target: nn.Module, b: Sample, double: bool,
     when ``double``); no bootstrap where the episode terminated or s' has no legal action."""
     with torch.no_grad():
         next_obs = obs_tensor(b.next_obs, device)
-        next_mask = None if b.next_mask is None else _tensor(b.next_mask, device)
+        next_mask = None if b.next_mask is None else tensor(b.next_mask, device)
         q_target = target(next_obs)
         chooser = online(next_obs) if double else q_target
         best = masked_q(chooser, next_mask).argmax(dim=1, keepdim=True)
         next_value = q_target.gather(1, best).squeeze(1)
-        bootstrap = ~_tensor(b.terminated, device)
+        bootstrap = ~tensor(b.terminated, device)
         if next_mask is not None:
             bootstrap &= next_mask.any(dim=1)
-        discount = _tensor(b.discount.astype(np.float32), device)
-        reward = _tensor(b.reward.astype(np.float32), device)
+        discount = tensor(b.discount.astype(np.float32), device)
+        reward = tensor(b.reward.astype(np.float32), device)
         return reward + torch.where(bootstrap, discount * next_value, torch.zeros_like(reward))
-
-
-def _tensor(x: np.ndarray, device: str) -> torch.Tensor:
-    # The runner hands read-only views of its buffers (masks, say); torch wants memory it
-    # may write to, so those alone are copied.
-    return torch.from_numpy(np.require(x, requirements=("C", "W"))).to(device)

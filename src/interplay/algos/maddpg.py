@@ -51,11 +51,11 @@ from torch import nn
 
 from interplay.algos.base import (
     Algorithm,
-    LearnSchedule,
     WarmParts,
     read_state,
     register,
 )
+from interplay.algos.offpolicy import ReplaySchedule, follow, tensor
 from interplay.config.algo import CriticStateSettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings, same_view_as_actors
@@ -204,12 +204,6 @@ def gumbel_noise(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray
     return -np.log(-np.log(u)).astype(np.float32)
 
 
-def soft_update(target: nn.Module, online: nn.Module, tau: float) -> None:
-    """Move every parameter of ``target`` the fraction ``tau`` of the way to ``online``'s."""
-    with torch.no_grad():
-        for t, o in zip(target.parameters(), online.parameters(), strict=True):
-            t.lerp_(o, tau)
-
 
 def critic_target(critic_targets: nn.ModuleList, next_input: torch.Tensor, reward: torch.Tensor,
                   terminated: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -241,7 +235,7 @@ def sampled_states(buffer: JointReplayBuffer, index: np.ndarray, device: str,
     observations instead: ``env_state`` is None)."""
     if env_state is None:
         return None
-    return States(*(_tensor(buffer.state_rows(index, key), device) for key in STATE_KEYS))
+    return States(*(tensor(buffer.state_rows(index, key), device) for key in STATE_KEYS))
 
 
 def joint_view(obs: dict[str, torch.Tensor], trained: list[str],
@@ -288,7 +282,7 @@ class MADDPGActor:
 
 # -- the algorithm: collect, join, learn ------------------------------------------------------
 @register
-class MADDPG(Algorithm):
+class MADDPG(ReplaySchedule, Algorithm):
     name = "maddpg"
     family = "ddpg"
     Settings = MADDPGSettings
@@ -333,8 +327,7 @@ class MADDPG(Algorithm):
                                          device)
         self.sample_rng = rng_for(seed, self.name, "sample")
         self._actors = {pid: MADDPGActor(self, p) for pid, p in self.policies.items()}
-        self.schedule = LearnSchedule(settings.learning_starts, settings.train_every)
-        self._rounds = 0  # learning rounds the next update takes
+        self.start_schedule()
         self.updates = 0  # gradient steps taken
 
     def actor(self, pid: str) -> MADDPGActor:
@@ -385,23 +378,13 @@ class MADDPG(Algorithm):
             known = e < p.ou.shape[0]
             p.ou[e[known], j[known]] = 0.0
 
-    def ready(self, storage: JointReplay, env_steps: int) -> bool:
-        """True when a learning round is due (and the buffer holds a batch)."""
-        self.schedule.advance(env_steps)
-        if not self.schedule.due():
-            return False
-        learnable = len(storage) >= self.settings.batch_size
-        self._rounds = self.schedule.take()  # rounds with nothing to learn from yet pass
-        return learnable
-
     # -- learning ---------------------------------------------------------------------------
     def update(self, storage: JointReplay) -> dict[str, float]:
         s = self.settings
         active = [pid for pid in self.policies if pid not in self.frozen]
         sums = {pid: np.zeros(3) for pid in active}
         actor_steps = 0
-        steps = s.gradient_steps * max(1, self._rounds)
-        self._rounds = 0
+        steps = self.take_steps()
         for _ in range(steps):
             index, rows, _ = storage.buffer.sample(s.batch_size, self.sample_rng)
             self.updates += 1
@@ -416,8 +399,8 @@ class MADDPG(Algorithm):
                 for pid in active:
                     sums[pid][2] += self._learn_actor(pid, batch, states)
                 for p in (self.policies[pid] for pid in active):
-                    soft_update(p.actor_target, p.actor, s.tau)
-                    soft_update(p.critic_targets, p.critics, s.tau)
+                    follow(p.actor_target, p.actor, s.tau)
+                    follow(p.critic_targets, p.critics, s.tau)
         metrics: dict[str, float] = {"noise_scale": self.noise_scale(),
                                      "buffer_size": float(len(storage))}
         for pid, (critic_loss, q_mean, actor_loss) in sums.items():
@@ -433,11 +416,11 @@ class MADDPG(Algorithm):
         out = {}
         for pid, r in rows.items():
             p = self.policies[pid]
-            t = {key: _tensor(getattr(r, key), self.device)
+            t = {key: tensor(getattr(r, key), self.device)
                  for key in ("terminated", "mask", "next_mask") if getattr(r, key) is not None}
             t["obs"], t["next_obs"] = obs_tensor(r.obs, self.device), obs_tensor(r.next_obs, self.device)
-            t["reward"] = _tensor(r.reward.astype(np.float32), self.device)
-            action = _tensor(r.action, self.device)
+            t["reward"] = tensor(r.reward.astype(np.float32), self.device)
+            action = tensor(r.action, self.device)
             t["action"] = (nn.functional.one_hot(action.long(), p.act_dim).float() if p.discrete
                            else action.reshape(*action.shape[:2], p.act_dim))
             out[pid] = t
@@ -577,9 +560,3 @@ def _act_dim(spec: PolicySpec) -> int:
     """Width of one agent's action as the critics see it (one-hot for discrete)."""
     view = spec.action_view
     return view.mask_dim if view.kind == "discrete" else int(np.prod(view.shape))
-
-
-def _tensor(x: np.ndarray, device: str) -> torch.Tensor:
-    # The runner hands read-only views of its buffers (masks, say); torch wants memory it
-    # may write to, so those alone are copied.
-    return torch.from_numpy(np.require(x, requirements=("C", "W"))).to(device)

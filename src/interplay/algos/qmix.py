@@ -31,11 +31,11 @@ from torch import nn
 
 from interplay.algos.base import (
     Algorithm,
-    LearnSchedule,
     WarmParts,
     read_state,
     register,
 )
+from interplay.algos.offpolicy import ReplaySchedule, follow
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
@@ -178,7 +178,7 @@ def _q_net(model: Any, inp: Any, n_actions: int, where: str) -> Callable[[], nn.
 
 
 @register
-class VDN(Algorithm):
+class VDN(ReplaySchedule, Algorithm):
     """Value decomposition: the team's value is the sum of its agents' values."""
 
     name = "vdn"
@@ -231,10 +231,9 @@ class VDN(Algorithm):
         if self.mixer is not None:
             params += list(self.mixer.parameters())
         self.optimizer = torch.optim.Adam(params, lr=s.lr)
-        self.schedule = LearnSchedule(s.learning_starts, s.train_every)
+        self.start_schedule()
         self.sample_rng = rng_for(seed, self.name, "sample")
         self._actors = {pid: QActor(self, p) for pid, p in self.policies.items()}
-        self._rounds = 0
         self.updates = 0
 
     def _mixer(self) -> Mixer | None:
@@ -256,19 +255,10 @@ class VDN(Algorithm):
                             (s.priority_alpha, s.priority_eps) if s.prioritized else None,
                             absent_ok=True)
 
-    def ready(self, storage: JointReplay, env_steps: int) -> bool:
-        self.schedule.advance(env_steps)
-        if not self.schedule.due():
-            return False
-        learnable = len(storage) >= self.settings.batch_size
-        self._rounds = self.schedule.take()
-        return learnable
-
     # -- learning -------------------------------------------------------------------------
     def update(self, storage: JointReplay) -> dict[str, float]:
         s = self.settings
-        steps = s.gradient_steps * max(1, self._rounds)
-        self._rounds = 0
+        steps = self.take_steps()
         sums = np.zeros(3)
         for _ in range(steps):
             buffer = storage.buffer
@@ -380,13 +370,8 @@ class VDN(Algorithm):
             pairs = [(p.target, p.online) for p in self.policies.values()]
             if self.mixer is not None and self.target_mixer is not None:
                 pairs.append((self.target_mixer, self.mixer))
-            with torch.no_grad():
-                for target_net, online in pairs:
-                    for t, o in zip(target_net.parameters(), online.parameters(), strict=True):
-                        if s.tau == 1.0:
-                            t.copy_(o)
-                        else:
-                            t.lerp_(o, s.tau)
+            for target_net, online in pairs:
+                follow(target_net, online, s.tau)
         errors = (target - q_tot).detach().cpu().numpy()
         return np.array([loss.item(), q_tot.mean().item(), target.mean().item()]), errors
 

@@ -54,7 +54,6 @@ from torch import nn
 
 from interplay.algos.base import (
     Algorithm,
-    LearnSchedule,
     WarmParts,
     read_state,
     register,
@@ -65,8 +64,8 @@ from interplay.algos.maddpg import (
     gumbel_noise,
     joint_view,
     sampled_states,
-    soft_update,
 )
+from interplay.algos.offpolicy import ReplaySchedule, follow, tensor
 from interplay.config.algo import CriticStateSettings, PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings, same_view_as_actors
@@ -297,7 +296,7 @@ _FIGURES = ("critic_loss", "q_mean", "actor_loss", "entropy")
 
 
 @register
-class ISAC(Algorithm):
+class ISAC(ReplaySchedule, Algorithm):
     """Soft actor-critic for each policy on its own, from a replay buffer of its agents'
     transitions."""
 
@@ -332,9 +331,8 @@ class ISAC(Algorithm):
                                       *self._critic_shape(pid, inputs), seed, self.name, device)
                          for pid in self.trained}
         self._actors = {pid: SACActor(self, p) for pid, p in self.policies.items()}
-        self.schedule = LearnSchedule(settings.learning_starts, settings.train_every)
+        self.start_schedule()
         self.sample_rng = rng_for(seed, self.name, "sample")
-        self._rounds = 0  # learning rounds the next update takes
         self.updates = 0  # gradient steps taken
 
     def actor(self, pid: str) -> SACActor:
@@ -384,20 +382,10 @@ class ISAC(Algorithm):
                              s.save_buffer,
                              (s.priority_alpha, s.priority_eps) if s.prioritized else None)
 
-    def ready(self, storage: PolicyReplay, env_steps: int) -> bool:
-        """True when a learning round is due (and some buffer holds a batch)."""
-        self.schedule.advance(env_steps)
-        if not self.schedule.due():
-            return False
-        learnable = any(len(b) >= self.settings.batch_size for b in storage.buffers.values())
-        self._rounds = self.schedule.take()  # rounds with nothing to learn from yet pass
-        return learnable
-
     # -- learning -------------------------------------------------------------------------------
     def update(self, storage: PolicyReplay) -> dict[str, float]:
         s = self.settings
-        steps = s.gradient_steps * max(1, self._rounds)
-        self._rounds = 0
+        steps = self.take_steps()
         metrics: dict[str, float] = {}
         for pid, p in self.policies.items():
             buffer = storage.buffers[pid]
@@ -418,19 +406,19 @@ class ISAC(Algorithm):
         """Sampled rows (a ``Sample`` or a ``GroupRows``) as tensors, actions as the critics
         see them (one-hot for discrete)."""
         dev = self.device
-        action = _tensor(rows.action, dev)
+        action = tensor(rows.action, dev)
         lead = rows.reward.shape  # [b] or [b, agents]
         t: Columns = {
             "obs": obs_tensor(rows.obs, dev), "next_obs": obs_tensor(rows.next_obs, dev),
-            "reward": _tensor(rows.reward.astype(np.float32), dev),
+            "reward": tensor(rows.reward.astype(np.float32), dev),
             "action": (nn.functional.one_hot(action.long(), p.act_dim).float() if p.discrete
                        else action.reshape(*lead, p.act_dim)),
         }
-        bootstrap = ~_tensor(rows.terminated, dev)
+        bootstrap = ~tensor(rows.terminated, dev)
         if rows.mask is not None:
-            t["mask"] = _tensor(rows.mask, dev)
+            t["mask"] = tensor(rows.mask, dev)
         if rows.next_mask is not None:
-            t["next_mask"] = _tensor(rows.next_mask, dev)
+            t["next_mask"] = tensor(rows.next_mask, dev)
             bootstrap &= t["next_mask"].any(dim=-1)  # no legal action left: nothing to bootstrap
         t["bootstrap"] = bootstrap
         return t
@@ -467,7 +455,7 @@ class ISAC(Algorithm):
             errors.append(td.reshape(td.shape[0], -1).mean(dim=1))
         for pid in learners:
             figures[pid][2:] = self._learn_actor(pid, obs, act, batch[pid].get("mask"), now)
-            soft_update(self.policies[pid].critic_targets, self.policies[pid].critics, s.tau)
+            follow(self.policies[pid].critic_targets, self.policies[pid].critics, s.tau)
         return figures, torch.stack(errors).mean(dim=0).cpu().numpy()
 
     def _learn_critics(self, pid: str, obs: dict[str, torch.Tensor],
@@ -655,19 +643,9 @@ class MASAC(ISAC):
                             f"algo.name: {self.name}", self.state_dim, s.save_buffer,
                             (s.priority_alpha, s.priority_eps) if s.prioritized else None)
 
-    def ready(self, storage: JointReplay, env_steps: int) -> bool:  # type: ignore[override]
-        """True when a learning round is due (and the buffer holds a batch)."""
-        self.schedule.advance(env_steps)
-        if not self.schedule.due():
-            return False
-        learnable = len(storage) >= self.settings.batch_size
-        self._rounds = self.schedule.take()
-        return learnable
-
     def update(self, storage: JointReplay) -> dict[str, float]:  # type: ignore[override]
         s = self.settings
-        steps = s.gradient_steps * max(1, self._rounds)
-        self._rounds = 0
+        steps = self.take_steps()
         learners = [pid for pid in self.policies if pid not in self.frozen]
         metrics: dict[str, float] = {"buffer_size": float(len(storage))}
         if not learners:
@@ -691,9 +669,3 @@ def _act_dim(spec: PolicySpec) -> int:
     """Width of one agent's action as the critics see it (one-hot for discrete)."""
     view = spec.action_view
     return view.mask_dim if view.kind == "discrete" else int(np.prod(view.shape))
-
-
-def _tensor(x: np.ndarray, device: str) -> torch.Tensor:
-    # The runner hands read-only views of its buffers (masks, say); torch wants memory it
-    # may write to, so those alone are copied.
-    return torch.from_numpy(np.require(x, requirements=("C", "W"))).to(device)

@@ -532,6 +532,10 @@ class PolicyReplay:
         if pid in self.buffers and len(batch):
             self.buffers[pid].add(batch, pid)
 
+    def holds(self, n: int) -> bool:
+        """Whether some policy's buffer holds a batch of ``n``."""
+        return any(len(b) >= n for b in self.buffers.values())
+
     def end_step(self, env_steps: int) -> None:
         pass
 
@@ -571,6 +575,10 @@ class JointReplay:
 
     def __len__(self) -> int:
         return len(self.buffer)
+
+    def holds(self, n: int) -> bool:
+        """Whether the buffer holds a batch of ``n`` joint rows."""
+        return len(self.buffer) >= n
 
     def add(self, pid: str, batch: Transitions) -> None:
         if pid in self.buffer.groups and len(batch):

@@ -371,7 +371,9 @@ def test_bad_leagues_are_refused_before_any_work(tmp_path, extra, message):
 
 
 @pytest.mark.slow
-def test_a_tictactoe_league_learner_ends_rated_above_random_and_early_snapshots(tmp_path):
+@pytest.mark.learning
+def test_a_tictactoe_league_learner_ends_rated_above_random_and_early_snapshots(
+        tmp_path, learning_result):
     run = tmp_path / "run"
     train(load([], ["algo.name=dqn", "env.id=pettingzoo.classic.tictactoe_v3",
                     "train.self_play=true", "env.num_envs=8", "algo.batch_size=128",
@@ -385,13 +387,16 @@ def test_a_tictactoe_league_learner_ends_rated_above_random_and_early_snapshots(
     ratings = last["ratings"]
     early = [m["name"] for m in last["members"] if m["kind"] == "snapshot"
              and m["env_steps"] <= 15000]
-    print(ratings)
+    learning_result(env="tictactoe_v3 league", algo="dqn", steps=60_000,
+                    score=ratings["learner"], random=ratings["random"])
     assert ratings["learner"] > ratings["random"] + 50
     assert all(ratings["learner"] > ratings[name] for name in early)
 
 
 @pytest.mark.slow
-def test_the_connect_four_league_preset_beats_one_ply_far_more_often_than_random_play(tmp_path):
+@pytest.mark.learning
+def test_the_connect_four_league_preset_beats_one_ply_far_more_often_than_random_play(
+        tmp_path, learning_result):
     from pathlib import Path
 
     preset = Path(__file__).resolve().parent.parent / "configs" / "league_connect_four.yaml"
@@ -401,7 +406,8 @@ def test_the_connect_four_league_preset_beats_one_ply_far_more_often_than_random
     vs_random = evaluate(run, vs="random", episodes=200, out=tmp_path / "random.json")
     vs_one_ply = evaluate(run, vs="interplay.envs.connect_four:one_ply", episodes=200,
                           out=tmp_path / "one_ply.json")
-    print(vs_random["win_rate"], vs_one_ply["win_rate"])
+    learning_result(env="connect_four_v3 league vs one_ply", algo="ippo", steps=120_000,
+                    score=vs_one_ply["win_rate"], random=13 / 400, vs_random=vs_random["win_rate"])
     # Random play wins 3% of its games against one_ply (13 of 400, seed 0).
     assert vs_random["win_rate"] >= 0.8, vs_random
     assert vs_one_ply["win_rate"] >= 0.15, vs_one_ply

@@ -50,10 +50,11 @@ def test_the_command_shows_a_leaderboard_per_generation(tmp_path, capsys):
 
 
 def test_a_search_stopped_mid_generation_resumes_to_the_same_rows(tmp_path):
-    search(load([], SPREAD), tmp_path / "straight")
-    cfg = load([], SPREAD)
+    short = [*SPREAD, "hpo.evo_steps=400"]  # 50 steps of the 8 copies a member and generation
+    search(load([], short), tmp_path / "straight")
+    cfg = load([], short)
     with pytest.raises(Interrupted):
-        search(cfg, tmp_path / "split", stop=StopAfter(3 * 125 + 60))  # inside generation 1
+        search(cfg, tmp_path / "split", stop=StopAfter(3 * 50 + 25))  # inside generation 1
     assert 0 < len(rows(tmp_path / "split")) < 9
     search(load([tmp_path / "split" / "config.yaml"], []), tmp_path / "split", resume=True)
     a, b = rows(tmp_path / "straight"), rows(tmp_path / "split")

@@ -23,6 +23,8 @@ TTT = ["algo.name=dqn", "env.id=pettingzoo.classic.tictactoe_v3", "train.self_pl
        "env.num_envs=4", "algo.learning_starts=200", "algo.batch_size=32", *QUIET]
 LEAGUE = [*TTT, "league.snapshot_every=600", "league.max_snapshots=2", "league.fixed=[random]",
           "log.every=600"]
+HALF_LEAGUE = ["league.snapshot_every=300", "log.every=300"]
+"""For the resume checks: a snapshot, a rating and a report as often, in half the steps."""
 
 
 @pytest.fixture(scope="module")
@@ -135,8 +137,8 @@ def test_a_snapshot_never_changes_after_it_is_taken(tmp_path):
 
 
 def test_a_league_resumes_exactly(tmp_path):
-    common = [*LEAGUE, "train.test_frequency=-1"]
-    a, b = straight_and_resumed(common, 2400, tmp_path)
+    common = [*LEAGUE, *HALF_LEAGUE, "train.test_frequency=-1"]
+    a, b = straight_and_resumed(common, 1200, tmp_path)
     assert a == b
     la = (tmp_path / "straight" / "league.jsonl").read_text().splitlines()
     lb = (tmp_path / "split" / "league.jsonl").read_text().splitlines()
@@ -220,8 +222,8 @@ def test_elo_and_openskill_ratings_move_as_the_games_say():
 
 
 def test_an_openskill_league_rates_on_its_scale_and_resumes_exactly(tmp_path):
-    common = [*LEAGUE, "league.rating=openskill", "train.test_frequency=-1"]
-    a, b = straight_and_resumed(common, 2400, tmp_path)
+    common = [*LEAGUE, *HALF_LEAGUE, "league.rating=openskill", "train.test_frequency=-1"]
+    a, b = straight_and_resumed(common, 1200, tmp_path)
     assert a == b
     lines = [json.loads(x) for x in (tmp_path / "split" / "league.jsonl").read_text().splitlines()]
     assert (tmp_path / "straight" / "league.jsonl").read_text().splitlines() == [
@@ -242,14 +244,14 @@ def legal_at_random(observation, agent_id):
 
 
 def test_a_scripted_member_plays_on_the_envs_own_observations_and_resumes_exactly(tmp_path):
-    common = [*LEAGUE, "league.fixed=[random, 'test_league:legal_at_random']",
+    common = [*LEAGUE, *HALF_LEAGUE, "league.fixed=[random, 'test_league:legal_at_random']",
               "train.test_frequency=-1"]
     SEEN.clear()
-    train(load([], [*common, "train.steps=2400"]), tmp_path / "straight")
+    train(load([], [*common, "train.steps=1200"]), tmp_path / "straight")
     assert SEEN and all(isinstance(o, dict) and o["observation"].shape == (3, 3, 2)
                         for o in SEEN)
-    train(load([], [*common, "train.steps=1200"]), tmp_path / "split")
-    resume(tmp_path / "split", ["train.steps=2400"])
+    train(load([], [*common, "train.steps=600"]), tmp_path / "split")
+    resume(tmp_path / "split", ["train.steps=1200"])
     la = (tmp_path / "straight" / "league.jsonl").read_text().splitlines()
     lb = (tmp_path / "split" / "league.jsonl").read_text().splitlines()
     assert la == lb

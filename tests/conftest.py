@@ -28,7 +28,14 @@ SLOW_TIMEOUT_S = {"learning": 3600, "slow": 900}
 for the rest."""
 
 
+FIRST = ("test_ray_backend.py", "test_examples.py")
+"""The files that take longest, mostly waiting on processes they start (Ray, example scripts):
+begun first, so that with ``make test``'s two processes neither is left running one alone at
+the end while the other has finished."""
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name not in FIRST)  # stable: the rest keep their order
     for item in items:
         if item.get_closest_marker("timeout"):
             continue

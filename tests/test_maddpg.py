@@ -369,7 +369,6 @@ class _RandomPolicies:
 
 
 @pytest.mark.slow
-@pytest.mark.learning
 def test_matd3_learns_continuous_speaker_listener(learning_result):
     env = {"id": "speaker_listener", "num_envs": 16, "kwargs": {"continuous_actions": True}}
     # One learning round per step of the 16 copies, from 1600 env steps on.

@@ -59,7 +59,7 @@ def test_what_a_team_learner_cannot_learn_is_refused(tmp_path, extra, message):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [pytest.param("vdn", marks=pytest.mark.learning), "qmix"])
+@pytest.mark.parametrize("name", ["vdn", "qmix"])
 def test_a_team_learner_improves_on_spread(tmp_path, name, learning_result):
     run = tmp_path / name
     train(load([], [f"algo.name={name}", "env.id=spread", "env.num_envs=16",

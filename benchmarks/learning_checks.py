@@ -3,7 +3,7 @@ score above a random baseline, as a test marked ``learning`` (and ``slow``) in t
 
     python benchmarks/learning_checks.py                  # all of them (about 20 minutes)
     python benchmarks/learning_checks.py --list           # their names
-    python benchmarks/learning_checks.py spread matd3     # those whose name holds a word given
+    python benchmarks/learning_checks.py league gru       # those whose name holds a word given
 
 Prints one JSON line per check that ran: ``check`` (the test's name), ``env``, ``algo``,
 ``steps`` (env steps trained), ``score``, ``random`` (the random baseline the score is held

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench slow docs clean
+.PHONY: setup run test lint bench slow learn docs clean
 
 setup: $(STAMP)
 
@@ -17,11 +17,16 @@ $(STAMP): pyproject.toml
 run: setup
 	$(BIN)/interplay train configs/quickstart.yaml $(ARGS)
 
+# Two processes, each test file whole on one of them (files share trained runs between tests).
 test: setup
-	$(BIN)/python -m pytest -m "not slow" -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadfile $(PYTEST_ARGS)
 
+# The learning checks that fit CI's budget; the longer ones (marked learning) are `make learn`.
 slow: setup
-	$(BIN)/python -m pytest -m slow -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "slow and not learning" -q $(PYTEST_ARGS)
+
+learn: setup
+	$(BIN)/python benchmarks/learning_checks.py $(ARGS)
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks examples

@@ -21,3 +21,49 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+SLOW_TIMEOUT_S = {"learning": 3600, "slow": 900}
+"""Per test, for the tests so marked (the first mark that applies); pyproject's ``timeout`` is
+for the rest."""
+
+
+FIRST = ("test_ray_backend.py", "test_examples.py")
+"""The files that take longest, mostly waiting on processes they start (Ray, example scripts):
+begun first, so that with ``make test``'s two processes neither is left running one alone at
+the end while the other has finished."""
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name not in FIRST)  # stable: the rest keep their order
+    for item in items:
+        if item.get_closest_marker("timeout"):
+            continue
+        mark = next((m for m in SLOW_TIMEOUT_S if item.get_closest_marker(m)), None)
+        if mark:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S[mark]))
+
+
+LEARNING_OUT = "INTERPLAY_LEARNING_OUT"
+"""Where ``learning_result`` appends its JSON lines: set by benchmarks/learning_checks.py."""
+
+
+@pytest.fixture
+def learning_result(request):
+    """Records a learning check's outcome: ``learning_result(env=, algo=, steps=, score=,
+    random=)`` appends one JSON line (with the seconds since the test started) to the file
+    ``$INTERPLAY_LEARNING_OUT`` names, and prints it; the test still asserts its own bar."""
+    import json
+    import time
+
+    start = time.perf_counter()
+
+    def record(**fields) -> None:
+        line = json.dumps({"check": request.node.name, **fields,
+                           "seconds": round(time.perf_counter() - start, 1)})
+        print(line)
+        if os.environ.get(LEARNING_OUT):
+            with open(os.environ[LEARNING_OUT], "a") as out:
+                out.write(line + "\n")
+
+    return record

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from interplay.config.schema import validate
+from interplay.config.schema import Config, load, validate
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.run.actors import RandomActor
 from interplay.run.runner import Runner
@@ -42,6 +42,21 @@ def parallel_returns(env, seed: int, policy, episodes: int = 1) -> list[dict[str
                 total[a] += r
         out.append(dict(total))
     return out
+
+
+QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
+"""Overrides for a run whose progress bar, TensorBoard files and ``curve.png`` no test reads:
+drawing the curve alone costs about a second a run."""
+QUIET_LOG = {"console": False, "tensorboard": False, "curve": False}
+"""The ``log`` section of :data:`QUIET`, for configs given as dicts."""
+CLI_QUIET = [arg for setting in QUIET for arg in ("-s", setting)]
+""":data:`QUIET` as ``interplay train`` arguments."""
+
+
+def tiny_cfg(*overrides: str, files: tuple[str | Path, ...] = ()) -> Config:
+    """The config of a short test run: ``files`` and ``overrides`` as ``interplay train`` takes
+    them, with :data:`QUIET` first, so a test that reads TensorBoard or the curve turns it on."""
+    return load(list(files), [*QUIET, *overrides])
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
@@ -120,7 +135,6 @@ def straight_and_resumed(overrides: list[str], steps: int, tmp_path: Path
                          ) -> tuple[list[dict], list[dict]]:
     """Metrics rows (timings left out) of a run trained ``steps`` env steps at once, and of
     one stopped halfway and resumed to ``steps``: equal when resume is exact."""
-    from interplay.config.schema import load
     from interplay.experiment.loop import resume, train
 
     train(load([], [*overrides, f"train.steps={steps}"]), tmp_path / "straight")

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from faulty_envs import flaky_counter, hanging, no_agents, vanishing
 from gymnasium import spaces
-from helpers import make_runner, read_metrics
+from helpers import QUIET, make_runner, read_metrics
 
 from interplay.config.schema import load, validate
 from interplay.envs.adapters import CopyStep, EnvContractError
@@ -401,7 +401,7 @@ def always_one(obs, agent):
 def test_training_on_async_copies_reports_what_sync_reports(tmp_path):
     overrides = [
         "env.id=interplay.envs.toy:shifting_crowd", "train.steps=100", "log.every=20",
-        "log.console=false", "env.num_envs=3", "policies.a.type=scripted",
+        *QUIET, "env.num_envs=3", "policies.a.type=scripted",
         f"policies.a.fn={__name__}:always_one",
     ]
     rows = {}

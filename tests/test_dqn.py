@@ -296,11 +296,15 @@ PRESETS = Path(__file__).resolve().parent.parent / "configs"
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 @pytest.mark.parametrize(("preset", "games", "min_win", "max_loss"), [
     ("dqn_tictactoe.yaml", 1000, 0.85, 0.02),
     ("dqn_connect_four.yaml", 500, 0.90, 1.0),
 ])
-def test_self_play_presets_beat_random_on_both_seats(tmp_path, preset, games, min_win, max_loss):
-    train(load([PRESETS / preset], QUIET), tmp_path)
+def test_self_play_presets_beat_random_on_both_seats(tmp_path, preset, games, min_win, max_loss,
+                                                     learning_result):
+    result = train(load([PRESETS / preset], QUIET), tmp_path)
     report = evaluate(tmp_path, vs="random", episodes=games)
+    learning_result(env=preset, algo="dqn", steps=result.env_steps, score=report["win_rate"],
+                    random="about 0.5 (random against random)")
     assert report["win_rate"] >= min_win and report["loss_rate"] <= max_loss, report

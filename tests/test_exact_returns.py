@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from helpers import aec_returns, parallel_returns, read_metrics
+from helpers import aec_returns, parallel_returns, read_metrics, tiny_cfg
 
 from interplay import register_env
-from interplay.config.schema import load
 from interplay.envs.toy import Move, ScriptedTurnGame, ShiftingCrowd
 from interplay.experiment.loop import train
 
@@ -32,7 +31,7 @@ def test_turn_based_returns_match_the_standard_loop(tmp_path):
     register_env("plan_game", lambda: ScriptedTurnGame(3, PLAN, truncate_after=7))
     expected = aec_returns(ScriptedTurnGame(3, PLAN, truncate_after=7), 0, lambda o, a: 1)[0]
     assert expected["player_1"] == pytest.approx(3.0)  # paid on its last move, then gone
-    cfg = load([], ["env.id=plan_game", "train.steps=700", "log.every=70", "log.console=false"])
+    cfg = tiny_cfg("env.id=plan_game", "train.steps=700", "log.every=70")
     train(cfg, tmp_path)
     rows = read_metrics(tmp_path)
     assert rows and all(r["episodes_in_report"] == 10 for r in rows)
@@ -47,10 +46,8 @@ def test_parallel_agents_that_come_and_go(tmp_path):
     register_env("crowd", ShiftingCrowd)
     expected = parallel_returns(ShiftingCrowd(), 0, always_one)[0]
     assert set(expected) == {"a_0", "a_1", "a_2", "a_3"}
-    cfg = load([], [
-        "env.id=crowd", "train.steps=100", "log.every=20", "log.console=false",
-        "env.num_envs=3", "policies.a.type=scripted", f"policies.a.fn={__name__}:always_one",
-    ])
+    cfg = tiny_cfg("env.id=crowd", "train.steps=100", "log.every=20", "env.num_envs=3",
+                   "policies.a.type=scripted", f"policies.a.fn={__name__}:always_one")
     train(cfg, tmp_path)
     rows = [r for r in read_metrics(tmp_path) if r["episodes_in_report"]]
     assert rows
@@ -62,8 +59,8 @@ def test_parallel_agents_that_come_and_go(tmp_path):
 
 def test_runner_cut_is_truncation_and_counts_env_steps(tmp_path):
     register_env("plan_game_long", lambda: ScriptedTurnGame(3, PLAN * 4))
-    cfg = load([], ["env.id=plan_game_long", "train.steps=60", "log.every=60",
-                    "log.console=false", "train.max_steps_per_episode=5"])
+    cfg = tiny_cfg("env.id=plan_game_long", "train.steps=60", "log.every=60",
+                   "train.max_steps_per_episode=5")
     result = train(cfg, tmp_path)
     row = read_metrics(tmp_path)[-1]
     assert row["episode_len_mean"] == 5

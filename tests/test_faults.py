@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from helpers import read_metrics
+from helpers import CLI_QUIET, QUIET, read_metrics
 
 from interplay.algos.base import REGISTRY, Algorithm, register
 from interplay.cli import main
@@ -25,7 +25,7 @@ def two(obs, agent):
 def test_flaky_env_episodes_that_finish_are_exact(tmp_path, vectorization):
     cfg = load([], ["env.id=faulty_envs:flaky_counter", "env.kwargs.p=0.05", "env.num_envs=4",
                     f"env.vectorization={vectorization}", "env.max_failures=50",
-                    "train.steps=1200", "log.every=400", "log.console=false",
+                    "train.steps=1200", "log.every=400", *QUIET,
                     "policies.a.type=scripted", f"policies.a.fn={__name__}:two"])
     train(cfg, tmp_path)
     rows = read_metrics(tmp_path)
@@ -85,7 +85,7 @@ def test_no_fragment_of_a_dropped_episode_reaches_the_learner(tmp_path, vectoriz
     cfg = load([], ["env.id=faulty_envs:flaky_counter", "env.kwargs.p=0.04", "env.num_envs=4",
                     f"env.vectorization={vectorization}", "env.max_failures=50",
                     f"algo.name={Recorder.name}", f"train.batch_mode={mode}",
-                    "train.steps=1200", "log.console=false", "checkpoint.at_end=false"])
+                    "train.steps=1200", *QUIET, "checkpoint.at_end=false"])
     train(cfg, tmp_path)
     episodes = _delivered_episodes(Recorder.seen)
     whole = [ep for ep in episodes if len(ep) == 6 and sum(ep) in (27, 48)]
@@ -100,14 +100,14 @@ def test_no_fragment_of_a_dropped_episode_reaches_the_learner(tmp_path, vectoriz
 def test_a_learning_run_survives_flaky_copies(tmp_path):
     cfg = load([], ["env.id=faulty_envs:flaky_counter", "env.kwargs.p=0.05", "env.num_envs=4",
                     "env.max_failures=50", "algo.name=ippo", "train.steps=800",
-                    "log.console=false"])
+                    *QUIET])
     result = train(cfg, tmp_path)
     assert result.env_steps == 800 and read_metrics(tmp_path)[-1]["env_failures"] > 0
 
 
 def test_an_env_that_always_raises_stops_with_its_own_error(tmp_path, capsys):
     code = main(["train", "-s", "env.id=faulty_envs:flaky_counter", "-s", "env.kwargs.p=1.0",
-                 "-s", "env.max_failures=3", "-s", "train.steps=100", "--run-dir", str(tmp_path)])
+                 "-s", "env.max_failures=3", "-s", "train.steps=100", *CLI_QUIET, "--run-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and "flaky step" in err
 
@@ -117,7 +117,7 @@ def test_a_nan_reward_stops_the_run_naming_agent_policy_and_step(tmp_path, capsy
     code = main(["train", "-s", "env.id=faulty_envs:nan_reward", "-s", "env.kwargs.after=40",
                  "-s", "env.num_envs=2", "-s", f"env.vectorization={vectorization}",
                  "-s", "algo.name=ippo", "-s", "policies.pair.agents=[a_0, a_1]",
-                 "-s", "train.steps=400", "--run-dir", str(tmp_path)])
+                 "-s", "train.steps=400", *CLI_QUIET, "--run-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2
     assert "reward of agent 'a_1' (policy 'pair')" in err and "at env step 82" in err  # the 41st step of both copies

@@ -50,10 +50,11 @@ def test_the_command_shows_a_leaderboard_per_generation(tmp_path, capsys):
 
 
 def test_a_search_stopped_mid_generation_resumes_to_the_same_rows(tmp_path):
-    search(load([], SPREAD), tmp_path / "straight")
-    cfg = load([], SPREAD)
+    short = [*SPREAD, "hpo.evo_steps=400"]  # 50 steps of the 8 copies a member and generation
+    search(load([], short), tmp_path / "straight")
+    cfg = load([], short)
     with pytest.raises(Interrupted):
-        search(cfg, tmp_path / "split", stop=StopAfter(3 * 125 + 60))  # inside generation 1
+        search(cfg, tmp_path / "split", stop=StopAfter(3 * 50 + 25))  # inside generation 1
     assert 0 < len(rows(tmp_path / "split")) < 9
     search(load([tmp_path / "split" / "config.yaml"], []), tmp_path / "split", resume=True)
     a, b = rows(tmp_path / "straight"), rows(tmp_path / "split")
@@ -156,7 +157,8 @@ def test_bad_search_settings_are_named_before_any_work(tmp_path, extra, message)
 
 
 @pytest.mark.slow
-def test_a_small_search_on_spread_beats_random(tmp_path):
+@pytest.mark.learning
+def test_a_small_search_on_spread_beats_random(tmp_path, learning_result):
     cfg = load([], ["algo.name=ippo", "env.id=spread", "env.num_envs=512", "algo.rollout=16",
                     "algo.epochs=2", "algo.minibatches=8", "algo.model.activation=relu",
                     "hpo.population=3", "hpo.generations=4", "hpo.evo_steps=250000",
@@ -165,7 +167,8 @@ def test_a_small_search_on_spread_beats_random(tmp_path):
     search(cfg, tmp_path / "s")
     last = [r for r in rows(tmp_path / "s") if r["generation"] == 3]
     best = max(r["fitness"] for r in last)
-    print(f"best episode return after 4 generations: {best:.1f} (random: about -79)")
+    learning_result(env="spread", algo="ippo search (3 members, 4 generations)",
+                    steps=3 * 4 * 250_000, score=best, random=-79.0)
     assert best > -65  # the sum over three agents; random policies score about -79
 
 

@@ -25,7 +25,7 @@ EPISODES, STARTS = 50, 1_000_000  # test episodes, and the seed of the first one
 
 
 @pytest.mark.slow
-def test_ippo_with_the_default_cnn_reads_the_colour_far_above_chance(tmp_path):
+def test_ippo_with_the_default_cnn_reads_the_colour_far_above_chance(tmp_path, learning_result):
     # ColorMatch pays 1 per agent and step for naming the frame's colour: random play earns
     # 1/3 of the 25 steps, per agent; reading the frame earns all of them.
     cfg = config.validate({
@@ -37,6 +37,8 @@ def test_ippo_with_the_default_cnn_reads_the_colour_far_above_chance(tmp_path):
     result = train(cfg, tmp_path)
     test = [r for r in result.rows if r["phase"] == "test"][-1]
     random_return = 2 * 25 / 3
+    learning_result(env="interplay.envs.pixels", algo="ippo (cnn)", steps=6000,
+                    score=test["episode_return_mean"], random=random_return)
     assert test["episode_return_mean"] > 2 * random_return, test["episode_return_mean"]
 
 
@@ -86,8 +88,9 @@ def train_small_pistonball(seed: int, run_dir: Path) -> Policy:
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 def test_ippo_with_the_default_cnn_pushes_the_ball_on_small_pistonball_far_beyond_random(
-        tmp_path):
+        tmp_path, learning_result):
     # Scored with sampled actions, the policy PPO trains: on some seeds the greedy pistons
     # stall the ball short of the wall (seed 4: 287). Each piston is paid for the ball's way
     # left and loses 0.1 a step: random moves earn 160-225 per episode over these 50 starts
@@ -101,6 +104,6 @@ def test_ippo_with_the_default_cnn_pushes_the_ball_on_small_pistonball_far_beyon
     rng = np.random.default_rng(0)
     uniform = play(env, lambda obs, state: rng.integers(3, size=len(obs)), EPISODES, STARTS)
     env.close()
-    print(f"\nfive-piston pistonball, seed 0, {EPISODES} episodes: trained (sampled) "
-          f"{np.mean(sampled):.1f}, random {np.mean(uniform):.1f}")
+    learning_result(env="pistonball_v6 (5 pistons)", algo="ippo (cnn)", steps=8000,
+                    score=float(np.mean(sampled)), random=float(np.mean(uniform)))
     assert np.mean(sampled) > np.mean(uniform) + 200, (np.mean(sampled), np.mean(uniform))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import read_metrics
+from helpers import QUIET, read_metrics
 
 from interplay.config.schema import load
 from interplay.experiment.checkpoint import verify_checkpoint
@@ -141,7 +141,7 @@ def test_in_process_a_signal_ends_in_a_checkpoint_and_resume_is_exact(tmp_path, 
 
 def test_a_second_signal_stops_at_once_without_a_checkpoint(tmp_path):
     run = tmp_path / "run"
-    settings = ["env.id=spread", "env.num_envs=4", "log.console=false", "train.steps=100000"]
+    settings = ["env.id=spread", "env.num_envs=4", *QUIET, "train.steps=100000"]
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(Interrupted, match="stopped by SIGINT without writing a checkpoint"):
         train(load([], settings), run, callbacks=[SignalAt(signal.SIGINT, 100, times=2)])

@@ -24,6 +24,8 @@ TTT = ["algo.name=dqn", "env.id=pettingzoo.classic.tictactoe_v3", "train.self_pl
        "env.num_envs=4", "algo.learning_starts=200", "algo.batch_size=32", *QUIET]
 LEAGUE = [*TTT, "league.snapshot_every=600", "league.max_snapshots=2", "league.fixed=[random]",
           "log.every=600"]
+HALF_LEAGUE = ["league.snapshot_every=300", "log.every=300"]
+"""For the resume checks: a snapshot, a rating and a report as often, in half the steps."""
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +138,8 @@ def test_a_snapshot_never_changes_after_it_is_taken(tmp_path):
 
 
 def test_a_league_resumes_exactly(tmp_path):
-    common = [*LEAGUE, "train.test_frequency=-1"]
-    a, b = straight_and_resumed(common, 2400, tmp_path)
+    common = [*LEAGUE, *HALF_LEAGUE, "train.test_frequency=-1"]
+    a, b = straight_and_resumed(common, 1200, tmp_path)
     assert a == b
     la = (tmp_path / "straight" / "league.jsonl").read_text().splitlines()
     lb = (tmp_path / "split" / "league.jsonl").read_text().splitlines()
@@ -221,8 +223,8 @@ def test_elo_and_openskill_ratings_move_as_the_games_say():
 
 
 def test_an_openskill_league_rates_on_its_scale_and_resumes_exactly(tmp_path):
-    common = [*LEAGUE, "league.rating=openskill", "train.test_frequency=-1"]
-    a, b = straight_and_resumed(common, 2400, tmp_path)
+    common = [*LEAGUE, *HALF_LEAGUE, "league.rating=openskill", "train.test_frequency=-1"]
+    a, b = straight_and_resumed(common, 1200, tmp_path)
     assert a == b
     lines = [json.loads(x) for x in (tmp_path / "split" / "league.jsonl").read_text().splitlines()]
     assert (tmp_path / "straight" / "league.jsonl").read_text().splitlines() == [
@@ -243,14 +245,14 @@ def legal_at_random(observation, agent_id):
 
 
 def test_a_scripted_member_plays_on_the_envs_own_observations_and_resumes_exactly(tmp_path):
-    common = [*LEAGUE, "league.fixed=[random, 'test_league:legal_at_random']",
+    common = [*LEAGUE, *HALF_LEAGUE, "league.fixed=[random, 'test_league:legal_at_random']",
               "train.test_frequency=-1"]
     SEEN.clear()
-    train(load([], [*common, "train.steps=2400"]), tmp_path / "straight")
+    train(load([], [*common, "train.steps=1200"]), tmp_path / "straight")
     assert SEEN and all(isinstance(o, dict) and o["observation"].shape == (3, 3, 2)
                         for o in SEEN)
-    train(load([], [*common, "train.steps=1200"]), tmp_path / "split")
-    resume(tmp_path / "split", ["train.steps=2400"])
+    train(load([], [*common, "train.steps=600"]), tmp_path / "split")
+    resume(tmp_path / "split", ["train.steps=1200"])
     la = (tmp_path / "straight" / "league.jsonl").read_text().splitlines()
     lb = (tmp_path / "split" / "league.jsonl").read_text().splitlines()
     assert la == lb
@@ -372,7 +374,9 @@ def test_bad_leagues_are_refused_before_any_work(tmp_path, extra, message):
 
 
 @pytest.mark.slow
-def test_a_tictactoe_league_learner_ends_rated_above_random_and_early_snapshots(tmp_path):
+@pytest.mark.learning
+def test_a_tictactoe_league_learner_ends_rated_above_random_and_early_snapshots(
+        tmp_path, learning_result):
     run = tmp_path / "run"
     train(load([], ["algo.name=dqn", "env.id=pettingzoo.classic.tictactoe_v3",
                     "train.self_play=true", "env.num_envs=8", "algo.batch_size=128",
@@ -386,13 +390,16 @@ def test_a_tictactoe_league_learner_ends_rated_above_random_and_early_snapshots(
     ratings = last["ratings"]
     early = [m["name"] for m in last["members"] if m["kind"] == "snapshot"
              and m["env_steps"] <= 15000]
-    print(ratings)
+    learning_result(env="tictactoe_v3 league", algo="dqn", steps=60_000,
+                    score=ratings["learner"], random=ratings["random"])
     assert ratings["learner"] > ratings["random"] + 50
     assert all(ratings["learner"] > ratings[name] for name in early)
 
 
 @pytest.mark.slow
-def test_the_connect_four_league_preset_beats_one_ply_far_more_often_than_random_play(tmp_path):
+@pytest.mark.learning
+def test_the_connect_four_league_preset_beats_one_ply_far_more_often_than_random_play(
+        tmp_path, learning_result):
     from pathlib import Path
 
     preset = Path(__file__).resolve().parent.parent / "configs" / "league_connect_four.yaml"
@@ -402,7 +409,8 @@ def test_the_connect_four_league_preset_beats_one_ply_far_more_often_than_random
     vs_random = evaluate(run, vs="random", episodes=200, out=tmp_path / "random.json")
     vs_one_ply = evaluate(run, vs="interplay.envs.connect_four:one_ply", episodes=200,
                           out=tmp_path / "one_ply.json")
-    print(vs_random["win_rate"], vs_one_ply["win_rate"])
+    learning_result(env="connect_four_v3 league vs one_ply", algo="ippo", steps=120_000,
+                    score=vs_one_ply["win_rate"], random=13 / 400, vs_random=vs_random["win_rate"])
     # Random play wins 3% of its games against one_ply (13 of 400, seed 0).
     assert vs_random["win_rate"] >= 0.8, vs_random
     assert vs_one_ply["win_rate"] >= 0.15, vs_one_ply

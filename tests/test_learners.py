@@ -120,7 +120,9 @@ def test_a_turn_based_game_refuses_maddpg_for_one_side_naming_it(tmp_path):
 
 
 @pytest.mark.slow
-def test_ppo_chasers_and_a_dqn_runner_each_beat_a_random_version_of_themselves(tmp_path):
+@pytest.mark.learning
+def test_ppo_chasers_and_a_dqn_runner_each_beat_a_random_version_of_themselves(
+        tmp_path, learning_result):
     """simple_tag with IPPO for the two adversaries and DQN for the prey: each trained side,
     against the other trained side, does better than a random policy in its place."""
     import numpy as np
@@ -152,6 +154,8 @@ def test_ppo_chasers_and_a_dqn_runner_each_beat_a_random_version_of_themselves(t
         return {p: float(np.mean(v)) for p, v in runner.window.by_policy.items()}
 
     both, random_chasers, random_prey = score(None), score("adversary"), score("agent")
-    print(f"trained: {both}; random chasers: {random_chasers}; random prey: {random_prey}")
+    learning_result(env="simple_tag_v3", algo="ippo (chasers) + dqn (prey)", steps=60_000,
+                    score=both, random={"adversary": random_chasers["adversary"],
+                                        "agent": random_prey["agent"]})
     assert both["adversary"] > random_chasers["adversary"] + 1.0  # measured 4.35 vs 1.8
     assert both["agent"] > random_prey["agent"] + 5.0  # measured -4.9 vs -18.2

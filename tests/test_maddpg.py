@@ -369,7 +369,7 @@ class _RandomPolicies:
 
 
 @pytest.mark.slow
-def test_matd3_learns_continuous_speaker_listener():
+def test_matd3_learns_continuous_speaker_listener(learning_result):
     env = {"id": "speaker_listener", "num_envs": 16, "kwargs": {"continuous_actions": True}}
     # One learning round per step of the 16 copies, from 1600 env steps on.
     _, algo, runner = build_with(env, {"name": "matd3", "learning_starts": 1600, "train_every": 16},
@@ -377,7 +377,8 @@ def test_matd3_learns_continuous_speaker_listener():
     random = greedy_return(env, _RandomPolicies(algo.specs))
     drive(runner, algo, 6000)  # 96k env steps, about a minute and a half
     score = greedy_return(env, algo)
-    print(f"matd3 continuous speaker_listener: random {random:.2f}, greedy {score:.2f}")
+    learning_result(env="speaker_listener (continuous)", algo="matd3", steps=96_000,
+                    score=score, random=random)
     assert score > random + 15  # random: about -41
 
 

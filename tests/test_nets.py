@@ -101,7 +101,8 @@ def test_a_board_beside_an_action_mask_takes_a_cnn_when_asked_and_an_mlp_by_defa
                            "algo.name=dqn", "algo.learning_starts=64", "algo.batch_size=16",
                            "algo.model={type: cnn, channels: [8, 8], kernels: [3, 3], "
                            "strides: [1, 1], hidden: [32]}", "train.self_play=true",
-                           "train.steps=300", "log.console=false"]), run)
+                           "train.steps=300", "log.console=false",
+                           "log.tensorboard=false", "log.curve=false"]), run)
     report = evaluate(run, episodes=4, vs="random")
     assert report["win_rate"] + report["draw_rate"] + report["loss_rate"] == pytest.approx(1.0)
 

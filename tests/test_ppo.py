@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from helpers import Learner
+from helpers import QUIET, QUIET_LOG, Learner
 
 from interplay.algos import REGISTRY
 from interplay.algos.ppo import PPO
@@ -94,7 +94,7 @@ def test_every_algorithm_trains_on_every_toy_env_it_supports(algo_name, env_name
         pytest.skip(f"{algo_name} declares it cannot train {env_name}")
     algo = {"name": algo_name, **(FAST if issubclass(cls.Settings, REGISTRY["ippo"].Settings) else {})}
     cfg = validate({"env": env, "algo": algo,
-                    "train": {"steps": 300, "seed": 1}, "log": {"console": False, "every": 100}})
+                    "train": {"steps": 300, "seed": 1}, "log": {**QUIET_LOG, "every": 100}})
     if algo_name in EVERY_AGENT_EVERY_STEP and env_name == "shifting_crowd":
         with pytest.raises(AbsentAgentError, match="closed no transition.*use ippo or mappo"):
             train(cfg, tmp_path)
@@ -129,7 +129,7 @@ def test_sampled_actions_respect_masks_for_discrete_and_multi_discrete():
 def test_a_masked_policy_never_plays_an_illegal_move_in_connect_four(tmp_path):
     cfg = load([], ["env.id=pettingzoo.classic.connect_four_v3", "algo.name=ippo",
                     "algo.rollout=32", "algo.epochs=2", "train.steps=1000", "log.every=500",
-                    "log.console=false"])
+                    *QUIET])
     result = train(cfg, tmp_path)
     for row in result.rows:
         # An illegal move costs the mover -1 with no +1 to the other: the game stops being
@@ -313,38 +313,42 @@ def greedy_return(runner_env: dict, algo, episodes: int = 100) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algo_name", ["ippo", "mappo"])
-def test_spread_beats_random(algo_name):
+@pytest.mark.parametrize("algo_name", [pytest.param("ippo", marks=pytest.mark.learning), "mappo"])
+def test_spread_beats_random(algo_name, learning_result):
     env = {"id": "spread", "num_envs": 128}
     _, algo, runner = build(env, {"name": algo_name}, seed=3)
     drive(runner, algo, 100 * 40)  # 512k env steps, about a minute
     score = greedy_return(env, algo)
-    print(f"{algo_name} spread greedy return after 512k steps: {score:.2f}")
+    learning_result(env="spread", algo=algo_name, steps=512_000, score=score, random=-26.4)
     assert score > -22.0  # random: -26.4
 
 
 @pytest.mark.slow
-def test_speaker_listener_beats_random():
+@pytest.mark.learning
+def test_speaker_listener_beats_random(learning_result):
     env = {"id": "speaker_listener", "num_envs": 128}
     _, algo, runner = build(env, {"name": "mappo", "ent_coef": 0.0}, seed=3)
     drive(runner, algo, 100 * 40)
     score = greedy_return(env, algo)
-    print(f"mappo speaker_listener greedy return after 512k steps: {score:.2f}")
+    learning_result(env="speaker_listener", algo="mappo", steps=512_000, score=score,
+                    random=-40.8)
     assert score > -30.0  # random: -40.8
 
 
 @pytest.mark.slow
-def test_continuous_spread_beats_random():
+@pytest.mark.learning
+def test_continuous_spread_beats_random(learning_result):
     env = {"id": "spread", "num_envs": 128, "kwargs": {"continuous_actions": True}}
     _, algo, runner = build(env, {"name": "ippo"}, seed=3)
     drive(runner, algo, 100 * 40)
     score = greedy_return(env, algo)
-    print(f"ippo continuous spread greedy return after 512k steps: {score:.2f}")
+    learning_result(env="spread (continuous)", algo="ippo", steps=512_000, score=score,
+                    random=-25.5)
     assert score > -22.0  # random: -25.5
 
 
 @pytest.mark.slow
-def test_turn_based_connect_four_beats_a_random_opponent():
+def test_turn_based_connect_four_beats_a_random_opponent(learning_result):
     cfg = validate({
         "env": {"id": "pettingzoo.classic.connect_four_v3", "num_envs": 16},
         "algo": {"name": "ippo", "rollout": 64},
@@ -362,7 +366,8 @@ def test_turn_based_connect_four_beats_a_random_opponent():
     while runner.episodes < 200:
         runner.step(explore=False)
     score = runner.window.summary()["policy_return_mean/me"]
-    print(f"ippo connect four greedy return against random after 51k moves: {score:.2f}")
+    learning_result(env="connect_four_v3 vs random", algo="ippo", steps=64 * 50 * 16,
+                    score=score, random=0.1)
     assert score > 0.5  # a random first player: about 0.1
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gymnasium import spaces
-from helpers import read_metrics
+from helpers import QUIET, read_metrics
 
 from interplay import Callbacks, register_env
 from interplay.config.schema import load, validate
@@ -77,7 +77,7 @@ def first_legal(obs, agent):
 
 def test_scripted_policy_gets_the_env_observation_with_its_mask(tmp_path):
     cfg = load([], ["env.id=pettingzoo.classic.connect_four_v3", "train.steps=400",
-                    "log.every=400", "log.console=false", "policies.player.type=scripted",
+                    "log.every=400", *QUIET, "policies.player.type=scripted",
                     f"policies.player.fn={__name__}:first_legal"])
     train(cfg, tmp_path)
     row = read_metrics(tmp_path)[-1]
@@ -96,7 +96,7 @@ class QueueMetrics(Callbacks):
 
 def test_callbacks_add_custom_metrics_with_reductions(tmp_path):
     register_env("crowd_cb", ShiftingCrowd)
-    cfg = load([], ["env.id=crowd_cb", "train.steps=50", "log.every=50", "log.console=false",
+    cfg = load([], ["env.id=crowd_cb", "train.steps=50", "log.every=50", *QUIET,
                     f"train.callbacks=[{__name__}:QueueMetrics]"])
     train(cfg, tmp_path)
     row = read_metrics(tmp_path)[-1]
@@ -106,7 +106,7 @@ def test_callbacks_add_custom_metrics_with_reductions(tmp_path):
 
 def test_callbacks_given_to_train_get_every_hook_too(tmp_path):
     register_env("crowd_cb2", ShiftingCrowd)
-    cfg = load([], ["env.id=crowd_cb2", "train.steps=50", "log.every=50", "log.console=false"])
+    cfg = load([], ["env.id=crowd_cb2", "train.steps=50", "log.every=50", *QUIET])
     train(cfg, tmp_path, callbacks=[QueueMetrics()])
     row = read_metrics(tmp_path)[-1]
     assert row["queue_len"] == 10 and row["queue_sum"] == 50 and row["final_len"] == 10
@@ -132,7 +132,7 @@ class BadReward(ShiftingCrowd):
 ])
 def test_a_bad_reward_stops_naming_agent(tmp_path, at, value, error, message):
     register_env("crowd_bad_reward", lambda: BadReward(at, value))
-    cfg = load([], ["env.id=crowd_bad_reward", "train.steps=50", "log.console=false"])
+    cfg = load([], ["env.id=crowd_bad_reward", "train.steps=50", *QUIET])
     with pytest.raises(error, match=message):
         train(cfg, tmp_path)
     assert not list(tmp_path.glob("**/checkpoints/*"))
@@ -140,7 +140,7 @@ def test_a_bad_reward_stops_naming_agent(tmp_path, at, value, error, message):
 
 def test_heterogeneous_spaces_and_info_masks(tmp_path):
     cfg = load([], ["env.id=broken_envs:mixed_spaces", "env.num_envs=2", "train.steps=200",
-                    "log.console=false"])
+                    *QUIET])
     result = train(cfg, tmp_path)
     row = read_metrics(tmp_path)[-1]
     assert result.env_steps == 200 and row["episodes"] == 16
@@ -148,6 +148,6 @@ def test_heterogeneous_spaces_and_info_masks(tmp_path):
 
 
 def test_nan_observation_stops_naming_agent_and_step(tmp_path):
-    cfg = load([], ["env.id=broken_envs:nan_obs_env", "train.steps=50", "log.console=false"])
+    cfg = load([], ["env.id=broken_envs:nan_obs_env", "train.steps=50", *QUIET])
     with pytest.raises(NonFiniteError, match=r"observation of agent 'a_\d'.*env step 3"):
         train(cfg, tmp_path)

@@ -60,14 +60,14 @@ def test_what_a_team_learner_cannot_learn_is_refused(tmp_path, extra, message):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["vdn", "qmix"])
-def test_a_team_learner_improves_on_spread(tmp_path, name):
+def test_a_team_learner_improves_on_spread(tmp_path, name, learning_result):
     run = tmp_path / name
     train(load([], [f"algo.name={name}", "env.id=spread", "env.num_envs=16",
                     "train.steps=60000", "train.test_frequency=60000",
                     "train.test_episodes=64", *QUIET]), run)
     test = [r for r in read_metrics(run) if r["phase"] == "test"][-1]
     per_agent = test["episode_return_mean"] / 3
-    print(f"{name} on spread after 60k env steps: {per_agent:.1f} per agent (random: about -26)")
+    learning_result(env="spread", algo=name, steps=60_000, score=per_agent, random=-26.0)
     assert per_agent > -23.0
 
 

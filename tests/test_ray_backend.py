@@ -257,7 +257,7 @@ def test_a_search_on_ray_writes_the_rows_and_best_member_of_the_local_search(tmp
     from interplay.population.hpo import search
 
     common = ["algo.name=ippo", "env.id=spread", "env.num_envs=8", "algo.rollout=25",
-              "hpo.population=4", "hpo.generations=2", "hpo.evo_steps=1000",
+              "hpo.population=4", "hpo.generations=2", "hpo.evo_steps=400",
               "train.test_episodes=8", "hpo.init={lr: [1.0e-5, 1.0e-2]}", *QUIET]
     search(load([], common), tmp_path / "local")
     search(load([], [*common, "backend.name=ray"]), tmp_path / "ray")

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import parallel_returns, read_metrics
+from helpers import parallel_returns, read_metrics, tiny_cfg
 from pettingzoo.utils.wrappers import BaseWrapper
 
-from interplay.config.schema import load
 from interplay.envs.adapters import adapt, fields_holder
 from interplay.experiment.loop import train
 
 
 def test_connect_four_random_never_plays_an_illegal_move(tmp_path):
-    cfg = load([], ["env.id=pettingzoo.classic.connect_four_v3", "algo.name=random",
-                    "train.steps=5000", "log.console=false"])
+    cfg = tiny_cfg("env.id=pettingzoo.classic.connect_four_v3", "algo.name=random",
+                   "train.steps=5000")
     train(cfg, tmp_path)
     rows = read_metrics(tmp_path)
     assert rows[-1]["env_steps"] == 5000
@@ -31,8 +30,8 @@ def test_simple_spread_random_matches_a_plain_pettingzoo_loop(tmp_path):
     plain = parallel_returns(simple_spread_v3.parallel_env(), 7,
                              lambda o, a: int(rng.integers(5)), episodes=200)
     plain_mean = float(np.mean([ep["agent_0"] for ep in plain]))
-    cfg = load([], ["env.id=mpe2.simple_spread_v3", "train.steps=5000", "log.every=5000",
-                    "train.seed=7", "log.console=false"])
+    cfg = tiny_cfg("env.id=mpe2.simple_spread_v3", "train.steps=5000", "log.every=5000",
+                   "train.seed=7")
     train(cfg, tmp_path)
     row = read_metrics(tmp_path)[-1]
     assert row["episode_len_mean"] == 25

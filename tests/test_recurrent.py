@@ -87,7 +87,8 @@ def test_recurrent_policies_with_a_network_per_agent_are_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_gru_preset_recalls_the_cue_where_an_mlp_stays_at_chance(tmp_path):
+@pytest.mark.learning
+def test_the_gru_preset_recalls_the_cue_where_an_mlp_stays_at_chance(tmp_path, learning_result):
     def score(name, *extra):
         cfg = load(["configs/ippo_recall_gru.yaml"],
                    ["log.console=false", "log.tensorboard=false", "log.curve=false", *extra])
@@ -95,5 +96,8 @@ def test_the_gru_preset_recalls_the_cue_where_an_mlp_stays_at_chance(tmp_path):
         tests = [r for r in read_metrics(tmp_path / name) if r["phase"] == "test"]
         return tests[-1]["episode_return_mean"] / 2  # per agent: the share of cues recalled
 
-    assert score("gru") >= 0.9
-    assert score("mlp", "algo.model.recurrent=none", "train.steps=60000") < 0.4  # chance: 0.25
+    gru, mlp = score("gru"), score("mlp", "algo.model.recurrent=none", "train.steps=60000")
+    learning_result(env="recall", algo="ippo (gru preset; mlp for 60k)", steps=150_000,
+                    score=gru, random=0.25, mlp=mlp)
+    assert gru >= 0.9
+    assert mlp < 0.4  # chance: 0.25

@@ -311,7 +311,7 @@ def test_runs_on_mpe2_speaker_listener(tmp_path, algo, continuous):
 
 # -- learning (slow) -------------------------------------------------------------------------
 @pytest.mark.slow
-def test_masac_learns_continuous_spread():
+def test_masac_learns_continuous_spread(learning_result):
     env = {"id": "spread", "num_envs": 16, "kwargs": {"continuous_actions": True}}
     _, algo, runner = build_with(env, {"name": "masac", "gamma": 0.95, "lr_actor": 1e-3,
                                        "lr_critic": 1e-3, "lr_alpha": 1e-3, "tau": 0.01,
@@ -319,5 +319,6 @@ def test_masac_learns_continuous_spread():
     random = greedy_return(env, _RandomPolicies(algo.specs))
     drive(runner, algo, 6250)  # 100k env steps, about a minute
     score = greedy_return(env, algo)
-    print(f"masac continuous spread: random {random:.2f}, greedy {score:.2f} per agent")
+    learning_result(env="spread (continuous)", algo="masac", steps=100_000, score=score,
+                    random=random)
     assert score > random + 6  # random: about -26

@@ -21,9 +21,10 @@ run: setup
 test: setup
 	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadfile $(PYTEST_ARGS)
 
-# The learning checks that fit CI's budget; the longer ones (marked learning) are `make learn`.
+# The slow tests that fit CI's budget (Ray runners, example scripts, learning checks); the
+# longer learning checks (marked learning) are `make learn`.
 slow: setup
-	$(BIN)/python -m pytest -m "slow and not learning" -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "slow and not learning" -q -n 2 --dist loadfile $(PYTEST_ARGS)
 
 learn: setup
 	$(BIN)/python benchmarks/learning_checks.py $(ARGS)

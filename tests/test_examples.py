@@ -33,6 +33,7 @@ def test_every_example_is_a_script_with_smoke_or_a_module_a_script_imports():
     assert not loose, f"examples that neither take --smoke nor serve one that does: {loose}"
 
 
+@pytest.mark.slow  # a fresh interpreter per script, over a minute in all: CI runs them with make slow
 @pytest.mark.parametrize("script", scripts(), ids=lambda p: p.name)
 def test_example_runs_with_smoke(script, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(

@@ -14,6 +14,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+# Each test starts Ray runners (seconds apiece, minutes in all): CI runs them with make slow.
+pytestmark = pytest.mark.slow
+
 from helpers import read_metrics  # noqa: E402
 
 from interplay.backends import map_members  # noqa: E402

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,14 +54,21 @@ def rows_written(run: Path, n: int):
     return check
 
 
+@pytest.fixture
+def short_tmp():
+    """A temp folder with a short path: worker processes put sockets there, whose paths may
+    not pass 107 bytes (a test's tmp_path under pytest-xdist can)."""
+    with tempfile.TemporaryDirectory(prefix="ip-") as folder:
+        yield Path(folder)
+
+
 @pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 @pytest.mark.parametrize("how", [
     "SIGINT",
     pytest.param("SIGTERM", marks=pytest.mark.slow),  # starts env workers twice: 10-30 s
 ])
-def test_a_signal_ends_the_run_in_a_checkpoint_that_resume_continues(tmp_path, how):
-    run, tmp = tmp_path / "run", tmp_path / "tmp"
-    tmp.mkdir()
+def test_a_signal_ends_the_run_in_a_checkpoint_that_resume_continues(tmp_path, short_tmp, how):
+    run, tmp = tmp_path / "run", short_tmp
     settings = [*CASES[how], *COMMON]
     env = {**os.environ, "PYTHONPATH": str(SRC), "TMPDIR": str(tmp)}
     proc = subprocess.Popen(

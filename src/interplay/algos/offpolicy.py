@@ -13,7 +13,11 @@ from interplay.algos.base import LearnSchedule
 
 
 class Replay(Protocol):
-    def holds(self, n: int) -> bool: ...
+    """A replay storage, as the schedule asks it."""
+
+    def holds(self, n: int) -> bool:
+        """Whether it holds a batch of ``n`` rows to learn from."""
+        ...
 
 
 class ReplaySchedule:
@@ -31,7 +35,7 @@ class ReplaySchedule:
         self.schedule = LearnSchedule(s.learning_starts, s.train_every)
         self._rounds = 0  # learning rounds the next update takes
 
-    def ready(self, storage: Any, env_steps: int) -> bool:
+    def ready(self, storage: Replay, env_steps: int) -> bool:
         """True when a learning round is due (and the storage holds a batch)."""
         self.schedule.advance(env_steps)
         if not self.schedule.due():

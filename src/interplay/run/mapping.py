@@ -125,9 +125,7 @@ class EpisodeMapping:
 
     def prepare(self, episode: Episode) -> None:
         """Give ``episode`` the names a mapping function may read."""
-        episode.env_id = self.env_id
-        episode.rng = rng_for(self.seed, "policy_mapping", str(episode.id),
-                              str(episode.env_index))
+        prepare_episode(episode, self.seed, self.env_id)
 
     def choose(self, episode: Episode) -> dict[str, str]:
         """agent -> policy for ``episode``; raises naming a policy the run has not, or one
@@ -171,13 +169,19 @@ PROBES = 8
 which policies it returns and the spaces of each."""
 
 
+def prepare_episode(episode: Episode, seed: int, env_id: str) -> None:
+    """Give ``episode`` the names a per-episode mapping function may read beside its own:
+    ``env_id`` and ``rng``, a generator seeded from the run's seed, the episode and its copy."""
+    episode.env_id = env_id
+    episode.rng = rng_for(seed, "policy_mapping", str(episode.id), str(episode.env_index))
+
+
 def probe_episodes(seed: int, env_id: str) -> list[Episode]:
-    """Stand-ins for the first episodes, handed to a per-episode mapping function while the
-    run is built (ids 1, 2, ... in copies 0, 1, ...: the first episodes' own)."""
+    """Stand-ins handed to a per-episode mapping function while the run is built: episodes
+    numbered 1, 2, ... in copies 0, 1, ..., with the names a real one has."""
     episodes = [Episode(id=i + 1, env_index=i) for i in range(PROBES)]
-    rule = EpisodeMapping(lambda a, e: "", "", (), {}, seed, env_id)
     for ep in episodes:
-        rule.prepare(ep)
+        prepare_episode(ep, seed, env_id)
     return episodes
 
 

@@ -69,6 +69,13 @@ def _columns(cols: np.ndarray) -> slice | np.ndarray:
     return cols
 
 
+def _acting(g: _Group, acting: np.ndarray) -> np.ndarray:
+    """``[E, k]``: which of group ``g``'s agents act next, of the env's ``acting`` ``[E, A]``
+    (only those it controls in each copy's episode, where the mapping is per episode)."""
+    acts = acting if g.whole else acting[:, g.cols_sel]
+    return acts if g.live is None else acts & g.live
+
+
 def _even_view(arrays: list[np.ndarray]) -> np.ndarray | None:
     """``[E, k, ...]`` over per-agent arrays evenly spaced in one buffer, without copying."""
     first = arrays[0]
@@ -203,27 +210,26 @@ class Runner:
 
     def _merged_actions(self, num_envs: int) -> dict[str, np.ndarray]:
         """Each agent's ``[E, ...]`` actions as the env reads them: a view of its policy's
-        block, or, for an agent mapped per episode, an array of its own that the policy
-        controlling it in each copy fills (:meth:`_merge`)."""
+        block, or, for agents mapped per episode, a view of a block they share with every
+        policy of their spaces (those policies' agents are the same), which the policy
+        controlling each agent in each copy fills (:meth:`_merge`)."""
         out: dict[str, np.ndarray] = {}
+        self._shared: list[tuple[np.ndarray, _Group]] = []
+        blocks: dict[tuple[str, ...], np.ndarray] = {}
         for g in self.groups:
-            for j, a in enumerate(g.spec.agents):
-                if g.live is None:
-                    out[a] = g.actions[:, j]
-                elif a not in out:
-                    out[a] = np.zeros_like(g.actions[:, j])
+            if g.live is None:
+                out.update((a, g.actions[:, j]) for j, a in enumerate(g.spec.agents))
+                continue
+            block = blocks.setdefault(g.spec.agents, np.zeros_like(g.actions))
+            self._shared.append((block, g))
+            out.update((a, block[:, j]) for j, a in enumerate(g.spec.agents))
         return {a: out[a] for a in self.env.agents}
 
     def _merge(self) -> None:
         """Hand each per-episode mapped agent's action, from the policy controlling it in each
-        copy, to the env."""
-        for g in self.groups:
-            if g.live is None:
-                continue
-            for j, a in enumerate(g.spec.agents):
-                rows = g.acts[:, j]
-                if rows.any():
-                    self._actions[a][rows] = g.actions[rows, j]
+        copy, to the env: one write per policy."""
+        for block, g in self._shared:
+            block[g.acts] = g.actions[g.acts]
 
     def _map(self, e: int) -> None:
         """Ask the per-episode mapping which policy controls each agent in copy ``e``'s new
@@ -348,7 +354,7 @@ class Runner:
                 if g.book is not None:
                     g.book.at = np.full(g.book.open.shape, self.ticks)
         for g in self.groups:
-            g.acts = step.acting[:, g.cols_sel] if g.live is None else step.acting[:, g.cols_sel] & g.live
+            g.acts = _acting(g, step.acting)
             g.obs = (g.stack.buf.reshape(g.stack.buf.shape[0], g.stack.buf.shape[1], -1)
                      if g.stack is not None else g.read_obs(step.obs))
             g.mask = None if g.spec.action_view.mask_dim == 0 else g.read_mask(step.mask)
@@ -509,10 +515,7 @@ class Runner:
     def _observe(self, step: VecStep, closed: dict[str, list[Transitions]] | None = None) -> None:
         """Take in the observations of the agents that act next; close their last transitions."""
         for g in self.groups:
-            acts = step.acting if g.whole else step.acting[:, g.cols_sel]
-            if g.live is not None:
-                acts = acts & g.live
-            g.acts = acts
+            acts = g.acts = _acting(g, step.acting)
             obs = g.read_obs(step.obs)
             self._check_finite(g, obs, "observation")
             g.obs = g.stack.push(acts, obs) if g.stack is not None else obs

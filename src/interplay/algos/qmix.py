@@ -29,19 +29,14 @@ from gymnasium import spaces
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import (
-    Algorithm,
-    WarmParts,
-    read_state,
-    register,
-)
-from interplay.algos.offpolicy import ReplaySchedule, follow
+from interplay.algos.base import WarmParts, read_state, register
+from interplay.algos.offpolicy import OffPolicy, ReplaySettings, default, follow_all, priority_of
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
-from interplay.config.schema import ConfigError
 from interplay.data.replay import JointReplay, JointReplayBuffer, joint_replay
 from interplay.envs.batch import state_dim
+from interplay.errors import ConfigError
 from interplay.nets.agents import agent_nets, stacked_optimizer_state
 from interplay.nets.build import check_network_fits, model_key, network, obs_input, policy_model
 from interplay.nets.greedy import GreedyQ
@@ -51,34 +46,24 @@ from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
 
 
-class VDNSettings(PrioritySettings):
+class VDNSettings(ReplaySettings, PrioritySettings):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr": (1e-5, 1e-2), "batch_size": (16, 1024), "gamma": (0.9, 0.999),
         "epsilon_end": (0.0, 0.2), "target_every": (50, 5000)}
+    batch_size: int = default("batch_size", 128)
+    buffer_size: int = default("buffer_size", 50_000)
+    learning_starts: int = default("learning_starts", 2_000)
+    train_every: int = default("train_every", 8)
+    tau: float = default("tau", 1.0, "Each target update moves the target networks this far "
+                         "towards the online ones (1 = copy; with a small ``tau``, update every "
+                         "gradient step: ``target_every: 1``).")
     lr: float = Field(5e-4, gt=0, le=MAX_LR)
     """Adam's learning rate (agents' networks and mixer together)."""
-    gamma: float = Field(0.99, ge=0, le=1)
-    """Discount per env step."""
     n_step: int = Field(1, ge=1, le=MAX_COUNT)
     """Team rewards of this many steps of one env copy folded into each target before
     bootstrapping (fewer where the episode ends)."""
-    batch_size: int = Field(128, ge=1, le=MAX_SIZE)
-    """Joint rows per gradient step."""
-    buffer_size: int = Field(50_000, ge=1, le=MAX_SIZE)
-    """Joint rows kept (one per env copy and step)."""
-    save_buffer: bool = True
-    """Keep the buffer in checkpoints (exact resume)."""
-    learning_starts: int = Field(2_000, ge=0, le=MAX_STEPS)
-    """Env steps before the first learning round."""
-    train_every: int = Field(8, ge=1, le=MAX_STEPS)
-    """Env steps between learning rounds."""
-    gradient_steps: int = Field(1, ge=1, le=MAX_COUNT)
-    """Gradient steps per learning round."""
     target_every: int = Field(200, ge=1, le=MAX_STEPS)
     """Gradient steps between copies of the online networks into the target networks."""
-    tau: float = Field(1.0, gt=0, le=1)
-    """Each target update moves the target networks this far towards the online ones (1 =
-    copy; with a small ``tau``, update every gradient step: ``target_every: 1``)."""
     team_reward: Literal["sum", "mean"] = "sum"
     """The team's reward in a step: the sum of its present agents' rewards, or their mean
     (for envs that pay every agent about the same shared reward)."""
@@ -134,7 +119,10 @@ class Mixer(nn.Module):
         return (hidden * w2).sum(dim=1) + self.b2(state).squeeze(1)
 
 
-class _Policy:
+class AgentQNets:
+    """One policy's agents' Q-networks (one shared, or one each), their targets, and the RNG
+    its agents explore with."""
+
     def __init__(self, spec: PolicySpec, s: VDNSettings, net: nn.Module, seed: int, name: str):
         self.spec = spec
         self.k = len(spec.agents)
@@ -147,7 +135,7 @@ class QActor:
     squashed = False
     wants_env_obs = False
 
-    def __init__(self, algo: VDN, p: _Policy):
+    def __init__(self, algo: VDN, p: AgentQNets):
         self.algo, self.p = algo, p
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -178,7 +166,7 @@ def _q_net(model: Any, inp: Any, n_actions: int, where: str) -> Callable[[], nn.
 
 
 @register
-class VDN(ReplaySchedule, Algorithm):
+class VDN(OffPolicy):
     """Value decomposition: the team's value is the sum of its agents' values."""
 
     name = "vdn"
@@ -211,7 +199,7 @@ class VDN(ReplaySchedule, Algorithm):
                 "mappo for competitive or mixed setups)")
         self.trained = list(specs)
         s = settings
-        self.policies: dict[str, _Policy] = {}
+        self.policies: dict[str, AgentQNets] = {}
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng_for(seed, self.name, "init").integers(2**63)))
             for pid, spec in specs.items():
@@ -221,7 +209,7 @@ class VDN(ReplaySchedule, Algorithm):
                 n_actions = spec.action_view.mask_dim or int(spec.action_space.n)
                 net = agent_nets(_q_net(model, inp, n_actions, where), len(spec.agents),
                                  s.share_params)
-                self.policies[pid] = _Policy(spec, s, net.to(device), seed, self.name)
+                self.policies[pid] = AgentQNets(spec, s, net.to(device), seed, self.name)
             self.n_agents = sum(p.k for p in self.policies.values())
             self.state_dim = (state_dim(self.env_state) if self.env_state is not None else
                               sum(p.k * p.spec.obs_dim for p in self.policies.values()))
@@ -231,10 +219,8 @@ class VDN(ReplaySchedule, Algorithm):
         if self.mixer is not None:
             params += list(self.mixer.parameters())
         self.optimizer = torch.optim.Adam(params, lr=s.lr)
-        self.start_schedule()
         self.sample_rng = rng_for(seed, self.name, "sample")
         self._actors = {pid: QActor(self, p) for pid, p in self.policies.items()}
-        self.updates = 0
 
     def _mixer(self) -> Mixer | None:
         return None
@@ -252,7 +238,7 @@ class VDN(ReplaySchedule, Algorithm):
         return joint_replay({pid: p.spec for pid, p in self.policies.items()}, s.buffer_size,
                             f"algo.name: {self.name}",
                             self.state_dim if self.env_state is not None else 0, s.save_buffer,
-                            (s.priority_alpha, s.priority_eps) if s.prioritized else None,
+                            priority_of(s),
                             absent_ok=True)
 
     # -- learning -------------------------------------------------------------------------
@@ -357,9 +343,8 @@ class VDN(ReplaySchedule, Algorithm):
         td = q_tot - target
         loss = (td ** 2).mean() if weight is None else (
             torch.as_tensor(weight, dtype=td.dtype, device=dev) * td ** 2).mean()
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"{self.name}: the TD loss is {loss.item()} in update "
-                                     f"{self.updates}")
+        self.check_finite(loss, f"{self.name} TD loss", f"policies {list(self.policies)}",
+                          self.updates, "algo.lr")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(
@@ -370,8 +355,7 @@ class VDN(ReplaySchedule, Algorithm):
             pairs = [(p.target, p.online) for p in self.policies.values()]
             if self.mixer is not None and self.target_mixer is not None:
                 pairs.append((self.target_mixer, self.mixer))
-            for target_net, online in pairs:
-                follow(target_net, online, s.tau)
+            follow_all(pairs, s.tau)
         errors = (target - q_tot).detach().cpu().numpy()
         return np.array([loss.item(), q_tot.mean().item(), target.mean().item()]), errors
 
@@ -394,8 +378,7 @@ class VDN(ReplaySchedule, Algorithm):
             "policies": {pid: {"online": p.online.state_dict(), "target": p.target.state_dict(),
                                "act_rng": p.act_rng.bit_generator.state}
                          for pid, p in self.policies.items()},
-            "optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(),
-            "sample_rng": self.sample_rng.bit_generator.state, "updates": self.updates,
+            "optimizer": self.optimizer.state_dict(), **self.schedule_state(),
         }
         if self.mixer is not None and self.target_mixer is not None:
             out["mixer"] = self.mixer.state_dict()
@@ -412,9 +395,7 @@ class VDN(ReplaySchedule, Algorithm):
         nets = [p.online for p in self.policies.values()]
         self.optimizer.load_state_dict(stacked_optimizer_state(
             state["optimizer"], nets + ([self.mixer] if self.mixer is not None else [])))
-        self.schedule.load_state_dict(state["schedule"])
-        self.sample_rng.bit_generator.state = state["sample_rng"]
-        self.updates = state["updates"]
+        self.load_schedule_state(state)
         if self.mixer is not None and self.target_mixer is not None:
             self.mixer.load_state_dict(state["mixer"])
             self.target_mixer.load_state_dict(state["target_mixer"])

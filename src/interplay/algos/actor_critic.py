@@ -216,7 +216,12 @@ class ActorCritic(OffPolicy):
 
 class CentralCritics:
     """Mixed into an :class:`ActorCritic` whose critics see every trained agent: their input
-    (see the module's doc), and the joint replay buffer they learn from."""
+    (see the module's doc), and the joint replay buffer they learn from, whose rows need every
+    trained agent acting in every step."""
+
+    turn_based: ClassVar[bool] = False
+    agents_come_and_go: ClassVar[bool] = False
+    centralised: ClassVar[bool] = True
 
     specs: dict[str, PolicySpec]
     trained: list[str]
@@ -272,4 +277,4 @@ class CentralCritics:
         s = self.settings
         return joint_replay({pid: p.spec for pid, p in self.policies.items()}, s.buffer_size,
                             f"algo.name: {self.name}", self.state_dim, s.save_buffer,
-                            priority_of(s))
+                            priority_of(s), absent_ok=self.agents_come_and_go)

@@ -209,7 +209,6 @@ class MADDPG(CentralCritics, ActorCritic):
     policies: dict[str, DDPGNets]
     Actor = MADDPGActor
     action_kinds = frozenset({"discrete", "box"})
-    turn_based = False
     gauges = frozenset({"buffer_size"})
     metric_docs = {
         "noise_scale": "the scale of the exploration noise (see `algo.noise_decay_steps`)",

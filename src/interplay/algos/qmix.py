@@ -175,6 +175,7 @@ class VDN(OffPolicy):
     settings: VDNSettings
     action_kinds = frozenset({"discrete"})
     turn_based = False
+    centralised = True  # the team's value mixes every agent's
     gauges = frozenset({"epsilon", "buffer_size"})
     metric_docs: ClassVar[dict[str, str]] = {
         "loss": "squared TD error of the team's value (importance-weighted with prioritised replay)",
@@ -238,8 +239,7 @@ class VDN(OffPolicy):
         return joint_replay({pid: p.spec for pid, p in self.policies.items()}, s.buffer_size,
                             f"algo.name: {self.name}",
                             self.state_dim if self.env_state is not None else 0, s.save_buffer,
-                            priority_of(s),
-                            absent_ok=True)
+                            priority_of(s), absent_ok=self.agents_come_and_go)
 
     # -- learning -------------------------------------------------------------------------
     def update(self, storage: JointReplay) -> dict[str, float]:

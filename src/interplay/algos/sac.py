@@ -334,7 +334,6 @@ class MASAC(CentralCritics, ISAC):  # type: ignore[misc]  # joint rows, not ISAC
     name = "masac"
     Settings = MASACSettings
     settings: MASACSettings
-    turn_based = False
     metric_docs = {
         **{k: v for k, v in ISAC.metric_docs.items() if not k.startswith("buffer_size")},
         "buffer_size": "joint rows held in the shared replay buffer",

@@ -24,7 +24,7 @@ import numpy as np
 from gymnasium import spaces
 
 from interplay.envs.batch import FixedArrays, VecStep, agent_blocks
-from interplay.envs.registry import EnvSpecError
+from interplay.envs.registry import EnvSpecError, register_native_family
 from interplay.envs.spaces import action_view, obs_view
 from interplay.errors import UserError
 
@@ -370,3 +370,5 @@ def _unused_keys(caught: list[warnings.WarningMessage], kwargs: dict[str, Any]) 
     text = " ".join(str(w.message) for w in caught)
     return {k for k in kwargs if repr(k) in text} or set(kwargs)
 
+
+register_native_family(FAMILY, vmas_class)  # vmas:<scenario>, VMAS imported when one is built

@@ -20,7 +20,7 @@ from gymnasium import spaces
 from pydantic import Field, field_validator
 from torch import nn
 
-from interplay.algos.base import read_state
+from interplay.algos.base import NetActor, read_state
 from interplay.algos.offpolicy import OffPolicy, priority_of, tensor
 from interplay.config.algo import AlgoSettings
 from interplay.config.model import ModelSettings, same_view_as_actors
@@ -138,16 +138,12 @@ class ActorCriticNets:
         pass
 
 
-class ActorCriticActor:
+class ActorCriticActor(NetActor):
     """Acting with a policy's actor: the most likely legal action (discrete, Gumbel-max draws
     when exploring), or a Box action in [-1, 1] that :meth:`box` makes of the actor's output."""
 
-    squashed = True  # Box actions live in [-1, 1]; the runner maps them onto the bounds
-    wants_env_obs = False
-
-    def __init__(self, algo: ActorCritic, policy: Any):
-        self.algo = algo
-        self.policy = policy
+    squashed = True
+    algo: ActorCritic
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         p = self.policy
@@ -214,29 +210,23 @@ class ActorCritic(OffPolicy):
             p.load_extra_state(saved)
 
 
-class CentralCritics:
-    """Mixed into an :class:`ActorCritic` whose critics see every trained agent: their input
-    (see the module's doc), and the joint replay buffer they learn from, whose rows need every
-    trained agent acting in every step."""
+class CentralCritics(ActorCritic):
+    """An :class:`ActorCritic` whose critics see every trained agent: their input (see the
+    module's doc), and the joint replay buffer they learn from, whose rows need every trained
+    agent acting in every step."""
 
-    turn_based: ClassVar[bool] = False
-    agents_come_and_go: ClassVar[bool] = False
-    centralised: ClassVar[bool] = True
+    turn_based = False
+    agents_come_and_go = False
+    centralised = True
 
-    specs: dict[str, PolicySpec]
-    trained: list[str]
-    policies: dict[str, Any]
-    settings: Any
-    name: ClassVar[str]
-    env_state: spaces.Box | None = None  # the global state the critics read (None: the
-    state_dim = 0  # joined observations), and its width
-
-    def read_env_state(self, mode: str, state_space: spaces.Box | None) -> None:
-        """Take ``state_space`` (the env's global state, None if it keeps none) as what the
-        critics read in place of the joined observations, unless ``mode`` (``algo.state``)
-        says otherwise."""
-        self.env_state = read_state(mode, state_space, "the critic")
+    def __init__(self, settings: Any, specs: dict[str, PolicySpec], device: str, seed: int,
+                 state_space: spaces.Box | None = None):
+        """``state_space``: the global state the env keeps (None if it keeps none); the critics
+        read it in place of the joined observations unless ``algo.state`` is
+        ``observations``."""
+        self.env_state = read_state(settings.state, state_space, "the critic")
         self.state_dim = state_dim(self.env_state)
+        super().__init__(settings, specs, device, seed)
 
     def critic_parts(self, pid: str, inputs: dict[str, ObsInput]) -> list[Part]:
         """The pieces of a critic row of policy ``pid``, in :meth:`critic_input`'s order."""

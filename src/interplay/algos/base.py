@@ -116,6 +116,18 @@ class Algorithm:
         pass
 
 
+class NetActor:
+    """The actor of one policy a learner trains: it acts with that policy's networks (which
+    ``policy`` holds), and asks ``algo`` for the rest (device, exploration)."""
+
+    squashed = False  # True: Box actions come in [-1, 1], which the runner maps onto the bounds
+    wants_env_obs = False
+
+    def __init__(self, algo: Any, policy: Any):
+        self.algo = algo
+        self.policy = policy
+
+
 def read_state(mode: str, state_space: Any, reads: str) -> Any:
     """The env's global state space a learner reads with ``algo.state`` ``mode`` (None: it
     reads the agents' observations joined); ``reads`` says what reads it, for the error when

@@ -8,10 +8,6 @@ on batches drawn uniformly from its buffer: n-step returns per agent stream (tur
 included: one transition per turn of the agent), bootstrapped with the target network at the
 action the online network prefers among the legal ones at the next observation (double Q),
 not bootstrapped where an agent's episode terminated, bootstrapped where it was truncated.
-
-Every step count is in env steps, all copies together, as everywhere in interplay: with
-``env.num_envs`` copies one step of the loop is that many env steps, and takes as many learning
-rounds as ``train_every`` intervals it spans.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import WarmParts, register
+from interplay.algos.base import NetActor, WarmParts, register
 from interplay.algos.offpolicy import OffPolicy, ReplaySettings, follow, priority_of, tensor
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_STEPS
@@ -145,15 +141,11 @@ class QNets:
 
 
 # -- acting -----------------------------------------------------------------------------------
-class DQNActor:
+class DQNActor(NetActor):
     """Epsilon-greedy over the legal actions; greedy when not exploring."""
 
-    squashed = False
-    wants_env_obs = False
-
-    def __init__(self, algo: DQN, policy: QNets):
-        self.algo = algo
-        self.policy = policy
+    algo: DQN
+    policy: QNets
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         p = self.policy
@@ -175,7 +167,6 @@ class DQNActor:
 @register
 class DQN(OffPolicy):
     name = "dqn"
-    family = "dqn"
     Settings = DQNSettings
     settings: DQNSettings
     action_kinds = frozenset({"discrete"})

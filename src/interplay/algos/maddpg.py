@@ -32,10 +32,6 @@ policy's critics on r + gamma * min_i Q'_i(next), not bootstrapped where the age
 terminated, bootstrapped where it was truncated; every ``policy_delay``-th gradient step, each
 actor climbs its first critic with its agent's action replaced by the actor's (the other agents'
 as stored), and every target network moves ``tau`` of the way to its online network.
-
-Every step count is in env steps, all copies together, as everywhere in interplay: with
-``env.num_envs`` copies one step of the loop is that many env steps, and takes as many learning
-rounds as ``train_every`` intervals it spans.
 """
 
 from __future__ import annotations
@@ -45,12 +41,10 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
-from gymnasium import spaces
 from pydantic import Field
 from torch import nn
 
 from interplay.algos.actor_critic import (
-    ActorCritic,
     ActorCriticActor,
     ActorCriticModels,
     ActorCriticNets,
@@ -201,13 +195,11 @@ class MADDPGActor(ActorCriticActor):
 
 # -- the algorithm: collect, join, learn ------------------------------------------------------
 @register
-class MADDPG(CentralCritics, ActorCritic):
+class MADDPG(CentralCritics):
     name = "maddpg"
     family = "ddpg"
     Settings = MADDPGSettings
     settings: MADDPGSettings
-    policies: dict[str, DDPGNets]
-    Actor = MADDPGActor
     action_kinds = frozenset({"discrete", "box"})
     gauges = frozenset({"buffer_size"})
     metric_docs = {
@@ -219,14 +211,8 @@ class MADDPG(CentralCritics, ActorCritic):
         "actor_loss/<policy>": "minus the first critic's value of the actor's actions; only "
                                "in updates that trained the actor (see `algo.policy_delay`)",
     }
-
-    def __init__(self, settings: MADDPGSettings, specs: dict[str, PolicySpec], device: str,
-                 seed: int, state_space: spaces.Box | None = None):
-        """``state_space``: the global state the env keeps (None if it keeps none); the critics
-        read it in place of the joined observations unless ``algo.state`` is
-        ``observations``."""
-        self.read_env_state(settings.state, state_space)
-        super().__init__(settings, specs, device, seed)
+    Actor = MADDPGActor
+    policies: dict[str, DDPGNets]
 
     def make_nets(self, pid: str, inputs: dict[str, ObsInput]) -> DDPGNets:
         return DDPGNets(self.specs[pid], self.settings, inputs[pid],

@@ -1,6 +1,11 @@
 """What the off-policy algorithms share: the settings of learning from replay, when a learning
 round is due and how many gradient steps it takes, target networks that follow their online
-ones, batches as tensors, and the check that a loss is finite."""
+ones, batches as tensors, and the check that a loss is finite.
+
+Every step count is in env steps, all copies together, as everywhere in interplay: with
+``env.num_envs`` copies one step of the loop is that many env steps, and takes as many learning
+rounds as ``train_every`` intervals it spans.
+"""
 
 from __future__ import annotations
 

@@ -20,7 +20,6 @@ acting in every step (not turn-based).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -30,6 +29,7 @@ from pydantic import Field
 from torch import nn
 
 from interplay.algos.base import WarmParts, read_state, register
+from interplay.algos.mixing import AgentQNets, Mixer, QActor, q_net
 from interplay.algos.offpolicy import OffPolicy, ReplaySettings, default, follow_all, priority_of
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
@@ -38,10 +38,9 @@ from interplay.data.replay import JointReplay, JointReplayBuffer, joint_replay
 from interplay.envs.batch import state_dim
 from interplay.errors import ConfigError
 from interplay.nets.agents import agent_nets, stacked_optimizer_state
-from interplay.nets.build import check_network_fits, model_key, network, obs_input, policy_model
+from interplay.nets.build import check_network_fits, model_key, obs_input, policy_model
 from interplay.nets.greedy import GreedyQ
 from interplay.nets.inputs import obs_tensor
-from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
 
@@ -98,73 +97,6 @@ class QMIXSettings(VDNSettings):
     """Width of the hypernetworks that make the mixer's weights from the state."""
 
 
-class Mixer(nn.Module):
-    """QMIX's monotonic mix: non-negative weights made from the state by hypernetworks."""
-
-    def __init__(self, agents: int, state_dim: int, hidden: int, hyper: int):
-        super().__init__()
-        self.agents, self.hidden = agents, hidden
-        self.w1 = nn.Sequential(nn.Linear(state_dim, hyper), nn.ReLU(),
-                                nn.Linear(hyper, agents * hidden))
-        self.b1 = nn.Linear(state_dim, hidden)
-        self.w2 = nn.Sequential(nn.Linear(state_dim, hyper), nn.ReLU(), nn.Linear(hyper, hidden))
-        self.b2 = nn.Sequential(nn.Linear(state_dim, hyper), nn.ReLU(), nn.Linear(hyper, 1))
-
-    def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """``q`` ``[b, n]`` (absent agents' entries zero), ``state`` ``[b, s]`` -> ``[b]``."""
-        b = q.shape[0]
-        w1 = self.w1(state).abs().view(b, self.agents, self.hidden)
-        hidden = torch.nn.functional.elu(torch.bmm(q.unsqueeze(1), w1).squeeze(1) + self.b1(state))
-        w2 = self.w2(state).abs()
-        return (hidden * w2).sum(dim=1) + self.b2(state).squeeze(1)
-
-
-class AgentQNets:
-    """One policy's agents' Q-networks (one shared, or one each), their targets, and the RNG
-    its agents explore with."""
-
-    def __init__(self, spec: PolicySpec, s: VDNSettings, net: nn.Module, seed: int, name: str):
-        self.spec = spec
-        self.k = len(spec.agents)
-        self.online = net
-        self.target = copy.deepcopy(net)
-        self.act_rng = rng_for(seed, name, "act", spec.id)
-
-
-class QActor:
-    squashed = False
-    wants_env_obs = False
-
-    def __init__(self, algo: VDN, p: AgentQNets):
-        self.algo, self.p = algo, p
-
-    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        p = self.p
-        n = batch.obs.shape[0]
-        slot = batch.slot if batch.slot is not None else np.zeros(n, np.int64)
-        with torch.no_grad():
-            q = p.online(obs_tensor(batch.obs, self.algo.device),
-                         torch.as_tensor(slot, device=self.algo.device)).cpu().numpy()
-        mask = batch.mask
-        if mask is not None:
-            q = np.where(mask, q, -np.inf)
-        action = q.argmax(axis=1)
-        if explore:
-            take = p.act_rng.random(n) < self.algo.epsilon()
-            if take.any():
-                legal = mask[take] if mask is not None else np.ones((int(take.sum()), q.shape[1]), bool)
-                u = p.act_rng.random(legal.shape) * legal
-                action[take] = u.argmax(axis=1)
-        return action.astype(np.int64), {}
-
-
-def _q_net(model: Any, inp: Any, n_actions: int, where: str) -> Callable[[], nn.Module]:
-    """A maker of one agent's Q-network, for ``agent_nets`` to call once or once per agent."""
-    def make() -> nn.Module:
-        return network(model, [(inp, 1)], n_actions, 1.0, where)
-    return make
-
-
 @register
 class VDN(OffPolicy):
     """Value decomposition: the team's value is the sum of its agents' values."""
@@ -208,9 +140,9 @@ class VDN(OffPolicy):
                 where = model_key(spec)
                 inp = obs_input(spec, model, where)
                 n_actions = spec.action_view.mask_dim or int(spec.action_space.n)
-                net = agent_nets(_q_net(model, inp, n_actions, where), len(spec.agents),
+                net = agent_nets(q_net(model, inp, n_actions, where), len(spec.agents),
                                  s.share_params)
-                self.policies[pid] = AgentQNets(spec, s, net.to(device), seed, self.name)
+                self.policies[pid] = AgentQNets(spec, net.to(device), seed, self.name)
             self.n_agents = sum(p.k for p in self.policies.values())
             self.state_dim = (state_dim(self.env_state) if self.env_state is not None else
                               sum(p.k * p.spec.obs_dim for p in self.policies.values()))

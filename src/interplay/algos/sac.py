@@ -35,8 +35,6 @@ approaches its target (Box: ``-action_dim * target_entropy_scale``; discrete:
 ``target_entropy_scale * log(legal actions)``); and move every target critic ``tau`` of the
 way to its critic. A row's new priority is its |TD error|, averaged over the critics (and over
 the agents of a joint row).
-
-Every step count is in env steps, all copies together, as everywhere in interplay.
 """
 
 from __future__ import annotations
@@ -45,7 +43,6 @@ from typing import ClassVar
 
 import numpy as np
 import torch
-from gymnasium import spaces
 from pydantic import Field
 from torch import nn
 
@@ -80,7 +77,6 @@ from interplay.data.replay import JointReplay, PolicyReplay, policy_replay
 from interplay.nets.build import ObsInput, Part
 from interplay.nets.greedy import GreedyQ
 from interplay.run.actors import ActBatch
-from interplay.run.mapping import PolicySpec
 
 __all__ = ["ISAC", "MASAC", "Draw", "categorical", "soft_target", "soft_value",
            "squashed_gaussian", "weighted_mse"]
@@ -143,8 +139,6 @@ class ISAC(ActorCritic):
     family = "sac"
     Settings = SACSettings
     settings: SACSettings
-    policies: dict[str, SACNets]
-    Actor = SACActor
     action_kinds = frozenset({"discrete", "box"})
     turn_based = True
     off_policy = True
@@ -161,6 +155,8 @@ class ISAC(ActorCritic):
         "alpha/<policy>": "the entropy weight after the last update",
         "buffer_size/<policy>": "transitions held in the policy's replay buffer",
     }
+    Actor = SACActor
+    policies: dict[str, SACNets]
 
     def make_nets(self, pid: str, inputs: dict[str, ObsInput]) -> SACNets:
         return SACNets(self.specs[pid], self.settings, inputs[pid],
@@ -338,14 +334,6 @@ class MASAC(CentralCritics, ISAC):  # type: ignore[misc]  # joint rows, not ISAC
         **{k: v for k, v in ISAC.metric_docs.items() if not k.startswith("buffer_size")},
         "buffer_size": "joint rows held in the shared replay buffer",
     }
-
-    def __init__(self, settings: MASACSettings, specs: dict[str, PolicySpec], device: str,
-                 seed: int, state_space: spaces.Box | None = None):
-        """``state_space``: the global state the env keeps (None if it keeps none); the critics
-        read it in place of the joined observations unless ``algo.state`` is
-        ``observations``."""
-        self.read_env_state(settings.state, state_space)
-        super().__init__(settings, specs, device, seed)
 
     def _critic_shape(self, pid: str, inputs: dict[str, ObsInput]) -> tuple[list[Part], int]:
         """The centralised critic row (see :mod:`interplay.algos.actor_critic`); one value."""

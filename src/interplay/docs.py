@@ -140,21 +140,13 @@ def _field_rows(dotted: str, key: str, field: FieldInfo) -> list[tuple[str, Fiel
     sub = _model_of(field.annotation)
     if sub is not None:
         return [(dotted, field), *_rows(sub, dotted)]
-    value = _dict_value_model(field.annotation)
+    value = _inner_model(field.annotation, dict, 2)
     if value is not None:
         return [(dotted, field), *_rows(value, f"{dotted}.{_placeholder(key)}")]
-    item = _list_item_model(field.annotation)
+    item = _inner_model(field.annotation, list, 1)
     if item is not None:  # each entry's settings, as ``key[].setting``
         return [(dotted, field), *_rows(item, f"{dotted}[]")]
     return [(dotted, field)]
-
-
-def _list_item_model(annotation: Any) -> type[BaseModel] | None:
-    annotation = _unwrap(annotation)
-    if typing.get_origin(annotation) is list:
-        args = typing.get_args(annotation)
-        return _model_of(args[0]) if len(args) == 1 else None
-    return None
 
 
 def _placeholder(key: str) -> str:
@@ -177,11 +169,12 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _dict_value_model(annotation: Any) -> type[BaseModel] | None:
+def _inner_model(annotation: Any, container: type, arity: int) -> type[BaseModel] | None:
+    """The settings model of a ``list``'s items or a ``dict``'s values, if they are one."""
     annotation = _unwrap(annotation)
-    if typing.get_origin(annotation) is dict:
-        args = typing.get_args(annotation)
-        return _model_of(args[1]) if len(args) == 2 else None
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is container and len(args) == arity:
+        return _model_of(args[-1])
     return None
 
 

@@ -104,11 +104,13 @@ TABLE_END = "<!-- end of the generated table -->"
 
 
 def algorithm_table() -> str:
-    """The README's table: what each registered algorithm declares it can learn from."""
+    """The README's table: what each algorithm interplay ships declares it can learn from."""
     out = ["| algorithm | continuous actions | turn-based (AEC) | agents that die or join | "
            "centralised | recurrent networks | off-policy |",
            "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, cls in sorted(REGISTRY.items()):
+        if not cls.__module__.startswith("interplay."):
+            continue  # a user's, registered in this process
         kinds = ", ".join(_KINDS.get(k, k) for k in sorted(cls.action_kinds))
         cells = [f"`{name}`", f"{_yes('box' in cls.action_kinds)} ({kinds})",
                  _yes(cls.turn_based) + ("" if cls.turn_based else " (refused)"),

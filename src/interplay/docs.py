@@ -81,6 +81,12 @@ def _algo_tables(prefix: str) -> list[str]:
     return out
 
 
+def _shipped() -> dict[str, type[Algorithm]]:
+    """The algorithms interplay ships, by name (not those a process registered besides)."""
+    return {name: cls for name, cls in sorted(REGISTRY.items())
+            if cls.__module__.startswith("interplay.")}
+
+
 _KINDS = {"discrete": "Discrete", "multi_discrete": "MultiDiscrete", "box": "Box"}
 
 
@@ -108,9 +114,7 @@ def algorithm_table() -> str:
     out = ["| algorithm | continuous actions | turn-based (AEC) | agents that die or join | "
            "centralised | recurrent networks | off-policy |",
            "| --- | --- | --- | --- | --- | --- | --- |"]
-    for name, cls in sorted(REGISTRY.items()):
-        if not cls.__module__.startswith("interplay."):
-            continue  # a user's, registered in this process
+    for name, cls in _shipped().items():
         kinds = ", ".join(_KINDS.get(k, k) for k in sorted(cls.action_kinds))
         cells = [f"`{name}`", f"{_yes('box' in cls.action_kinds)} ({kinds})",
                  _yes(cls.turn_based) + ("" if cls.turn_based else " (refused)"),

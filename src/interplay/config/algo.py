@@ -29,8 +29,8 @@ class AlgoSettings(BaseModel):
     # (``hpo.ranges`` narrows or moves them, within the field's own bounds).
     mutable: ClassVar[dict[str, tuple[float, float]]] = {}
     name: Annotated[str, NamesCode("attr")] = "random"
-    """The algorithm: a registered name (each has its settings below) or ``module:Class`` for
-    an algorithm of your own."""
+    """The algorithm: a registered name (docs/reference.md lists each with its settings) or
+    ``module:Class`` for an algorithm of your own."""
 
 
 class PrioritySettings(AlgoSettings):

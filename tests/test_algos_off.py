@@ -3,6 +3,8 @@ joint replay rows placed by their (step, copy) cell."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from pathlib import Path
 
 import numpy as np
@@ -10,11 +12,13 @@ import pytest
 from test_replay import joint_buffer, rows
 
 import interplay
+import interplay.algos
 from interplay import docs
 from interplay.algos import REGISTRY
 from interplay.algos.base import CAPABILITIES, Algorithm
 from interplay.algos.offpolicy import OffPolicy, ReplaySettings
 from interplay.config.algo import settings_for
+from interplay.envs.registry import known_env_names, native_env_class
 
 ROOT = Path(__file__).resolve().parent.parent
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
@@ -97,3 +101,16 @@ def test_joint_rows_sit_where_sorting_and_searching_put_them():
 def test_an_empty_join_gives_no_rows():
     copies, joined = joint_buffer().join({"a": rows([], [], [])})
     assert len(copies) == 0 and joined["a"]["obs"].shape[0] == 0
+
+
+def test_every_named_algorithm_and_native_env_in_the_package_registered_itself():
+    for info in pkgutil.iter_modules(interplay.algos.__path__):
+        module = importlib.import_module(f"interplay.algos.{info.name}")
+        for obj in vars(module).values():
+            if isinstance(obj, type) and issubclass(obj, Algorithm) \
+                    and isinstance(vars(obj).get("name"), str):
+                assert REGISTRY[obj.name] is obj, obj
+    from interplay.envs.native import SpeakerListener, Spread
+    assert native_env_class("spread") is Spread
+    assert native_env_class("speaker_listener") is SpeakerListener
+    assert {"spread", "speaker_listener"} <= set(known_env_names())

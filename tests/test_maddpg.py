@@ -85,16 +85,16 @@ def test_matd3_targets_on_a_batch_match_the_formula():
     noise_rng = np.random.default_rng(1)
     for pid in algo.trained:  # the target actions: target actor plus clipped noise, in order
         p = algo.policies[pid]
-        raw = p.actor_target(batch[pid]["next_obs"])
+        raw = p.actor_target(batch[pid].next_obs)
         noise = noise_rng.standard_normal(raw.shape).astype(np.float32) * 0.2
         want = (raw + torch.from_numpy(noise).clamp(-0.5, 0.5)).clamp(-1, 1)
         torch.testing.assert_close(next_act[pid], want)
     p = algo.policies["listener"]
-    x = algo.critic_input("listener", {q: batch[q]["next_obs"] for q in algo.trained}, next_act)
+    x = algo.critic_input("listener", {q: batch[q].next_obs for q in algo.trained}, next_act)
     q1, q2 = (c(x).squeeze(-1) for c in p.critic_targets)
-    done = batch["listener"]["terminated"]
-    want = batch["listener"]["reward"] + 0.95 * torch.where(done, 0.0, torch.minimum(q1, q2))
-    got = critic_target(p.critic_targets, x, batch["listener"]["reward"], done, 0.95)
+    done = batch["listener"].terminated
+    want = batch["listener"].reward + 0.95 * torch.where(done, 0.0, torch.minimum(q1, q2))
+    got = critic_target(p.critic_targets, x, batch["listener"].reward, done, 0.95)
     torch.testing.assert_close(got, want)
 
 

@@ -14,6 +14,21 @@ TRUST_RUNS = ("import and run the modules named by the configs of run folders th
               "packages")
 
 
+TRUST_RUN_CONFIG = ("import and run the modules the run's config names (env, policies, "
+                    "callbacks...) even when they are not installed env packages")
+
+
+def _overrides(parser: argparse.ArgumentParser, help: str) -> None:
+    """The ``-s KEY=VALUE`` option, repeatable."""
+    parser.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
+                        help=help)
+
+
+def _trust(parser: argparse.ArgumentParser, help: str) -> None:
+    """The ``--trust`` option: import what the configs name though no env package holds it."""
+    parser.add_argument("--trust", action="store_true", help=help)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="interplay", description="Multi-agent reinforcement learning on PettingZoo envs.",
@@ -26,21 +41,17 @@ def _parser() -> argparse.ArgumentParser:
 
     t = command("train", "train as the config says and write a run folder")
     t.add_argument("configs", nargs="*", help="YAML files, merged in order")
-    t.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a setting, e.g. -s train.steps=20000 (repeatable)")
+    _overrides(t, "override a setting, e.g. -s train.steps=20000 (repeatable)")
     t.add_argument("--run-dir", help="where to write the run folder (default: log.dir/<name>)")
     t.add_argument("--overwrite", action="store_true",
                    help="if the run folder already holds a run, delete it and start again")
-    t.add_argument("--trust", action="store_true", help=TRUST_RUNS)
+    _trust(t, TRUST_RUNS)
 
     r = command("resume", "continue a run from its newest valid checkpoint")
     r.add_argument("run_dir", help="the run folder to continue")
-    r.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="change a setting, e.g. -s train.steps=2000000 (repeatable)")
+    _overrides(r, "change a setting, e.g. -s train.steps=2000000 (repeatable)")
     r.add_argument("--checkpoint", help="a checkpoints/step_* folder to resume from instead")
-    r.add_argument("--trust", action="store_true",
-                   help="import and run the modules the run's config names (env, policies, "
-                        "callbacks...) even when they are not installed env packages")
+    _trust(r, TRUST_RUN_CONFIG)
 
     e = command("eval", "score a run's policies without exploration")
     e.add_argument("run_dir", help="the run folder whose policies to score")
@@ -60,34 +71,29 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --vs: draw the first K moves of each game uniformly from the "
                         "legal ones (seeded, the same for every opponent and seat), so that "
                         "deterministic players do not replay one game (default: %(default)s)")
-    e.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="change a setting of the run's config for this eval, e.g. "
-                        "-s env.kwargs.max_cycles=50 (repeatable)")
-    e.add_argument("--trust", action="store_true",
-                   help="import and run the modules the run's config names (env, policies, "
-                        "callbacks...), and those of a --vs run, even when they are not "
-                        "installed env packages")
+    _overrides(e, "change a setting of the run's config for this eval, e.g. "
+                  "-s env.kwargs.max_cycles=50 (repeatable)")
+    _trust(e, "import and run the modules the run's config names (env, policies, "
+              "callbacks...), and those of a --vs run, even when they are not "
+              "installed env packages")
 
     c = command("check", "check an env against PettingZoo's API and interplay's rules")
     c.add_argument("env_id", help="module path, registered name, or module:function")
-    c.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="env settings, e.g. -s env.kwargs.max_cycles=10 (repeatable)")
+    _overrides(c, "env settings, e.g. -s env.kwargs.max_cycles=10 (repeatable)")
     c.add_argument("--cycles", type=int, default=200,
                    help="env steps to try (default: %(default)s)")
 
     h = command("hpo", "evolutionary hyper-parameter search over a population of learners")
     h.add_argument("configs", nargs="*", help="YAML files, merged in order (hpo: section)")
-    h.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a setting, e.g. -s hpo.population=6 (repeatable)")
+    _overrides(h, "override a setting, e.g. -s hpo.population=6 (repeatable)")
     h.add_argument("--run-dir", help="where to write the search (default: log.dir/<name>)")
     h.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the search in this folder where it stopped (with "
                         "-s hpo.generations=N, on to N generations)")
     h.add_argument("--overwrite", action="store_true",
                    help="if the folder already holds a search, delete it and start again")
-    h.add_argument("--trust", action="store_true",
-                   help="import and run the modules the search folder's configs name (with "
-                        "--resume), and those of run folders the config names")
+    _trust(h, "import and run the modules the search folder's configs name (with "
+              "--resume), and those of run folders the config names")
 
     x = command("exploit", "train a fresh best response against a run's final policy and "
                            "report how often it wins: the lower, the harder to exploit")
@@ -103,12 +109,9 @@ def _parser() -> argparse.ArgumentParser:
                         "deterministic players do not replay one game (default: %(default)s)")
     x.add_argument("--seed", type=int, help="seed of the best response (default: the run's)")
     x.add_argument("--out", help="where to write the report (default: RUN_DIR/exploit.json)")
-    x.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="change a setting of the best response, e.g. -s env.num_envs=8 "
-                        "(repeatable)")
-    x.add_argument("--trust", action="store_true",
-                   help="import and run the modules the run's config names (env, policies, "
-                        "callbacks...) even when they are not installed env packages")
+    _overrides(x, "change a setting of the best response, e.g. -s env.num_envs=8 "
+                  "(repeatable)")
+    _trust(x, TRUST_RUN_CONFIG)
 
     x = command("export", "write a trained policy as a TorchScript or ONNX file that acts "
                           "greedily without interplay")
@@ -125,9 +128,8 @@ def _parser() -> argparse.ArgumentParser:
 
     s = command("config", "print the resolved config with each setting's doc")
     s.add_argument("configs", nargs="*", help="YAML files, merged in order")
-    s.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a setting, e.g. -s algo.name=dqn to see DQN's settings "
-                        "(repeatable)")
+    _overrides(s, "override a setting, e.g. -s algo.name=dqn to see DQN's settings "
+                  "(repeatable)")
     s.add_argument("--show", action="store_true", help="print the resolved config (the default)")
     return p
 

@@ -30,8 +30,16 @@ class WarmParts(NamedTuple):
 class Algorithm:
     name: ClassVar[str]
     Settings: ClassVar[type[AlgoSettings]] = AlgoSettings
+    # What the algorithm can learn from, declared here once: config validation, the storage it
+    # makes, the generated docs and README table, and the tests' matrix read these.
     action_kinds: ClassVar[frozenset[str]] = frozenset({"discrete", "multi_discrete", "box"})
     turn_based: ClassVar[bool] = True  # can learn from AEC (one mover per step) envs
+    # Learns where agents leave (die) or join during an episode; false: it needs every trained
+    # agent to act in every step, and stops at the first step where one does not.
+    agents_come_and_go: ClassVar[bool] = True
+    # Learning sees every trained agent at once (a centralised critic or a mixer of values).
+    centralised: ClassVar[bool] = False
+    supports_recurrent: ClassVar[bool] = False  # can learn recurrent networks (``model.recurrent``)
     # Learns from transitions any policy played (a replay of single-agent rows), so a league
     # may hand it the moves its members made (``league.learn_from_members``).
     off_policy: ClassVar[bool] = False
@@ -108,6 +116,18 @@ class Algorithm:
         pass
 
 
+class NetActor:
+    """The actor of one policy a learner trains: it acts with that policy's networks (which
+    ``policy`` holds), and asks ``algo`` for the rest (device, exploration)."""
+
+    squashed = False  # True: Box actions come in [-1, 1], which the runner maps onto the bounds
+    wants_env_obs = False
+
+    def __init__(self, algo: Any, policy: Any):
+        self.algo = algo
+        self.policy = policy
+
+
 def read_state(mode: str, state_space: Any, reads: str) -> Any:
     """The env's global state space a learner reads with ``algo.state`` ``mode`` (None: it
     reads the agents' observations joined); ``reads`` says what reads it, for the error when
@@ -124,8 +144,13 @@ REGISTRY: dict[str, type[Algorithm]] = {}
 def register(cls: type[Algorithm]) -> type[Algorithm]:
     """Make ``cls`` known by its ``name`` to configs (``algo.name``) and to the CLI."""
     REGISTRY[cls.name] = cls
-    register_settings(cls.name, cls.Settings)
+    register_settings(cls.name, cls.Settings, recurrent=cls.supports_recurrent)
     return cls
+
+
+CAPABILITIES = ("action_kinds", "turn_based", "agents_come_and_go", "centralised",
+                "supports_recurrent", "off_policy")
+"""The class attributes that say what an algorithm can learn from."""
 
 
 def algorithm_class(name: str) -> type[Algorithm]:

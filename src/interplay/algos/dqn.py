@@ -8,10 +8,6 @@ on batches drawn uniformly from its buffer: n-step returns per agent stream (tur
 included: one transition per turn of the agent), bootstrapped with the target network at the
 action the online network prefers among the legal ones at the next observation (double Q),
 not bootstrapped where an agent's episode terminated, bootstrapped where it was truncated.
-
-Every step count is in env steps, all copies together, as everywhere in interplay: with
-``env.num_envs`` copies one step of the loop is that many env steps, and takes as many learning
-rounds as ``train_every`` intervals it spans.
 """
 
 from __future__ import annotations
@@ -24,13 +20,12 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import Algorithm, WarmParts, register
-from interplay.algos.offpolicy import ReplaySchedule, follow, tensor
+from interplay.algos.base import NetActor, WarmParts, register
+from interplay.algos.offpolicy import OffPolicy, ReplaySettings, follow, priority_of, tensor
 from interplay.config.algo import PrioritySettings
-from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
+from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_STEPS
 from interplay.config.model import ModelSettings
 from interplay.data.replay import PolicyReplay, Sample, policy_replay
-from interplay.errors import NonFiniteError
 from interplay.nets.build import (
     check_network_fits,
     encoder,
@@ -48,33 +43,16 @@ from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
 
 
-class DQNSettings(PrioritySettings):
+class DQNSettings(ReplaySettings, PrioritySettings):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr": (1e-5, 1e-2), "batch_size": (16, 512), "gamma": (0.9, 0.999),
         "train_every": (1, 16), "epsilon_end": (0.0, 0.2), "target_every": (50, 5000)}
     lr: float = Field(5e-4, gt=0, le=MAX_LR)
     """Adam's learning rate."""
-    gamma: float = Field(0.99, ge=0, le=1)
-    """Discount per transition (per agent turn in turn-based envs)."""
     n_step: int = Field(1, ge=1, le=MAX_COUNT)
     """Transitions of one agent folded into each return before bootstrapping."""
-    batch_size: int = Field(64, ge=1, le=MAX_SIZE)
-    """Transitions per gradient step."""
-    buffer_size: int = Field(100_000, ge=1, le=MAX_SIZE)
-    """Transitions each policy's replay buffer holds; the oldest go first."""
-    save_buffer: bool = True
-    """Keep the replay buffers in checkpoints, so that a resumed run continues exactly."""
-    learning_starts: int = Field(1_000, ge=0, le=MAX_STEPS)
-    """Env steps (all copies together) before the first learning round."""
-    train_every: int = Field(1, ge=1, le=MAX_STEPS)
-    """Env steps between two learning rounds; when the copies take more than this in one
-    step of the loop, that step takes as many rounds, so learning keeps pace with the data."""
-    gradient_steps: int = Field(1, ge=1, le=MAX_COUNT)
-    """Gradient steps per learning round and policy."""
     target_every: int = Field(500, ge=1, le=MAX_STEPS)
     """Gradient steps between two target-network updates."""
-    tau: float = Field(1.0, gt=0, le=1)
-    """Each target update moves the target this far towards the online network (1 = copy)."""
     double: bool = True
     """Double Q-learning: the online network picks the next action, the target values it."""
     dueling: bool = True
@@ -140,8 +118,8 @@ def masked_q(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return q if mask is None else q.masked_fill(~mask, float("-inf"))
 
 
-class _Policy:
-    """What one trained policy learns with: networks, optimiser, RNGs."""
+class QNets:
+    """What one trained policy learns with: online and target Q-networks, optimiser, RNGs."""
 
     def __init__(self, spec: PolicySpec, s: DQNSettings, seed: int, device: str):
         self.spec = spec
@@ -163,15 +141,11 @@ class _Policy:
 
 
 # -- acting -----------------------------------------------------------------------------------
-class DQNActor:
+class DQNActor(NetActor):
     """Epsilon-greedy over the legal actions; greedy when not exploring."""
 
-    squashed = False
-    wants_env_obs = False
-
-    def __init__(self, algo: DQN, policy: _Policy):
-        self.algo = algo
-        self.policy = policy
+    algo: DQN
+    policy: QNets
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         p = self.policy
@@ -191,9 +165,8 @@ class DQNActor:
 
 # -- the algorithm: collect, decide, learn ------------------------------------------------
 @register
-class DQN(ReplaySchedule, Algorithm):
+class DQN(OffPolicy):
     name = "dqn"
-    family = "dqn"
     Settings = DQNSettings
     settings: DQNSettings
     action_kinds = frozenset({"discrete"})
@@ -212,9 +185,8 @@ class DQN(ReplaySchedule, Algorithm):
                  seed: int):
         super().__init__(settings, specs, device, seed)
         trained = [spec for spec in specs.values() if spec.trainable]
-        self.policies = {spec.id: _Policy(spec, settings, seed, device) for spec in trained}
+        self.policies = {spec.id: QNets(spec, settings, seed, device) for spec in trained}
         self._actors = {pid: DQNActor(self, p) for pid, p in self.policies.items()}
-        self.start_schedule()
 
     def actor(self, pid: str) -> DQNActor:
         return self._actors[pid]
@@ -230,7 +202,7 @@ class DQN(ReplaySchedule, Algorithm):
         s = self.settings
         return policy_replay({pid: p.spec for pid, p in self.policies.items()}, s.buffer_size,
                              s.save_buffer,
-                             (s.priority_alpha, s.priority_eps) if s.prioritized else None)
+                             priority_of(s))
 
     def update(self, storage: PolicyReplay) -> dict[str, float]:
         s = self.settings
@@ -253,20 +225,15 @@ class DQN(ReplaySchedule, Algorithm):
                             f"buffer_size/{pid}": float(len(buffer))})
         return metrics
 
-    def _learn(self, pid: str, p: _Policy, b: Sample) -> tuple[np.ndarray, np.ndarray]:
+    def _learn(self, pid: str, p: QNets, b: Sample) -> tuple[np.ndarray, np.ndarray]:
         """One gradient step on ``b``: the loss, Q and target means, and each row's TD error."""
         s = self.settings
         obs = obs_tensor(b.obs, self.device)
-        action = tensor(b.action, self.device).long()
+        action = self.tensor(b.action).long()
         target = td_target(p.online, p.target, b, s.double, self.device)
         q = p.online(obs).gather(1, action[:, None]).squeeze(1)
         loss = weighted_huber(q, target, s.huber_delta, b.weight)
-        if not torch.isfinite(loss):
-            raise NonFiniteError(
-                f"policy {pid!r}: the DQN loss is {loss.item()} at env step "
-                f"{self.schedule.env_steps} (gradient step {p.updates}); check rewards and "
-                "observations for huge values, or lower algo.lr"
-            )
+        self.check_finite(loss, "DQN loss", f"policy {pid!r}", p.updates, "algo.lr")
         p.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(p.online.parameters(), s.max_grad_norm)

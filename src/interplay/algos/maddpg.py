@@ -32,81 +32,56 @@ policy's critics on r + gamma * min_i Q'_i(next), not bootstrapped where the age
 terminated, bootstrapped where it was truncated; every ``policy_delay``-th gradient step, each
 actor climbs its first critic with its agent's action replaced by the actor's (the other agents'
 as stored), and every target network moves ``tau`` of the way to its online network.
-
-Every step count is in env steps, all copies together, as everywhere in interplay: with
-``env.num_envs`` copies one step of the loop is that many env steps, and takes as many learning
-rounds as ``train_every`` intervals it spans.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
-from gymnasium import spaces
-from pydantic import Field, field_validator
+from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import (
-    Algorithm,
-    WarmParts,
-    read_state,
-    register,
+from interplay.algos.actor_critic import (
+    ActorCriticActor,
+    ActorCriticModels,
+    ActorCriticNets,
+    CentralCritics,
+    Columns,
+    States,
+    columns,
+    gumbel_noise,
+    sampled_states,
 )
-from interplay.algos.offpolicy import ReplaySchedule, follow, tensor
+from interplay.algos.base import WarmParts, register
+from interplay.algos.offpolicy import ReplaySettings, default, follow_all
 from interplay.config.algo import CriticStateSettings
-from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
-from interplay.config.model import ModelSettings, same_view_as_actors
-from interplay.data.replay import (
-    STATE_KEYS,
-    GroupRows,
-    JointReplay,
-    JointReplayBuffer,
-    joint_replay,
-)
-from interplay.envs.batch import state_dim
-from interplay.errors import NonFiniteError
-from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
+from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_STEPS
+from interplay.data.replay import GroupRows, JointReplay
+from interplay.nets.build import ObsInput, Part, network
 from interplay.nets.distributions import MASKED
 from interplay.nets.greedy import GreedyQ
-from interplay.nets.inputs import obs_tensor
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
 from interplay.run.transitions import Transitions
 from interplay.seeding import rng_for
 
 
-def _relu(hidden: list[int]) -> Any:
-    return lambda: ModelSettings(hidden=hidden, activation="relu")
-
-
-class MADDPGSettings(CriticStateSettings):
+class MADDPGSettings(ReplaySettings, CriticStateSettings, ActorCriticModels):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr_actor": (1e-5, 1e-2), "lr_critic": (1e-5, 1e-2), "batch_size": (64, 4096),
         "gamma": (0.9, 0.999), "tau": (0.001, 0.1), "noise_scale": (0.0, 0.5)}
+    gamma: float = default("gamma", 0.95)
+    tau: float = default("tau", 0.01)
+    batch_size: int = default("batch_size", 1024)
+    buffer_size: int = default("buffer_size", 200_000)
+    learning_starts: int = default("learning_starts", 100)
     lr_actor: float = Field(1e-3, gt=0, le=MAX_LR)
     """Adam's learning rate for the actors."""
     lr_critic: float = Field(1e-3, gt=0, le=MAX_LR)
     """Adam's learning rate for the critics."""
-    gamma: float = Field(0.95, ge=0, le=1)
-    """Discount per step."""
-    tau: float = Field(0.01, gt=0, le=1)
-    """Each target update moves the target networks this far towards the online ones."""
-    batch_size: int = Field(1024, ge=1, le=MAX_SIZE)
-    """Joint rows (one per env copy and step) per gradient step."""
-    buffer_size: int = Field(200_000, ge=1, le=MAX_SIZE)
-    """Joint rows the replay buffer holds; the oldest go first."""
-    save_buffer: bool = True
-    """Keep the replay buffer in checkpoints, so that a resumed run continues exactly."""
-    learning_starts: int = Field(100, ge=0, le=MAX_STEPS)
-    """Env steps (all copies together) before the first learning round."""
-    train_every: int = Field(1, ge=1, le=MAX_STEPS)
-    """Env steps between two learning rounds; when the copies take more than this in one
-    step of the loop, that step takes as many rounds, so learning keeps pace with the data."""
-    gradient_steps: int = Field(1, ge=1, le=MAX_COUNT)
-    """Gradient steps per learning round (each on every policy's critics)."""
     policy_delay: int = Field(1, ge=1, le=MAX_COUNT)
     """Gradient steps per actor and target update (TD3's delayed policy updates)."""
     twin_critics: bool = False
@@ -132,17 +107,6 @@ class MADDPGSettings(CriticStateSettings):
     """Temperature of the Gumbel-softmax for discrete actions."""
     max_grad_norm: float = Field(0.5, gt=0, le=MAX_COEF)
     """Gradient-norm clip, per actor and per policy's critics."""
-    model: ModelSettings = Field(default_factory=_relu([64, 64]))
-    """The actors, and how observations are prepared (``policies.<pid>.model`` overrides any
-    of these for one policy)."""
-    critic_model: ModelSettings = Field(default_factory=_relu([64, 64]))
-    """The critics (they see observations as the actors do: resize, grayscale and layout are
-    taken from ``model``)."""
-
-    @field_validator("critic_model")
-    @classmethod
-    def _critics_see_what_actors_see(cls, value: ModelSettings) -> ModelSettings:
-        return same_view_as_actors(value)
 
 
 class MATD3Settings(MADDPGSettings):
@@ -155,16 +119,13 @@ class MATD3Settings(MADDPGSettings):
 
 
 # -- networks ---------------------------------------------------------------------------------
-class _Policy:
-    """One trained policy: actor, critics, their targets and optimisers, OU state, act RNG."""
+class DDPGNets(ActorCriticNets):
+    """One trained policy's deterministic actor, critics, their targets and optimisers, and
+    the OU noise state of its agents in each copy."""
 
     def __init__(self, spec: PolicySpec, s: MADDPGSettings, own: ObsInput,
-                 critic_in: list[tuple[ObsInput | int, int]], seed: int, name: str, device: str):
-        view = spec.action_view
-        self.spec = spec
-        self.k = len(spec.agents)
-        self.discrete = view.kind == "discrete"
-        self.act_dim = view.mask_dim if self.discrete else int(np.prod(view.shape))
+                 critic_in: list[Part], seed: int, name: str, device: str):
+        super().__init__(spec, seed, name)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng_for(seed, name, "init", spec.id).integers(2**63)))
             body = network(own.model, [(own, 1)], self.act_dim, 0.01, own.where)
@@ -177,13 +138,18 @@ class _Policy:
         self.critic_targets = copy.deepcopy(self.critics).requires_grad_(False)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=s.lr_actor)
         self.critic_opt = torch.optim.Adam(self.critics.parameters(), lr=s.lr_critic)
-        self.act_rng = rng_for(seed, name, "act", spec.id)
         self.ou = np.zeros((0, self.k, self.act_dim), np.float32)  # [copies, agents, act_dim]
 
     def nets(self) -> dict[str, nn.Module | torch.optim.Optimizer]:
         return {"actor": self.actor, "critics": self.critics, "actor_target": self.actor_target,
                 "critic_targets": self.critic_targets, "actor_opt": self.actor_opt,
                 "critic_opt": self.critic_opt}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"ou": self.ou}
+
+    def load_extra_state(self, saved: dict[str, Any]) -> None:
+        self.ou = np.array(saved["ou"], np.float32)
 
 
 def gumbel_softmax(logits: torch.Tensor, mask: torch.Tensor | None, temperature: float,
@@ -196,13 +162,6 @@ def gumbel_softmax(logits: torch.Tensor, mask: torch.Tensor | None, temperature:
     soft = torch.softmax((logits + gumbel) / temperature, dim=-1)
     hard = nn.functional.one_hot(soft.argmax(dim=-1), logits.shape[-1]).to(soft.dtype)
     return hard - soft.detach() + soft
-
-
-def gumbel_noise(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """Standard Gumbel draws: argmax(logits + these) samples softmax(logits)."""
-    u = rng.random(shape).clip(1e-20, 1.0 - 1e-7)
-    return -np.log(-np.log(u)).astype(np.float32)
-
 
 
 def critic_target(critic_targets: nn.ModuleList, next_input: torch.Tensor, reward: torch.Tensor,
@@ -222,59 +181,13 @@ def smoothed(action: torch.Tensor, scale: float, clip: float,
     return (action + noise.to(action.device).clamp(-clip, clip)).clamp(-1.0, 1.0)
 
 
-class States(NamedTuple):
-    """The env's global state of sampled joint rows, as the critics read it."""
-
-    now: torch.Tensor  # [b, state_dim] at the rows' observations
-    next: torch.Tensor  # [b, state_dim] at their next observations
-
-
-def sampled_states(buffer: JointReplayBuffer, index: np.ndarray, device: str,
-                   env_state: Any) -> States | None:
-    """The global state of the joint rows at ``index`` (None when the critics read the joined
-    observations instead: ``env_state`` is None)."""
-    if env_state is None:
-        return None
-    return States(*(tensor(buffer.state_rows(index, key), device) for key in STATE_KEYS))
-
-
-def joint_view(obs: dict[str, torch.Tensor], trained: list[str],
-               state: torch.Tensor | None) -> torch.Tensor:
-    """``[b, in]``: what a centralised critic sees of the whole env copy: its global ``state``
-    when given, else every trained agent's observation ``[b, agents, ...]`` side by side."""
-    if state is not None:
-        return state
-    b = next(iter(obs.values())).shape[0]
-    return torch.cat([obs[q].reshape(b, -1) for q in trained], dim=1)
-
-
 # -- acting -----------------------------------------------------------------------------------
-class MADDPGActor:
+class MADDPGActor(ActorCriticActor):
     """The deterministic policy, plus exploration noise (Box) or sampling (discrete)."""
 
-    squashed = True  # Box actions live in [-1, 1]; the runner maps them onto the bounds
-    wants_env_obs = False
-
-    def __init__(self, algo: Any, policy: Any):
-        # MADDPG's algorithm and policy, or those of another actor-critic (SAC) whose policy
-        # has the same ``actor``, ``act_rng``, ``discrete`` and ``spec``
-        self.algo = algo
-        self.policy = policy
-
-    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        p = self.policy
-        with torch.no_grad():
-            out = p.actor(obs_tensor(batch.obs, self.algo.device)).cpu().numpy()
-        if p.discrete:
-            legal = batch.mask if batch.mask is not None else np.ones(out.shape, bool)
-            if explore:
-                out = out + gumbel_noise(p.act_rng, out.shape)
-            return np.where(legal, out, -np.inf).argmax(axis=1), {}
-        action = self.box(out, batch, explore)
-        return action.astype(np.float32).reshape(-1, *p.spec.action_view.shape), {}
+    algo: MADDPG
 
     def box(self, out: np.ndarray, batch: ActBatch, explore: bool) -> np.ndarray:
-        """Box actions in [-1, 1] from the actor's output ``out``."""
         if explore:
             return np.clip(out + self.algo.noise(self.policy, batch), -1.0, 1.0)
         return out
@@ -282,13 +195,12 @@ class MADDPGActor:
 
 # -- the algorithm: collect, join, learn ------------------------------------------------------
 @register
-class MADDPG(ReplaySchedule, Algorithm):
+class MADDPG(CentralCritics):
     name = "maddpg"
     family = "ddpg"
     Settings = MADDPGSettings
     settings: MADDPGSettings
     action_kinds = frozenset({"discrete", "box"})
-    turn_based = False
     gauges = frozenset({"buffer_size"})
     metric_docs = {
         "noise_scale": "the scale of the exploration noise (see `algo.noise_decay_steps`)",
@@ -299,39 +211,12 @@ class MADDPG(ReplaySchedule, Algorithm):
         "actor_loss/<policy>": "minus the first critic's value of the actor's actions; only "
                                "in updates that trained the actor (see `algo.policy_delay`)",
     }
+    Actor = MADDPGActor
+    policies: dict[str, DDPGNets]
 
-    def __init__(self, settings: MADDPGSettings, specs: dict[str, PolicySpec], device: str,
-                 seed: int, state_space: spaces.Box | None = None):
-        """``state_space``: the global state the env keeps (None if it keeps none); the critics
-        read it in place of the joined observations unless ``algo.state`` is
-        ``observations``."""
-        super().__init__(settings, specs, device, seed)
-        self.env_state = read_state(settings.state, state_space, "the critic")
-        self.state_dim = state_dim(self.env_state)
-        self.trained = [pid for pid, spec in specs.items() if spec.trainable]
-        self.joint_obs = sum(len(specs[p].agents) * specs[p].obs_dim for p in self.trained)
-        self.joint_act = sum(len(specs[p].agents) * _act_dim(specs[p]) for p in self.trained)
-        inputs = {pid: obs_input(specs[pid], policy_model(settings, specs[pid]),
-                                 model_key(specs[pid])) for pid in self.trained}
-        joint: list[tuple[ObsInput | int, int]] = (
-            [(self.state_dim, 1)] if self.env_state is not None
-            else [(inputs[q], len(specs[q].agents)) for q in self.trained])
-        self.policies: dict[str, _Policy] = {}
-        for pid in self.trained:
-            spec = specs[pid]
-            k = len(spec.agents)
-            own: list[tuple[ObsInput | int, int]] = [
-                (inputs[pid], 1), (_act_dim(spec), 1), *([(k, 1)] if k > 1 else [])]
-            self.policies[pid] = _Policy(spec, settings, inputs[pid],
-                                         [*own, *joint, (self.joint_act, 1)], seed, self.name,
-                                         device)
-        self.sample_rng = rng_for(seed, self.name, "sample")
-        self._actors = {pid: MADDPGActor(self, p) for pid, p in self.policies.items()}
-        self.start_schedule()
-        self.updates = 0  # gradient steps taken
-
-    def actor(self, pid: str) -> MADDPGActor:
-        return self._actors[pid]
+    def make_nets(self, pid: str, inputs: dict[str, ObsInput]) -> DDPGNets:
+        return DDPGNets(self.specs[pid], self.settings, inputs[pid],
+                        self.critic_parts(pid, inputs), self.seed, self.name, self.device)
 
     # -- exploration ------------------------------------------------------------------------
     def noise_scale(self) -> float:
@@ -340,7 +225,7 @@ class MADDPG(ReplaySchedule, Algorithm):
         frac = min(1.0, steps / s.noise_decay_steps) if s.noise_decay_steps else 0.0
         return s.noise_scale + frac * (s.noise_scale_end - s.noise_scale)
 
-    def noise(self, p: _Policy, batch: ActBatch) -> np.ndarray:
+    def noise(self, p: DDPGNets, batch: ActBatch) -> np.ndarray:
         """Exploration noise for the rows of ``batch``: Gaussian, or each row's OU process."""
         s = self.settings
         shape = (batch.obs.shape[0], p.act_dim)
@@ -359,14 +244,6 @@ class MADDPG(ReplaySchedule, Algorithm):
               + scale * np.sqrt(s.ou_dt) * p.act_rng.standard_normal(shape, np.float32))
         p.ou[env, slot] = x
         return x
-
-    # -- storage and collecting -------------------------------------------------------------
-    def make_storage(self, num_envs: int) -> JointReplay:
-        """One joint replay buffer of every trained agent (and of the env's global state, when
-        the critics read it), refused up front if the machine cannot hold it."""
-        s = self.settings
-        return joint_replay({pid: p.spec for pid, p in self.policies.items()}, s.buffer_size,
-                            f"algo.name: {self.name}", self.state_dim, s.save_buffer)
 
     def collect(self, pid: str, batch: Transitions) -> None:
         if pid not in self.policies or not len(batch):
@@ -399,8 +276,7 @@ class MADDPG(ReplaySchedule, Algorithm):
                 for pid in active:
                     sums[pid][2] += self._learn_actor(pid, batch, states)
                 for p in (self.policies[pid] for pid in active):
-                    follow(p.actor_target, p.actor, s.tau)
-                    follow(p.critic_targets, p.critics, s.tau)
+                    follow_all([(p.actor_target, p.actor), (p.critic_targets, p.critics)], s.tau)
         metrics: dict[str, float] = {"noise_scale": self.noise_scale(),
                                      "buffer_size": float(len(storage))}
         for pid, (critic_loss, q_mean, actor_loss) in sums.items():
@@ -410,23 +286,12 @@ class MADDPG(ReplaySchedule, Algorithm):
                 metrics[f"actor_loss/{pid}"] = actor_loss / actor_steps
         return metrics
 
-    def _tensors(self, rows: dict[str, GroupRows]) -> dict[str, dict[str, torch.Tensor]]:
-        """Each policy's sampled columns as tensors ``[b, agents, ...]``, actions as the critics
-        see them (one-hot for discrete)."""
-        out = {}
-        for pid, r in rows.items():
-            p = self.policies[pid]
-            t = {key: tensor(getattr(r, key), self.device)
-                 for key in ("terminated", "mask", "next_mask") if getattr(r, key) is not None}
-            t["obs"], t["next_obs"] = obs_tensor(r.obs, self.device), obs_tensor(r.next_obs, self.device)
-            t["reward"] = tensor(r.reward.astype(np.float32), self.device)
-            action = tensor(r.action, self.device)
-            t["action"] = (nn.functional.one_hot(action.long(), p.act_dim).float() if p.discrete
-                           else action.reshape(*action.shape[:2], p.act_dim))
-            out[pid] = t
-        return out
+    def _tensors(self, rows: dict[str, GroupRows]) -> dict[str, Columns]:
+        """Each policy's sampled columns as tensors ``[b, agents, ...]``."""
+        return {pid: columns(r, self.policies[pid].act_dim, self.policies[pid].discrete,
+                             self.device) for pid, r in rows.items()}
 
-    def _policy_actions(self, p: _Policy, net: nn.Module, obs: torch.Tensor,
+    def _policy_actions(self, p: DDPGNets, net: nn.Module, obs: torch.Tensor,
                         mask: torch.Tensor | None, smooth: bool) -> torch.Tensor:
         """``net``'s actions for observations ``[b, agents, obs_dim]`` as the critics see them."""
         out = net(obs)
@@ -437,83 +302,50 @@ class MADDPG(ReplaySchedule, Algorithm):
             return smoothed(out, s.target_noise, s.target_noise_clip, self.sample_rng)
         return out
 
-    def _target_actions(self, batch: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    def _target_actions(self, batch: dict[str, Columns]) -> dict[str, torch.Tensor]:
         with torch.no_grad():
-            return {pid: self._policy_actions(p, p.actor_target, batch[pid]["next_obs"],
-                                              batch[pid].get("next_mask"), smooth=True)
+            return {pid: self._policy_actions(p, p.actor_target, batch[pid].next_obs,
+                                              batch[pid].next_mask, smooth=True)
                     for pid, p in self.policies.items()}
 
-    def critic_input(self, pid: str, obs: dict[str, torch.Tensor], act: dict[str, torch.Tensor],
-                     own_act: torch.Tensor | None = None,
-                     state: torch.Tensor | None = None) -> torch.Tensor:
-        """Critic rows ``[b, agents, in]`` for policy ``pid``'s agents: own observation, own
-        action, slot one-hot, then every trained agent's observation (or the env's global
-        ``state`` ``[b, state_dim]`` in their place, with ``algo.state``) and action.
-
-        ``own_act`` (``[b, agents, act_dim]``) replaces, in agent j's row, agent j's action in
-        both places; the other agents' actions stay as in ``act``.
-        """
-        b, k = obs[pid].shape[:2]
-        joint_obs = joint_view(obs, self.trained, state)
-        parts = [a.reshape(b, 1, -1).expand(b, k, -1) for a in
-                 (act[q] for q in self.trained)]
-        mine = act[pid]
-        if own_act is not None:
-            eye = torch.eye(k, device=own_act.device)[None, :, :, None]
-            block = eye * own_act[:, None] + (1 - eye) * act[pid][:, None]  # [b, row, agent, a]
-            parts[self.trained.index(pid)] = block.reshape(b, k, -1)
-            mine = own_act
-        cols = [obs[pid], mine]
-        if k > 1:
-            cols.append(torch.eye(k, device=mine.device).expand(b, k, k))
-        cols += [joint_obs[:, None].expand(b, k, -1), *parts]
-        return torch.cat(cols, dim=2)
-
-    def _learn_critic(self, pid: str, batch: dict[str, dict[str, torch.Tensor]],
+    def _learn_critic(self, pid: str, batch: dict[str, Columns],
                       next_act: dict[str, torch.Tensor], states: States | None) -> np.ndarray:
         s = self.settings
         p = self.policies[pid]
         mine = batch[pid]
-        obs = {q: batch[q]["obs"] for q in self.trained}
-        act = {q: batch[q]["action"] for q in self.trained}
-        next_obs = {q: batch[q]["next_obs"] for q in self.trained}
+        obs = {q: batch[q].obs for q in self.trained}
+        act = {q: batch[q].action for q in self.trained}
+        next_obs = {q: batch[q].next_obs for q in self.trained}
         now, after = (None, None) if states is None else states
         target = critic_target(p.critic_targets,
                                self.critic_input(pid, next_obs, next_act, state=after),
-                               mine["reward"], mine["terminated"], s.gamma)
+                               mine.reward, mine.terminated, s.gamma)
         x = self.critic_input(pid, obs, act, state=now)
         qs = [q(x).squeeze(-1) for q in p.critics]
         loss = sum(nn.functional.mse_loss(q, target) for q in qs)
-        self._check(pid, "critic loss", loss)
+        assert isinstance(loss, torch.Tensor)
+        self.check_loss(pid, "critic loss", loss)
         p.critic_opt.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(p.critics.parameters(), s.max_grad_norm)
         p.critic_opt.step()
         return np.array([loss.item() / len(qs), qs[0].mean().item()])
 
-    def _learn_actor(self, pid: str, batch: dict[str, dict[str, torch.Tensor]],
-                     states: States | None) -> float:
+    def _learn_actor(self, pid: str, batch: dict[str, Columns], states: States | None) -> float:
         s = self.settings
         p = self.policies[pid]
         mine = batch[pid]
-        own = self._policy_actions(p, p.actor, mine["obs"], mine.get("mask"), smooth=False)
-        obs = {q: batch[q]["obs"] for q in self.trained}
-        act = {q: batch[q]["action"] for q in self.trained}
+        own = self._policy_actions(p, p.actor, mine.obs, mine.mask, smooth=False)
+        obs = {q: batch[q].obs for q in self.trained}
+        act = {q: batch[q].action for q in self.trained}
         x = self.critic_input(pid, obs, act, own, None if states is None else states.now)
         loss = -p.critics[0](x).mean()
-        self._check(pid, "actor loss", loss)
+        self.check_loss(pid, "actor loss", loss)
         p.actor_opt.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(p.actor.parameters(), s.max_grad_norm)
         p.actor_opt.step()
         return loss.item()
-
-    def _check(self, pid: str, what: str, loss: torch.Tensor) -> None:
-        if not torch.isfinite(loss):
-            raise NonFiniteError(
-                f"policy {pid!r}: the {self.name} {what} is {loss.item()} at env step "
-                f"{self.schedule.env_steps} (gradient step {self.updates}); check rewards and "
-                "observations for huge values, or lower algo.lr_critic / algo.lr_actor")
 
     # -- state ------------------------------------------------------------------------------
     def greedy_net(self, pid: str) -> GreedyQ:
@@ -525,28 +357,6 @@ class MADDPG(ReplaySchedule, Algorithm):
         return WarmParts({"actor": p.actor, "actor_target": p.actor_target},
                          {"critics": p.critics, "critic_targets": p.critic_targets})
 
-    def state_dict(self) -> dict[str, Any]:
-        return copy.deepcopy({
-            "schedule": self.schedule.state_dict(), "updates": self.updates,
-            "sample_rng": self.sample_rng.bit_generator.state,
-            "policies": {pid: {
-                **{name: x.state_dict() for name, x in p.nets().items()},
-                "act_rng": p.act_rng.bit_generator.state, "ou": p.ou,
-            } for pid, p in self.policies.items()},
-        })
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        state = copy.deepcopy(state)
-        self.schedule.load_state_dict(state["schedule"])
-        self.updates = state["updates"]
-        self.sample_rng.bit_generator.state = state["sample_rng"]
-        for pid, p in self.policies.items():
-            saved = state["policies"][pid]
-            for name, x in p.nets().items():
-                x.load_state_dict(saved[name])
-            p.act_rng.bit_generator.state = saved["act_rng"]
-            p.ou = np.array(saved["ou"], np.float32)
-
 
 @register
 class MATD3(MADDPG):
@@ -554,9 +364,3 @@ class MATD3(MADDPG):
 
     name = "matd3"
     Settings = MATD3Settings
-
-
-def _act_dim(spec: PolicySpec) -> int:
-    """Width of one agent's action as the critics see it (one-hot for discrete)."""
-    view = spec.action_view
-    return view.mask_dim if view.kind == "discrete" else int(np.prod(view.shape))

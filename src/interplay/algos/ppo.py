@@ -83,7 +83,6 @@ class PPOSettings(AlgoSettings):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr": (1e-5, 1e-2), "ent_coef": (0.0, 0.1), "clip": (0.05, 0.5), "gamma": (0.9, 0.999),
         "gae_lambda": (0.8, 1.0), "epochs": (1, 20), "minibatches": (1, 32)}
-    supports_recurrent: ClassVar[bool] = True
     rollout: int = Field(100, ge=1, le=MAX_SIZE)
     """Steps of each copy per rollout (the T of its ``[T, E, k]`` arrays): an update comes
     every ``rollout`` × ``env.num_envs`` env steps."""
@@ -252,6 +251,7 @@ class PPOActor:
 
 class PPO(Algorithm):
     family = "ppo"
+    supports_recurrent = True
     Settings = PPOSettings
     settings: PPOSettings
     gauges = frozenset({"lr"})
@@ -666,6 +666,7 @@ class MAPPO(PPO):
 
     name = "mappo"
     Settings = MAPPOSettings
+    centralised = True
 
 
 def _slots(batch: ActBatch, p: _Policy) -> np.ndarray:

@@ -20,7 +20,6 @@ acting in every step (not turn-based).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -29,56 +28,41 @@ from gymnasium import spaces
 from pydantic import Field
 from torch import nn
 
-from interplay.algos.base import (
-    Algorithm,
-    WarmParts,
-    read_state,
-    register,
-)
-from interplay.algos.offpolicy import ReplaySchedule, follow
+from interplay.algos.base import WarmParts, read_state, register
+from interplay.algos.mixing import AgentQNets, Mixer, QActor, q_net
+from interplay.algos.offpolicy import OffPolicy, ReplaySettings, default, follow_all, priority_of
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
-from interplay.config.schema import ConfigError
 from interplay.data.replay import JointReplay, JointReplayBuffer, joint_replay
 from interplay.envs.batch import state_dim
+from interplay.errors import ConfigError
 from interplay.nets.agents import agent_nets, stacked_optimizer_state
-from interplay.nets.build import check_network_fits, model_key, network, obs_input, policy_model
+from interplay.nets.build import check_network_fits, model_key, obs_input, policy_model
 from interplay.nets.greedy import GreedyQ
 from interplay.nets.inputs import obs_tensor
-from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
 
 
-class VDNSettings(PrioritySettings):
+class VDNSettings(ReplaySettings, PrioritySettings):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr": (1e-5, 1e-2), "batch_size": (16, 1024), "gamma": (0.9, 0.999),
         "epsilon_end": (0.0, 0.2), "target_every": (50, 5000)}
+    batch_size: int = default("batch_size", 128)
+    buffer_size: int = default("buffer_size", 50_000)
+    learning_starts: int = default("learning_starts", 2_000)
+    train_every: int = default("train_every", 8)
+    tau: float = default("tau", 1.0, "Each target update moves the target networks this far "
+                         "towards the online ones (1 = copy; with a small ``tau``, update every "
+                         "gradient step: ``target_every: 1``).")
     lr: float = Field(5e-4, gt=0, le=MAX_LR)
     """Adam's learning rate (agents' networks and mixer together)."""
-    gamma: float = Field(0.99, ge=0, le=1)
-    """Discount per env step."""
     n_step: int = Field(1, ge=1, le=MAX_COUNT)
     """Team rewards of this many steps of one env copy folded into each target before
     bootstrapping (fewer where the episode ends)."""
-    batch_size: int = Field(128, ge=1, le=MAX_SIZE)
-    """Joint rows per gradient step."""
-    buffer_size: int = Field(50_000, ge=1, le=MAX_SIZE)
-    """Joint rows kept (one per env copy and step)."""
-    save_buffer: bool = True
-    """Keep the buffer in checkpoints (exact resume)."""
-    learning_starts: int = Field(2_000, ge=0, le=MAX_STEPS)
-    """Env steps before the first learning round."""
-    train_every: int = Field(8, ge=1, le=MAX_STEPS)
-    """Env steps between learning rounds."""
-    gradient_steps: int = Field(1, ge=1, le=MAX_COUNT)
-    """Gradient steps per learning round."""
     target_every: int = Field(200, ge=1, le=MAX_STEPS)
     """Gradient steps between copies of the online networks into the target networks."""
-    tau: float = Field(1.0, gt=0, le=1)
-    """Each target update moves the target networks this far towards the online ones (1 =
-    copy; with a small ``tau``, update every gradient step: ``target_every: 1``)."""
     team_reward: Literal["sum", "mean"] = "sum"
     """The team's reward in a step: the sum of its present agents' rewards, or their mean
     (for envs that pay every agent about the same shared reward)."""
@@ -113,72 +97,8 @@ class QMIXSettings(VDNSettings):
     """Width of the hypernetworks that make the mixer's weights from the state."""
 
 
-class Mixer(nn.Module):
-    """QMIX's monotonic mix: non-negative weights made from the state by hypernetworks."""
-
-    def __init__(self, agents: int, state_dim: int, hidden: int, hyper: int):
-        super().__init__()
-        self.agents, self.hidden = agents, hidden
-        self.w1 = nn.Sequential(nn.Linear(state_dim, hyper), nn.ReLU(),
-                                nn.Linear(hyper, agents * hidden))
-        self.b1 = nn.Linear(state_dim, hidden)
-        self.w2 = nn.Sequential(nn.Linear(state_dim, hyper), nn.ReLU(), nn.Linear(hyper, hidden))
-        self.b2 = nn.Sequential(nn.Linear(state_dim, hyper), nn.ReLU(), nn.Linear(hyper, 1))
-
-    def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """``q`` ``[b, n]`` (absent agents' entries zero), ``state`` ``[b, s]`` -> ``[b]``."""
-        b = q.shape[0]
-        w1 = self.w1(state).abs().view(b, self.agents, self.hidden)
-        hidden = torch.nn.functional.elu(torch.bmm(q.unsqueeze(1), w1).squeeze(1) + self.b1(state))
-        w2 = self.w2(state).abs()
-        return (hidden * w2).sum(dim=1) + self.b2(state).squeeze(1)
-
-
-class _Policy:
-    def __init__(self, spec: PolicySpec, s: VDNSettings, net: nn.Module, seed: int, name: str):
-        self.spec = spec
-        self.k = len(spec.agents)
-        self.online = net
-        self.target = copy.deepcopy(net)
-        self.act_rng = rng_for(seed, name, "act", spec.id)
-
-
-class QActor:
-    squashed = False
-    wants_env_obs = False
-
-    def __init__(self, algo: VDN, p: _Policy):
-        self.algo, self.p = algo, p
-
-    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        p = self.p
-        n = batch.obs.shape[0]
-        slot = batch.slot if batch.slot is not None else np.zeros(n, np.int64)
-        with torch.no_grad():
-            q = p.online(obs_tensor(batch.obs, self.algo.device),
-                         torch.as_tensor(slot, device=self.algo.device)).cpu().numpy()
-        mask = batch.mask
-        if mask is not None:
-            q = np.where(mask, q, -np.inf)
-        action = q.argmax(axis=1)
-        if explore:
-            take = p.act_rng.random(n) < self.algo.epsilon()
-            if take.any():
-                legal = mask[take] if mask is not None else np.ones((int(take.sum()), q.shape[1]), bool)
-                u = p.act_rng.random(legal.shape) * legal
-                action[take] = u.argmax(axis=1)
-        return action.astype(np.int64), {}
-
-
-def _q_net(model: Any, inp: Any, n_actions: int, where: str) -> Callable[[], nn.Module]:
-    """A maker of one agent's Q-network, for ``agent_nets`` to call once or once per agent."""
-    def make() -> nn.Module:
-        return network(model, [(inp, 1)], n_actions, 1.0, where)
-    return make
-
-
 @register
-class VDN(ReplaySchedule, Algorithm):
+class VDN(OffPolicy):
     """Value decomposition: the team's value is the sum of its agents' values."""
 
     name = "vdn"
@@ -187,6 +107,7 @@ class VDN(ReplaySchedule, Algorithm):
     settings: VDNSettings
     action_kinds = frozenset({"discrete"})
     turn_based = False
+    centralised = True  # the team's value mixes every agent's
     gauges = frozenset({"epsilon", "buffer_size"})
     metric_docs: ClassVar[dict[str, str]] = {
         "loss": "squared TD error of the team's value (importance-weighted with prioritised replay)",
@@ -211,7 +132,7 @@ class VDN(ReplaySchedule, Algorithm):
                 "mappo for competitive or mixed setups)")
         self.trained = list(specs)
         s = settings
-        self.policies: dict[str, _Policy] = {}
+        self.policies: dict[str, AgentQNets] = {}
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng_for(seed, self.name, "init").integers(2**63)))
             for pid, spec in specs.items():
@@ -219,9 +140,9 @@ class VDN(ReplaySchedule, Algorithm):
                 where = model_key(spec)
                 inp = obs_input(spec, model, where)
                 n_actions = spec.action_view.mask_dim or int(spec.action_space.n)
-                net = agent_nets(_q_net(model, inp, n_actions, where), len(spec.agents),
+                net = agent_nets(q_net(model, inp, n_actions, where), len(spec.agents),
                                  s.share_params)
-                self.policies[pid] = _Policy(spec, s, net.to(device), seed, self.name)
+                self.policies[pid] = AgentQNets(spec, net.to(device), seed, self.name)
             self.n_agents = sum(p.k for p in self.policies.values())
             self.state_dim = (state_dim(self.env_state) if self.env_state is not None else
                               sum(p.k * p.spec.obs_dim for p in self.policies.values()))
@@ -231,10 +152,8 @@ class VDN(ReplaySchedule, Algorithm):
         if self.mixer is not None:
             params += list(self.mixer.parameters())
         self.optimizer = torch.optim.Adam(params, lr=s.lr)
-        self.start_schedule()
         self.sample_rng = rng_for(seed, self.name, "sample")
         self._actors = {pid: QActor(self, p) for pid, p in self.policies.items()}
-        self.updates = 0
 
     def _mixer(self) -> Mixer | None:
         return None
@@ -252,8 +171,7 @@ class VDN(ReplaySchedule, Algorithm):
         return joint_replay({pid: p.spec for pid, p in self.policies.items()}, s.buffer_size,
                             f"algo.name: {self.name}",
                             self.state_dim if self.env_state is not None else 0, s.save_buffer,
-                            (s.priority_alpha, s.priority_eps) if s.prioritized else None,
-                            absent_ok=True)
+                            priority_of(s), absent_ok=self.agents_come_and_go)
 
     # -- learning -------------------------------------------------------------------------
     def update(self, storage: JointReplay) -> dict[str, float]:
@@ -357,9 +275,8 @@ class VDN(ReplaySchedule, Algorithm):
         td = q_tot - target
         loss = (td ** 2).mean() if weight is None else (
             torch.as_tensor(weight, dtype=td.dtype, device=dev) * td ** 2).mean()
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"{self.name}: the TD loss is {loss.item()} in update "
-                                     f"{self.updates}")
+        self.check_finite(loss, f"{self.name} TD loss", f"policies {list(self.policies)}",
+                          self.updates, "algo.lr")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(
@@ -370,8 +287,7 @@ class VDN(ReplaySchedule, Algorithm):
             pairs = [(p.target, p.online) for p in self.policies.values()]
             if self.mixer is not None and self.target_mixer is not None:
                 pairs.append((self.target_mixer, self.mixer))
-            for target_net, online in pairs:
-                follow(target_net, online, s.tau)
+            follow_all(pairs, s.tau)
         errors = (target - q_tot).detach().cpu().numpy()
         return np.array([loss.item(), q_tot.mean().item(), target.mean().item()]), errors
 
@@ -394,8 +310,7 @@ class VDN(ReplaySchedule, Algorithm):
             "policies": {pid: {"online": p.online.state_dict(), "target": p.target.state_dict(),
                                "act_rng": p.act_rng.bit_generator.state}
                          for pid, p in self.policies.items()},
-            "optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(),
-            "sample_rng": self.sample_rng.bit_generator.state, "updates": self.updates,
+            "optimizer": self.optimizer.state_dict(), **self.schedule_state(),
         }
         if self.mixer is not None and self.target_mixer is not None:
             out["mixer"] = self.mixer.state_dict()
@@ -412,9 +327,7 @@ class VDN(ReplaySchedule, Algorithm):
         nets = [p.online for p in self.policies.values()]
         self.optimizer.load_state_dict(stacked_optimizer_state(
             state["optimizer"], nets + ([self.mixer] if self.mixer is not None else [])))
-        self.schedule.load_state_dict(state["schedule"])
-        self.sample_rng.bit_generator.state = state["sample_rng"]
-        self.updates = state["updates"]
+        self.load_schedule_state(state)
         if self.mixer is not None and self.target_mixer is not None:
             self.mixer.load_state_dict(state["mixer"])
             self.target_mixer.load_state_dict(state["target_mixer"])

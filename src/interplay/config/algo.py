@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from interplay.config.code import NamesCode, load_callable
 from interplay.config.limits import MAX_STEPS
-from interplay.config.model import refuse_renamed
+from interplay.config.model import declare_recurrent, refuse_renamed
 from interplay.errors import ConfigError
 
 
@@ -29,10 +29,8 @@ class AlgoSettings(BaseModel):
     # (``hpo.ranges`` narrows or moves them, within the field's own bounds).
     mutable: ClassVar[dict[str, tuple[float, float]]] = {}
     name: Annotated[str, NamesCode("attr")] = "random"
-    """The algorithm: a registered name (``ippo``, ``mappo``, ``dqn``, ``vdn``, ``qmix``,
-    ``maddpg``, ``matd3``, ``isac``, ``masac``, ``random``) or ``module:Class`` for an
-    algorithm of your own."""
-    supports_recurrent: ClassVar[bool] = False  # whether ``model.recurrent`` may be set
+    """The algorithm: a registered name (docs/reference.md lists each with its settings) or
+    ``module:Class`` for an algorithm of your own."""
 
 
 class PrioritySettings(AlgoSettings):
@@ -73,8 +71,11 @@ class CriticStateSettings(AlgoSettings):
 SETTINGS: dict[str, type[AlgoSettings]] = {}
 
 
-def register_settings(name: str, settings: type[AlgoSettings]) -> None:
+def register_settings(name: str, settings: type[AlgoSettings], recurrent: bool = False) -> None:
+    """Validate ``algo`` sections naming ``name`` with ``settings``; ``recurrent``: whether
+    that algorithm learns recurrent networks (``model.recurrent``)."""
     SETTINGS[name] = settings
+    declare_recurrent(name, recurrent)
 
 
 def settings_class(name: Any) -> type[AlgoSettings]:

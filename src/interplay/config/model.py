@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from interplay.config.code import NamesCode
+from interplay.config.code import NamesCode, load_callable
 from interplay.config.limits import MAX_SIZE
 from interplay.errors import ConfigError
 
@@ -163,12 +163,28 @@ def model_for(algo: Any, override: dict[str, Any], pid: str,
         raise ConfigError(f"{why} (merged over algo.{field})") from None
 
 
+_RECURRENT: dict[str, bool] = {}  # registered algorithms: whether each learns recurrent nets
+
+
+def declare_recurrent(algorithm: str, recurrent: bool) -> None:
+    """Say whether the registered algorithm ``algorithm`` learns recurrent networks."""
+    _RECURRENT[algorithm] = recurrent
+
+
+def learns_recurrent(name: str) -> bool:
+    """Whether the algorithm ``algo.name`` names declares it learns recurrent networks (its
+    class's ``supports_recurrent``)."""
+    if name in _RECURRENT:
+        return _RECURRENT[name]
+    return ":" in name and bool(getattr(load_callable(name, "algo.name"), "supports_recurrent", False))
+
+
 def check_models(cfg: Any) -> None:
     """Refuse, naming the key, what no network of this config can be: an override for an
     algorithm without networks, one that does not merge, a recurrent model where the
     algorithm cannot learn one."""
     algo = cfg.algo
-    supports = getattr(type(algo), "supports_recurrent", False)
+    supports = learns_recurrent(algo.name)
     for field in ("model", "critic_model"):
         model = getattr(algo, field, None)
         if isinstance(model, ModelSettings) and model.recurrent != "none" and not supports:

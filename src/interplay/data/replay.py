@@ -286,66 +286,59 @@ class JointReplayBuffer(Prioritized):
     def join(self, batches: dict[str, Transitions]) -> tuple[np.ndarray, dict[str, dict[str, np.ndarray]]]:
         """Joint rows, one per (runner step, env copy) in which anything closed, in time order:
         each row's env copy and each group's columns ``[rows, agents, ...]``, not stored yet.
-        The batches may cover many steps (whole episodes handed over at their end)."""
+        The batches may cover many steps (whole episodes handed over at their end).
+
+        A transition's (step, copy, slot) is where it sits in its group's block: the steps the
+        batches span by the copies, by the group's agents. The joint rows are that block's
+        (step, copy) cells that hold anything, so each is written straight to its place."""
         unknown = [name for name in batches if name not in self.groups]
         if unknown:
             raise ValueError(f"joint replay buffer has no group {unknown[0]!r}; "
                              f"groups are {list(self.groups)}")
-        filled = [t for t in batches.values() if len(t)]
-        width = max((int(t.env.max()) + 1 for t in filled), default=1)
-
-        def when(t: Transitions) -> np.ndarray:  # (step, copy) as one number, in time order
-            return t.step.astype(np.int64) * width + t.env
-
-        keys = np.unique(np.concatenate([when(t) for t in filled])) if filled else np.zeros(0, int)
-        copies = keys % width
-        starts = np.zeros(len(copies), bool)  # a row in which some agent began its episode
+        cells = _Cells([t for t in batches.values() if len(t)])
+        n = cells.rows
+        starts = np.zeros(n, bool)  # a row in which some agent began its episode
         out: dict[str, dict[str, np.ndarray]] = {}
         if self.state_dim:  # every agent of a row carries the same state: any one will do
-            states = {key: np.zeros((len(copies), self.state_dim), np.float32)
-                      for key in STATE_KEYS}
+            states = {key: np.zeros((n, self.state_dim), np.float32) for key in STATE_KEYS}
             for name, part in batches.items():
                 if not len(part):
                     continue
                 if part.states is None:
                     raise ValueError(f"group {name!r}: transitions carry no global state; this "
                                      "buffer keeps the env's global state with each row")
-                at = np.searchsorted(keys, when(part))
+                at = cells.row(part)
                 for key, rows in zip(STATE_KEYS, part.state_rows(), strict=True):
                     states[key][at] = rows
             out[STATE_GROUP] = states
         for name, g in self.groups.items():
-            cols = {key: np.zeros((len(copies), *col.shape[1:]), col.dtype)
+            cols = {key: np.zeros((n, *col.shape[1:]), col.dtype)
                     for key, col in self.columns[name].items()}
             for key in ("mask", "next_mask"):
                 if key in cols:
                     cols[key][:] = True
             t = batches.get(name)
             if t is not None and len(t):
-                if int(t.slot.max()) >= g.agents:
-                    raise ValueError(f"group {name!r} has {g.agents} agents; a transition "
-                                     f"names slot {int(t.slot.max())}")
-                row = np.searchsorted(keys, when(t))
-                if len(np.unique(row * g.agents + t.slot)) < len(t):
-                    raise ValueError(f"group {name!r}: an agent closed two transitions in one "
-                                     "copy and step; joint rows hold one per agent")
-                cols["obs"][row, t.slot] = t.obs
-                cols["next_obs"][row, t.slot] = t.next_obs
-                cols["action"][row, t.slot] = t.action
-                cols["reward"][row, t.slot] = t.reward
-                cols["terminated"][row, t.slot] = t.terminated
-                cols["truncated"][row, t.slot] = t.truncated
-                cols["present"][row, t.slot] = True
+                row = cells.row(t)
+                _check_slots(name, g.agents, row, t.slot, n)
+                where = (row, t.slot)
+                cols["obs"][where] = t.obs
+                cols["next_obs"][where] = t.next_obs
+                cols["action"][where] = t.action
+                cols["reward"][where] = t.reward
+                cols["terminated"][where] = t.terminated
+                cols["truncated"][where] = t.truncated
+                cols["present"][where] = True
                 if t.first is not None:
                     starts[row] |= t.first
                 if g.mask_dim:
                     if t.mask is not None:
-                        cols["mask"][row, t.slot] = t.mask
+                        cols["mask"][where] = t.mask
                     if t.next_mask is not None:
-                        cols["next_mask"][row, t.slot] = t.next_mask
+                        cols["next_mask"][where] = t.next_mask
             out[name] = cols
         self._starts = starts
-        return copies, out
+        return cells.copies, out
 
     def add(self, joined: dict[str, dict[str, np.ndarray]], copies: np.ndarray | None = None,
             starts: np.ndarray | None = None) -> None:
@@ -475,6 +468,40 @@ class JointReplayBuffer(Prioritized):
             self.next[:len(links["next"])] = links["next"]
             self.last = np.array(links["last"], np.int64)
         self._load_priorities(state)
+
+
+class _Cells:
+    """The (runner step, env copy) cells that the transitions of one join close in: each held
+    cell is a joint row, numbered in time order (step, then copy)."""
+
+    def __init__(self, filled: list[Transitions]):
+        self.width = max((int(t.env.max()) + 1 for t in filled), default=1)  # copies
+        self.first = min((int(t.step.min()) for t in filled), default=0)
+        last = max((int(t.step.max()) for t in filled), default=self.first - 1)
+        held = np.zeros((last - self.first + 1) * self.width, bool)
+        for t in filled:
+            held[self._cell(t)] = True
+        self._row_of = np.cumsum(held) - 1  # a held cell's row
+        cells = np.flatnonzero(held)
+        self.rows = len(cells)
+        self.copies = cells % self.width
+
+    def _cell(self, t: Transitions) -> np.ndarray:
+        return (t.step.astype(np.int64) - self.first) * self.width + t.env
+
+    def row(self, t: Transitions) -> np.ndarray:
+        """The joint row each of ``t``'s transitions belongs in."""
+        return self._row_of[self._cell(t)]
+
+
+def _check_slots(group: str, agents: int, row: np.ndarray, slot: np.ndarray, rows: int) -> None:
+    """Refuse a slot outside the group, or two transitions of one agent in one joint row."""
+    if int(slot.max()) >= agents:
+        raise ValueError(f"group {group!r} has {agents} agents; a transition "
+                         f"names slot {int(slot.max())}")
+    if np.bincount(row * agents + slot, minlength=rows * agents).max() > 1:
+        raise ValueError(f"group {group!r}: an agent closed two transitions in one "
+                         "copy and step; joint rows hold one per agent")
 
 
 def _check_capacity(state: dict[str, Any], capacity: int) -> None:

@@ -7,7 +7,7 @@ import importlib.util
 import inspect
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from interplay.errors import UserError
 
@@ -21,6 +21,8 @@ _FAMILIES = {
     "openspiel": ("interplay.envs.openspiel", "openspiel_factory"),
     "gymma": ("interplay.envs.gymma", "gymma_factory"),
 }
+T = TypeVar("T")
+
 _NATIVE: dict[str, type] = {}
 _NATIVE_FAMILIES: dict[str, Callable[[str], type]] = {}
 
@@ -42,6 +44,12 @@ def register_env(name: str, factory: EnvFactory) -> None:
 def register_native(name: str, cls: type) -> None:
     """Name a natively batched env class (it steps all copies as arrays)."""
     _NATIVE[name] = cls
+
+
+def native_env(cls: type[T]) -> type[T]:
+    """Class decorator: name a natively batched env class by its ``task``."""
+    register_native(cls.task, cls)  # type: ignore[attr-defined]
+    return cls
 
 
 def register_native_family(prefix: str, class_of: Callable[[str], type]) -> None:

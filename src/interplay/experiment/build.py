@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from interplay.algos import algorithm_class
+from interplay.algos.actor_critic import CentralCritics
 from interplay.algos.base import Algorithm
 from interplay.algos.learners import Learners
 from interplay.config.code import names_code
@@ -253,9 +254,6 @@ def _env_state_arg(settings: Any, state_space: Any) -> dict[str, Any]:
     return {"state_space": state_space} if getattr(settings, "uses_env_state", False) else {}
 
 
-CENTRALISED_ACTIONS = ("maddpg", "matd3", "masac")  # critics that take every learner agent's action
-
-
 def make_learners(cfg: Config, specs: dict[str, PolicySpec], device: str,
                   turn_based: bool = False, state_space: Any = None) -> Learners:
     """Every trained policy's learner: one algorithm for the policies whose resolved settings
@@ -270,7 +268,9 @@ def make_learners(cfg: Config, specs: dict[str, PolicySpec], device: str,
     for pid in trained:
         settings = policy_settings(cfg, pid)
         groups.setdefault(settings.model_dump_json(), (settings, []))[1].append(pid)
-    central = [(s, pids) for s, pids in groups.values() if s.name in CENTRALISED_ACTIONS]
+    # critics that take every learner agent's action
+    central = [(s, pids) for s, pids in groups.values()
+               if issubclass(algorithm_class(s.name), CentralCritics)]
     if len(groups) > 1 and len(central) > 1:
         (a, pa), (b, pb) = central[:2]
         raise ConfigError(

@@ -1,13 +1,13 @@
-"""Natively batched envs: every copy of a task stepped at once as arrays."""
+"""Natively batched envs: every copy of a task stepped at once as arrays. Each module names its
+envs itself (``@native_env``); importing this package loads every module in it."""
 
-from interplay.envs.native.speaker_listener import SpeakerListener
-from interplay.envs.native.spread import Spread
-from interplay.envs.native.vmas_env import FAMILY as VMAS
-from interplay.envs.native.vmas_env import vmas_class
-from interplay.envs.registry import register_native, register_native_family
+import importlib
+import pkgutil
 
-register_native("spread", Spread)
-register_native("speaker_listener", SpeakerListener)
-register_native_family(VMAS, vmas_class)  # vmas:<scenario>, VMAS imported when one is built
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+from interplay.envs.native.speaker_listener import SpeakerListener  # noqa: E402
+from interplay.envs.native.spread import Spread  # noqa: E402
 
 __all__ = ["SpeakerListener", "Spread"]

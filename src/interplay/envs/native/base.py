@@ -38,7 +38,33 @@ def box(dim: int) -> spaces.Box:
                       dtype=np.float32)
 
 
-class NativeEnv:
+class FrameRecorder:
+    """Keeps one copy's frames while it steps (the videos of a run), drawn by ``render_rgb``."""
+
+    _frames: list[tuple[str, np.ndarray]] | None = None  # see record_frames
+    _frames_of = 0
+
+    def render_rgb(self, e: int = 0) -> np.ndarray:
+        raise NotImplementedError
+
+    def record_frames(self, e: int = 0) -> list[tuple[str, np.ndarray]]:
+        """From now on keep copy ``e``'s frames, in the list returned.
+
+        Each entry is ``("start", frame)`` when an episode begins or ``("step", frame)`` after
+        a step; the frame of a step that ends an episode is drawn before the copy resets, so
+        every episode's final state is kept.
+        """
+        frames: list[tuple[str, np.ndarray]] = []
+        self._frames, self._frames_of = frames, e
+        return frames
+
+    def _record(self, kind: str, done: np.ndarray | None = None) -> None:
+        """Keep the recorded copy's frame, if recording (and, given ``done``, if it is done)."""
+        if self._frames is not None and (done is None or done[self._frames_of]):
+            self._frames.append((kind, self.render_rgb(self._frames_of)))
+
+
+class NativeEnv(FrameRecorder):
     """Base of the batched envs: every agent acts at every step and episodes have a fixed length.
 
     A subclass sets ``agents``, ``observation_spaces``, ``action_spaces`` and ``state_space``,
@@ -83,8 +109,6 @@ class NativeEnv:
         self._t = np.zeros(E, np.int64)
         self._rng = np.random.default_rng()
         self._started = False
-        self._frames: list[tuple[str, np.ndarray]] | None = None  # see record_frames
-        self._frames_of = 0
         self._view = VecStep(
             obs=self._obs, mask=self._mask, acting=self._acting, reward=self._reward,
             terminated=self._terminated, truncated=self._truncated, final_obs=self._final_obs,
@@ -136,21 +160,6 @@ class NativeEnv:
             frame[inside] = np.round(np.clip(colour, 0.0, 1.0) * 255).astype(np.uint8)
         return frame
 
-    def record_frames(self, e: int = 0) -> list[tuple[str, np.ndarray]]:
-        """From now on keep copy ``e``'s frames, in the list returned.
-
-        Each entry is ``("start", frame)`` when an episode begins or ``("step", frame)`` after
-        a step; the frame of a step that ends an episode is drawn before the copy resets, so
-        every episode's final state is kept.
-        """
-        frames: list[tuple[str, np.ndarray]] = []
-        self._frames, self._frames_of = frames, e
-        return frames
-
-    def _record(self, kind: str) -> None:
-        assert self._frames is not None, "record_frames() starts the recording"
-        self._frames.append((kind, self.render_rgb(self._frames_of)))
-
     # -- the VecEnv interface -------------------------------------------------------------
     def reset(self, seed: int | None = None) -> VecStep:
         self._rng = np.random.default_rng(seed)
@@ -160,8 +169,7 @@ class NativeEnv:
         self._clear()
         self._write_obs()
         self._view.flagged = False
-        if self._frames is not None:
-            self._record("start")
+        self._record("start")
         return self._view
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
@@ -174,8 +182,7 @@ class NativeEnv:
         self._advance(actions)
         self._t += 1
         self._write_obs()
-        if self._frames is not None:
-            self._record("step")
+        self._record("step")
         done = self._t >= self.limit
         self._view.flagged = flagged = bool(done.any())
         if flagged:
@@ -186,8 +193,7 @@ class NativeEnv:
             self._write_obs()
             self._truncated[rows] = True
             self._episode_end[rows] = True
-            if self._frames is not None and done[self._frames_of]:
-                self._record("start")
+            self._record("start", done)
         return self._view
 
     def current_step(self) -> VecStep:

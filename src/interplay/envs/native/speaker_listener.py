@@ -23,6 +23,7 @@ from interplay.envs.native.particles import (
     row_count,
     uniform_positions,
 )
+from interplay.envs.registry import native_env
 
 DIM_C = 3
 NUM_LANDMARKS = 3
@@ -34,6 +35,7 @@ _COLORS32 = LANDMARK_COLORS.astype(np.float32)
 SPEAKER, LISTENER = "speaker_0", "listener_0"
 
 
+@native_env
 class SpeakerListener(NativeEnv):
     task = "speaker_listener"
     defaults = {"max_cycles": 25, "continuous_actions": False, "dynamic_rescaling": False}

@@ -25,6 +25,7 @@ from interplay.envs.native.particles import (
     lengths,
     uniform_positions,
 )
+from interplay.envs.registry import native_env
 
 AGENT_SIZE = 0.15
 LANDMARK_SIZE = 0.05
@@ -33,6 +34,7 @@ AGENT_COLOR = (0.35, 0.35, 0.85)
 LANDMARK_COLOR = (0.25, 0.25, 0.25)
 
 
+@native_env
 class Spread(NativeEnv):
     task = "spread"
     defaults = {"N": 3, "local_ratio": 0.5, "max_cycles": 25, "continuous_actions": False,

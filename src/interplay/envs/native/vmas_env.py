@@ -24,7 +24,8 @@ import numpy as np
 from gymnasium import spaces
 
 from interplay.envs.batch import FixedArrays, VecStep, agent_blocks
-from interplay.envs.registry import EnvSpecError
+from interplay.envs.native.base import FrameRecorder
+from interplay.envs.registry import EnvSpecError, register_native_family
 from interplay.envs.spaces import action_view, obs_view
 from interplay.errors import UserError
 
@@ -79,7 +80,7 @@ def vmas_class(scenario: str) -> type:
     return _CLASSES[scenario]
 
 
-class VmasEnv:
+class VmasEnv(FrameRecorder):
     """``num_envs`` copies of the VMAS scenario ``scenario`` on ``device``, as a vector env.
 
     ``kwargs`` (``env.kwargs``) go to ``vmas.make_env``: the scenario's own (``n_agents``...)
@@ -133,8 +134,6 @@ class VmasEnv:
         self._reward_t = torch.from_numpy(self._reward)
         self._on_cpu = self.device.type == "cpu"
         self._started = False
-        self._frames: list[tuple[str, np.ndarray]] | None = None  # see record_frames
-        self._frames_of = 0
         self._view = VecStep(
             obs=self._obs, mask=self._mask, acting=np.ones((E, len(self.agents)), bool),
             reward=self._reward, terminated=self._terminated, truncated=self._truncated,
@@ -194,8 +193,7 @@ class VmasEnv:
         self._clear()
         self._view.flagged = False
         self._started = True
-        if self._frames is not None:
-            self._record("start")
+        self._record("start")
         return self._view
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
@@ -211,8 +209,7 @@ class VmasEnv:
         done = terminated | truncated
         flagged = bool(done.any())
         self._view.flagged = flagged
-        if self._frames is not None:
-            self._record("step")
+        self._record("step")
         if flagged:
             self._end_episodes(done.cpu().numpy(), terminated.cpu().numpy())
         return self._view
@@ -276,8 +273,7 @@ class VmasEnv:
                 (obs,) = self._env.get_from_scenario(get_observations=True, get_rewards=False,
                                                      get_infos=False, get_dones=False)
                 self._write_obs(obs, rows)
-        if self._frames is not None and done[self._frames_of]:
-            self._record("start")
+        self._record("start", done)
 
     @contextlib.contextmanager
     def _own_streams(self) -> Iterator[None]:
@@ -313,17 +309,6 @@ class VmasEnv:
                 "xvfb-run interplay ...) or a headless EGL device") from err
         return np.asarray(frame, np.uint8)
 
-    def record_frames(self, e: int = 0) -> list[tuple[str, np.ndarray]]:
-        """From now on keep copy ``e``'s frames, in the list returned: ``("start", frame)``
-        when an episode begins, ``("step", frame)`` after a step (drawn before the copy
-        resets, so every episode's final state is kept)."""
-        frames: list[tuple[str, np.ndarray]] = []
-        self._frames, self._frames_of = frames, e
-        return frames
-
-    def _record(self, kind: str) -> None:
-        assert self._frames is not None, "record_frames() starts the recording"
-        self._frames.append((kind, self.render_rgb(self._frames_of)))
 
 
 def _blocks(arrays: FixedArrays, agents: list[str]) -> list[tuple[np.ndarray, list[int], Any]]:
@@ -370,3 +355,5 @@ def _unused_keys(caught: list[warnings.WarningMessage], kwargs: dict[str, Any]) 
     text = " ".join(str(w.message) for w in caught)
     return {k for k in kwargs if repr(k) in text} or set(kwargs)
 
+
+register_native_family(FAMILY, vmas_class)  # vmas:<scenario>, VMAS imported when one is built

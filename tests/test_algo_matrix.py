@@ -6,7 +6,7 @@ registers."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from helpers import read_metrics, tiny_cfg
 
 from interplay import Result, evaluate, load_policy, resume, train
 from interplay.algos import REGISTRY, Algorithm, algorithm_class
+from interplay.envs.toy import Move, ScriptedTurnGame
 from interplay.errors import UserError
 
 ALGORITHMS = [*sorted(REGISTRY), "custom_algo:Greedy"]
@@ -43,15 +44,35 @@ class EnvKind:
     needs: tuple[str, ...]
     """Capabilities an algorithm must have to train it: an action kind, or a capability
     attribute (see :func:`capable`)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Settings over :data:`TINY` for this kind of env."""
+
+
+def turn_game() -> ScriptedTurnGame:
+    """Three players in rotation with a rotating illegal action, paid on others' turns too; one
+    leaves mid-episode, a move skips a player, and the episode is cut at eight moves."""
+    plan = [Move(rewards={"player_0": 1.0, "player_2": -0.5}), Move(rewards={"player_1": 2.0}),
+            Move(rewards={"player_2": 1.0}, terminate=["player_1"]), Move(skip=1)] * 3
+    return ScriptedTurnGame(n_agents=3, plan=plan, truncate_after=8)
 
 
 ENVS = {
     "simultaneous_discrete": EnvKind(("env.id=spread",), ("discrete",)),
-    "continuous": EnvKind(("env.id=spread", "env.kwargs.continuous_actions=true"), ("box",)),
-    "turn_based": EnvKind(("env.id=duel_envs:first_to_claim",), ("discrete", "turn_based")),
+    # two policies, a speaker and a listener, with spaces of their own
+    "continuous": EnvKind(("env.id=speaker_listener", "env.kwargs.continuous_actions=true"),
+                          ("box",)),
+    "turn_based": EnvKind((f"env.id={__name__}:turn_game",), ("discrete", "turn_based")),
     "agents_come_and_go": EnvKind(("env.id=interplay.envs.toy:shifting_crowd",),
                                   ("discrete", "agents_come_and_go")),
+    # small frames, a small CNN, and a couple of updates: convolutions cost the most here
+    "images": EnvKind(("env.id=interplay.envs.pixels", "env.kwargs.size=36"), ("discrete",),
+                      {"learning_starts": 80, "train_every": 40, "rollout": 40, "epochs": 1,
+                       "model": {"hidden": [16], "channels": [4, 8, 8]},
+                       "critic_model": {"hidden": [16], "channels": [4, 8, 8]}}),
 }
+FULLY_CHECKED = [env for env in ENVS if env != "images"]
+"""The kinds every check runs on; image frames (the costliest networks) get the short run only:
+past the networks, their runs are the same code as the others'."""
 
 CAPABILITY_ATTRS = {"turn_based": "turn_based", "agents_come_and_go": "agents_come_and_go"}
 """The class attribute each capability is declared in, on :class:`interplay.Algorithm`."""
@@ -112,7 +133,8 @@ class Cell:
         self.algo, self.env, self.root = algo, env, root
         self.cls = algorithm_class(algo)
         fields = self.cls.Settings.model_fields
-        tiny = [f"algo.{k}={v}" for k, v in TINY.items() if k in fields]
+        settings = {**TINY, **ENVS[env].settings}
+        tiny = [f"algo.{k}={v}" for k, v in settings.items() if k in fields]
         self.overrides = [*ENVS[env].overrides, *RUN, f"algo.name={algo}", *tiny]
         self.refusal: str | None = None
 
@@ -155,7 +177,8 @@ def cell_id(cell: tuple[str, str]) -> str:
     return f"{cell[0].split(':')[-1].lower()}-{cell[1]}"
 
 
-@pytest.fixture(scope="module", params=[(a, e) for a in ALGORITHMS for e in ENVS], ids=cell_id)
+@pytest.fixture(scope="module", params=[(a, e) for a in ALGORITHMS for e in FULLY_CHECKED],
+                ids=cell_id)
 def cell(request, tmp_path_factory) -> Cell:
     algo, env = request.param
     reason = lacking(algorithm_class(algo), env)
@@ -165,6 +188,18 @@ def cell(request, tmp_path_factory) -> Cell:
 
 
 def test_a_short_run_trains_and_reports_finite_numbers(cell):
+    check_short_run(cell)
+
+
+@pytest.mark.parametrize("algo", ALGORITHMS, ids=lambda algo: algo.split(":")[-1].lower())
+def test_a_short_run_on_image_observations(algo, tmp_path):
+    reason = lacking(algorithm_class(algo), "images")
+    if reason:
+        pytest.skip(reason)
+    check_short_run(Cell(algo, "images", tmp_path))
+
+
+def check_short_run(cell: Cell) -> None:
     result = cell.straight
     assert result.env_steps == STEPS
     rows = read_metrics(result.run_dir)
@@ -194,18 +229,22 @@ def test_eval_scores_the_trained_policies(cell):
     assert math.isfinite(report["episode_return_mean"])
 
 
-def test_load_policy_acts_legally_and_alike_alone_or_batched(cell):
-    policy = load_policy(cell.straight.run_dir)
-    obs = [observation(policy.observation_space, seed) for seed in range(3)]
-    one = [policy.act(o) for o in obs]
-    batched = policy.act(obs)
-    for i, (o, a) in enumerate(zip(obs, one, strict=True)):
-        assert policy.action_space.contains(np.asarray(a, policy.action_space.dtype)), a
-        if cell.learns:  # greedy acting is a function of the observation; a batch may sum in
-            # another order than one row: equal to float rounding  # greedy acting is a function of the observation
-            np.testing.assert_allclose(batched[i], a, rtol=1e-5, atol=1e-6)
-        if isinstance(o, dict) and "action_mask" in o:
-            assert o["action_mask"][int(a)]
+@pytest.mark.parametrize("explore", [False, True])
+def test_load_policy_acts_legally_and_alike_alone_or_batched(cell, explore):
+    rows = read_metrics(cell.straight.run_dir)
+    pids = sorted({k.split("/")[1] for k in rows[-1] if k.startswith("policy_return_mean/")})
+    for pid in pids:
+        policy = load_policy(cell.straight.run_dir, pid)
+        obs = [observation(policy.observation_space, seed) for seed in range(3)]
+        one = [policy.act(o, explore=explore) for o in obs]
+        batched = policy.act(obs, explore=explore)
+        for i, (o, a) in enumerate(zip(obs, one, strict=True)):
+            assert policy.action_space.contains(np.asarray(a, policy.action_space.dtype)), a
+            if isinstance(o, dict) and "action_mask" in o:
+                assert o["action_mask"][int(a)], f"policy {pid!r} took an illegal action"
+            if cell.learns and not explore:  # greedy acting is a function of the observation
+                # (to float rounding: a batch may sum in another order than one row)
+                np.testing.assert_allclose(batched[i], a, rtol=1e-5, atol=1e-6)
 
 
 def observation(space: spaces.Space, seed: int) -> Any:

@@ -15,11 +15,10 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from helpers import read_metrics, tiny_cfg
+from helpers import read_metrics, tiny_cfg, untimed_metrics
 
-from interplay import Result, evaluate, load_policy, resume, train
+from interplay import ConfigError, Result, evaluate, load_policy, resume, train
 from interplay.algos import REGISTRY, Algorithm, algorithm_class
-from interplay.envs.toy import Move, ScriptedTurnGame
 from interplay.errors import UserError
 
 ALGORITHMS = [*sorted(REGISTRY), "custom_algo:Greedy"]
@@ -48,20 +47,12 @@ class EnvKind:
     """Settings over :data:`TINY` for this kind of env."""
 
 
-def turn_game() -> ScriptedTurnGame:
-    """Three players in rotation with a rotating illegal action, paid on others' turns too; one
-    leaves mid-episode, a move skips a player, and the episode is cut at eight moves."""
-    plan = [Move(rewards={"player_0": 1.0, "player_2": -0.5}), Move(rewards={"player_1": 2.0}),
-            Move(rewards={"player_2": 1.0}, terminate=["player_1"]), Move(skip=1)] * 3
-    return ScriptedTurnGame(n_agents=3, plan=plan, truncate_after=8)
-
-
 ENVS = {
     "simultaneous_discrete": EnvKind(("env.id=spread",), ("discrete",)),
     # two policies, a speaker and a listener, with spaces of their own
     "continuous": EnvKind(("env.id=speaker_listener", "env.kwargs.continuous_actions=true"),
                           ("box",)),
-    "turn_based": EnvKind((f"env.id={__name__}:turn_game",), ("discrete", "turn_based")),
+    "turn_based": EnvKind(("env.id=helpers:turn_game",), ("discrete", "turn_based")),
     "agents_come_and_go": EnvKind(("env.id=interplay.envs.toy:shifting_crowd",),
                                   ("discrete", "agents_come_and_go")),
     # small frames, a small CNN, and a couple of updates: convolutions cost the most here
@@ -94,13 +85,6 @@ def lacking(cls: type[Algorithm], env: str) -> str | None:
                         else f"action_kinds = {sorted(cls.action_kinds)}, not {need}")
             return f"{cls.__name__} declares {declared}: it cannot train {env}"
     return None
-
-
-TIMING = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
-
-
-def numbers(run_dir: Path) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in TIMING} for r in read_metrics(run_dir)]
 
 
 def final_state(run_dir: Path) -> dict[str, Any]:
@@ -214,7 +198,7 @@ def check_short_run(cell: Cell) -> None:
 def test_a_run_stopped_and_resumed_equals_a_straight_one(cell):
     straight, split = cell.straight.run_dir, cell.resumed.run_dir
     assert cell.resumed.env_steps == STEPS
-    assert numbers(split) == numbers(straight)
+    assert untimed_metrics(split) == untimed_metrics(straight)
     if cell.learns:  # it learned after the resume, or the check proves little
         after = [r for r in read_metrics(split) if r["env_steps"] > STEPS // 2]
         assert cell.learned(after)
@@ -257,3 +241,9 @@ def observation(space: spaces.Space, seed: int) -> Any:
         mask[seed % len(mask)] = 0
         obs["action_mask"] = mask
     return obs
+
+
+def test_a_learner_of_joint_rows_refuses_agents_that_come_and_go_naming_what_can(tmp_path):
+    cfg = tiny_cfg(*ENVS["agents_come_and_go"].overrides, "algo.name=maddpg", "train.steps=60")
+    with pytest.raises(ConfigError, match="use ippo or mappo"):
+        train(cfg, tmp_path)

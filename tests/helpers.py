@@ -154,6 +154,15 @@ def straight_and_resumed(overrides: list[str], steps: int, tmp_path: Path
     return untimed_metrics(tmp_path / "straight"), untimed_metrics(tmp_path / "split")
 
 
+def newest_state(run_dir: Path, map_location: str | None = "cpu") -> dict:
+    """The state the run's newest checkpoint holds, as saved (its tensors on the devices they were
+    saved from when ``map_location`` is None)."""
+    import torch
+
+    newest = sorted((Path(run_dir) / "checkpoints").glob("*/state.pt"))[-1]
+    return torch.load(newest, map_location=map_location, weights_only=True)
+
+
 def untimed_metrics(run_dir: Path) -> list[dict]:
     """The run's metrics rows less their timings: what a repeated run must give again."""
     return [{k: v for k, v in r.items() if k not in TIMING} for r in read_metrics(run_dir)]

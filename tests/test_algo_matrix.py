@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from helpers import read_metrics, tiny_cfg, untimed_metrics
+from helpers import newest_state, read_metrics, tiny_cfg, untimed_metrics
 
 from interplay import ConfigError, Result, evaluate, load_policy, resume, train
 from interplay.algos import REGISTRY, Algorithm, algorithm_class
@@ -85,12 +85,6 @@ def lacking(cls: type[Algorithm], env: str) -> str | None:
                         else f"action_kinds = {sorted(cls.action_kinds)}, not {need}")
             return f"{cls.__name__} declares {declared}: it cannot train {env}"
     return None
-
-
-def final_state(run_dir: Path) -> dict[str, Any]:
-    """The newest checkpoint's state, as saved."""
-    newest = sorted((run_dir / "checkpoints").glob("*/state.pt"))[-1]
-    return torch.load(newest, weights_only=True)
 
 
 def assert_same(a: Any, b: Any, where: str = "state") -> None:
@@ -202,7 +196,7 @@ def test_a_run_stopped_and_resumed_equals_a_straight_one(cell):
     if cell.learns:  # it learned after the resume, or the check proves little
         after = [r for r in read_metrics(split) if r["env_steps"] > STEPS // 2]
         assert cell.learned(after)
-    a, b = final_state(straight), final_state(split)
+    a, b = newest_state(straight), newest_state(split)
     for part in ("algo", "storage", "runner", "rng"):
         assert_same(a[part], b[part], part)
 

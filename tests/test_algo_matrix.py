@@ -27,14 +27,14 @@ STEPS = 200
 """Env steps of a straight run; the split run stops at half, which with two copies falls inside a
 PPO rollout, a replay schedule's interval and a report's window."""
 
-TINY = {"rollout": 16, "epochs": 2, "minibatches": 2, "learning_starts": 20, "train_every": 4,
+TINY = {"rollout": 16, "epochs": 2, "minibatches": 2, "learning_starts": 20, "train_every": 8,
         "batch_size": 16, "buffer_size": 1000, "target_every": 20, "exploration_steps": 100,
         "n_step": 2, "mixer_hidden": 8, "hypernet_hidden": 8, "model": {"hidden": [16]},
         "critic_model": {"hidden": [16]}}
 """Small settings, each given to the algorithms whose settings have that key: a few hundred steps
 update every learner several times on either side of the split."""
 
-RUN = ["env.num_envs=2", "log.every=40", "train.test_frequency=60", "train.test_episodes=2"]
+RUN = ["env.num_envs=2", "log.every=40", "train.test_frequency=120", "train.test_episodes=1"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,11 @@ ENVS = {
     "turn_based": EnvKind(("env.id=helpers:turn_game",), ("discrete", "turn_based")),
     "agents_come_and_go": EnvKind(("env.id=interplay.envs.toy:shifting_crowd",),
                                   ("discrete", "agents_come_and_go")),
+    # spread again, learned by recurrent networks: their states are carried across steps,
+    # checkpoints and load_policy
+    "recurrent_networks": EnvKind(("env.id=spread",), ("discrete", "supports_recurrent"),
+                                  {"model": {"hidden": [16], "recurrent": "gru",
+                                             "recurrent_size": 16, "seq_len": 8}}),
     # small frames, a small CNN, and a couple of updates: convolutions cost the most here
     "images": EnvKind(("env.id=interplay.envs.pixels", "env.kwargs.size=36"), ("discrete",),
                       {"learning_starts": 80, "train_every": 40, "rollout": 40, "epochs": 1,
@@ -65,16 +70,20 @@ FULLY_CHECKED = [env for env in ENVS if env != "images"]
 """The kinds every check runs on; image frames (the costliest networks) get the short run only:
 past the networks, their runs are the same code as the others'."""
 
-CAPABILITY_ATTRS = {"turn_based": "turn_based", "agents_come_and_go": "agents_come_and_go"}
+CAPABILITY_ATTRS = {"turn_based": "turn_based", "agents_come_and_go": "agents_come_and_go",
+                    "supports_recurrent": "supports_recurrent"}
 """The class attribute each capability is declared in, on :class:`interplay.Algorithm`."""
 
 
 def capable(cls: type[Algorithm], need: str) -> bool | None:
-    """Whether ``cls`` declares it can train an env that needs ``need``; None where the
-    algorithm classes declare nothing about it yet."""
+    """Whether ``cls`` declares it can train an env that needs ``need`` (on the class, or on its
+    settings class where that is where it is declared); None where it declares nothing."""
     if need not in CAPABILITY_ATTRS:
         return need in cls.action_kinds
-    return getattr(cls, CAPABILITY_ATTRS[need], None)
+    for holder in (cls, cls.Settings):
+        if hasattr(holder, CAPABILITY_ATTRS[need]):
+            return bool(getattr(holder, CAPABILITY_ATTRS[need]))
+    return None
 
 
 def lacking(cls: type[Algorithm], env: str) -> str | None:
@@ -207,22 +216,22 @@ def test_eval_scores_the_trained_policies(cell):
     assert math.isfinite(report["episode_return_mean"])
 
 
-@pytest.mark.parametrize("explore", [False, True])
-def test_load_policy_acts_legally_and_alike_alone_or_batched(cell, explore):
+def test_load_policy_acts_legally_and_alike_alone_or_batched(cell):
     rows = read_metrics(cell.straight.run_dir)
     pids = sorted({k.split("/")[1] for k in rows[-1] if k.startswith("policy_return_mean/")})
     for pid in pids:
         policy = load_policy(cell.straight.run_dir, pid)
         obs = [observation(policy.observation_space, seed) for seed in range(3)]
-        one = [policy.act(o, explore=explore) for o in obs]
-        batched = policy.act(obs, explore=explore)
-        for i, (o, a) in enumerate(zip(obs, one, strict=True)):
-            assert policy.action_space.contains(np.asarray(a, policy.action_space.dtype)), a
-            if isinstance(o, dict) and "action_mask" in o:
-                assert o["action_mask"][int(a)], f"policy {pid!r} took an illegal action"
-            if cell.learns and not explore:  # greedy acting is a function of the observation
-                # (to float rounding: a batch may sum in another order than one row)
-                np.testing.assert_allclose(batched[i], a, rtol=1e-5, atol=1e-6)
+        for explore in (False, True):
+            one = [policy.act(o, explore=explore) for o in obs]
+            batched = policy.act(obs, explore=explore)
+            for i, (o, a) in enumerate(zip(obs, one, strict=True)):
+                assert policy.action_space.contains(np.asarray(a, policy.action_space.dtype)), a
+                if isinstance(o, dict) and "action_mask" in o:
+                    assert o["action_mask"][int(a)], f"policy {pid!r} took an illegal action"
+                if cell.learns and not explore:  # greedy acting is a function of the observation
+                    # (to float rounding: a batch may sum in another order than one row)
+                    np.testing.assert_allclose(batched[i], a, rtol=1e-5, atol=1e-6)
 
 
 def observation(space: spaces.Space, seed: int) -> Any:

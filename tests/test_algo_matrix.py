@@ -23,9 +23,10 @@ from interplay.errors import UserError
 
 ALGORITHMS = [*sorted(REGISTRY), "custom_algo:Greedy"]
 
-STEPS = 200
-"""Env steps of a straight run; the split run stops at half, which with two copies falls inside a
-PPO rollout, a replay schedule's interval and a report's window."""
+STEPS = 212
+"""Env steps of a straight run. The split run stops at half (106 env steps, 53 steps of the two
+copies), inside a rollout of 16 steps, between two learning rounds of :data:`TINY`'s schedule and
+inside a report's window; the one test phase comes after it."""
 
 TINY = {"rollout": 16, "epochs": 2, "minibatches": 2, "learning_starts": 20, "train_every": 8,
         "batch_size": 16, "buffer_size": 1000, "target_every": 20, "exploration_steps": 100,

@@ -23,8 +23,8 @@ from interplay.errors import UserError
 
 ALGORITHMS = [*sorted(REGISTRY), "custom_algo:Greedy"]
 
-STEPS = 212
-"""Env steps of a straight run. The split run stops at half (106 env steps, 53 steps of the two
+STEPS = 132
+"""Env steps of a straight run. The split run stops at half (66 env steps, 33 steps of the two
 copies), inside a rollout of 16 steps, between two learning rounds of :data:`TINY`'s schedule and
 inside a report's window; the one test phase comes after it."""
 
@@ -63,7 +63,7 @@ ENVS = {
                                              "recurrent_size": 16, "seq_len": 8}}),
     # small frames, a small CNN, and a couple of updates: convolutions cost the most here
     "images": EnvKind(("env.id=interplay.envs.pixels", "env.kwargs.size=36"), ("discrete",),
-                      {"learning_starts": 80, "train_every": 40, "rollout": 40, "epochs": 1,
+                      {"learning_starts": 60, "train_every": 40, "rollout": 30, "epochs": 1,
                        "model": {"hidden": [16], "channels": [4, 8, 8]},
                        "critic_model": {"hidden": [16], "channels": [4, 8, 8]}}),
 }

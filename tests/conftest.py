@@ -36,7 +36,11 @@ the end while the other has finished."""
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.path.name not in FIRST)  # stable: the rest keep their order
+    no_gpu = None if torch.cuda.is_available() else pytest.mark.skip(
+        reason="gpu: needs a CUDA device, and torch sees none")
     for item in items:
+        if no_gpu and item.get_closest_marker("gpu"):
+            item.add_marker(no_gpu)
         if item.get_closest_marker("timeout"):
             continue
         mark = next((m for m in SLOW_TIMEOUT_S if item.get_closest_marker(m)), None)

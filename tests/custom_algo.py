@@ -15,11 +15,18 @@ class GreedySettings(AlgoSettings):
 
 
 class _Fixed:
+    squashed = False  # the Actor protocol: its actions are the env's own
+    wants_env_obs = False
+
     def __init__(self, action: int):
         self.action = action
 
     def act(self, batch: ActBatch, explore: bool = True):
-        return np.full(len(batch.obs), self.action), {}
+        actions = np.full(len(batch.obs), self.action)
+        if batch.mask is not None:  # where the action is illegal, the first legal one
+            illegal = ~batch.mask[:, self.action]
+            actions[illegal] = batch.mask[illegal].argmax(1)
+        return actions, {}
 
 
 class Greedy(Algorithm):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from interplay.config.schema import Config, load, validate
+from interplay.envs.toy import Move, ScriptedTurnGame
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.run.actors import RandomActor
 from interplay.run.runner import Runner
@@ -57,6 +58,15 @@ def tiny_cfg(*overrides: str, files: tuple[str | Path, ...] = ()) -> Config:
     """The config of a short test run: ``files`` and ``overrides`` as ``interplay train`` takes
     them, with :data:`QUIET` first, so a test that reads TensorBoard or the curve turns it on."""
     return load(list(files), [*QUIET, *overrides])
+
+
+def turn_game() -> ScriptedTurnGame:
+    """Three players in rotation with a rotating illegal action, paid on others' turns too; one
+    leaves mid-episode, a move skips a player, and the episode is cut at eight moves
+    (``env.id: helpers:turn_game``)."""
+    plan = [Move(rewards={"player_0": 1.0, "player_2": -0.5}), Move(rewards={"player_1": 2.0}),
+            Move(rewards={"player_2": 1.0}, terminate=["player_1"]), Move(skip=1)] * 3
+    return ScriptedTurnGame(n_agents=3, plan=plan, truncate_after=8)
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
@@ -141,10 +151,21 @@ def straight_and_resumed(overrides: list[str], steps: int, tmp_path: Path
     train(load([], [*overrides, f"train.steps={steps // 2}"]), tmp_path / "split")
     resume(tmp_path / "split", [f"train.steps={steps}"])
 
-    def rows(name: str) -> list[dict]:
-        return [{k: v for k, v in r.items() if k not in TIMING} for r in read_metrics(tmp_path / name)]
+    return untimed_metrics(tmp_path / "straight"), untimed_metrics(tmp_path / "split")
 
-    return rows("straight"), rows("split")
+
+def newest_state(run_dir: Path, map_location: str | None = "cpu") -> dict:
+    """The state the run's newest checkpoint holds, as saved (its tensors on the devices they were
+    saved from when ``map_location`` is None)."""
+    import torch
+
+    newest = sorted((Path(run_dir) / "checkpoints").glob("*/state.pt"))[-1]
+    return torch.load(newest, map_location=map_location, weights_only=True)
+
+
+def untimed_metrics(run_dir: Path) -> list[dict]:
+    """The run's metrics rows less their timings: what a repeated run must give again."""
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in read_metrics(run_dir)]
 
 
 class StopAfter:

@@ -113,7 +113,7 @@ def test_other_full_disk_errors_are_printed_without_a_traceback(tmp_path, monkey
     monkeypatch.setattr(loop, "plot_curve", plot)
     run = tmp_path / "run"
     code = main(["train", "-s", "env.id=spread", "-s", "train.steps=50", "-s", "log.console=false",
-                 "--run-dir", str(run)])
+                 "-s", "log.tensorboard=false", "--run-dir", str(run)])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert "No space left on device" in err and str(run / "curve.png") in err

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import Learner, read_metrics
+from helpers import Learner
 from torch import nn
 
 from interplay.algos.dqn import DQN, QNet, td_target
@@ -19,7 +19,7 @@ from interplay.data.replay import Sample
 from interplay.errors import NonFiniteError
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.experiment.evaluate import evaluate
-from interplay.experiment.loop import Experiment, resume, train
+from interplay.experiment.loop import Experiment, train
 from interplay.experiment.statecodec import decode, encode
 from interplay.run.actors import ActBatch
 
@@ -205,20 +205,6 @@ def test_box_actions_are_refused_by_name():
                     "env.kwargs.continuous_actions=true", *QUIET])
     with pytest.raises(ConfigError, match="dqn cannot train policy 'agent'.*box"):
         Experiment(cfg, "unused")
-
-
-def test_resume_continues_exactly(tmp_path):
-    common = [f"env.id={TTT}", "algo.name=dqn", "train.self_play=true", "env.num_envs=3",
-              "algo.learning_starts=30", "algo.train_every=3", "algo.batch_size=16", "algo.n_step=3",
-              "algo.target_every=10", "algo.exploration_steps=150", "log.every=60", *QUIET]
-    train(load([], [*common, "train.steps=240"]), tmp_path / "straight")
-    train(load([], [*common, "train.steps=120"]), tmp_path / "split")
-    resume(tmp_path / "split", ["train.steps=240"])
-    timing = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
-    a, b = read_metrics(tmp_path / "straight"), read_metrics(tmp_path / "split")
-    assert [{k: v for k, v in r.items() if k not in timing} for r in a] == \
-           [{k: v for k, v in r.items() if k not in timing} for r in b]
-    assert "loss/shared" in a[-1]
 
 
 # -- learning and eval --vs ---------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from gymnasium import spaces
+from helpers import CLI_QUIET
 
 from interplay.config.schema import ConfigError, PolicyConfig
 from interplay.envs.spaces import action_view, obs_view
@@ -138,7 +139,7 @@ def test_a_mapping_function_we_cannot_call_is_named(fn, needle):
 def test_an_rllib_style_mapping_function_trains_from_the_cli(tmp_path, capsys):
     from interplay.cli import main
 
-    code = main(["train", "-s", "train.steps=30", "-s", "log.console=false",
+    code = main(["train", "-s", "train.steps=30", *CLI_QUIET,
                  "-s", f"train.policy_mapping_fn={__name__}:rllib_style",
                  "--run-dir", str(tmp_path / "r")])
     assert code == 0, capsys.readouterr().err

@@ -1,24 +1,22 @@
-"""The PPO family (ippo, mappo): masks, the joint critic input, exact resume, and smoke runs of
-every registered algorithm on every toy env it supports."""
+"""The PPO family (ippo, mappo): masks, the joint critic input, and state round trips in the
+middle of a rollout. Every registered algorithm's runs on every kind of env are
+tests/test_algo_matrix.py's."""
 
 from __future__ import annotations
 
 import io
-import math
 
 import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from helpers import QUIET, QUIET_LOG, Learner
+from helpers import QUIET, Learner
 
 from interplay.algos import REGISTRY
 from interplay.algos.ppo import PPO
 from interplay.config.schema import ConfigError, load, validate
-from interplay.data.replay import AbsentAgentError
 from interplay.data.returns import gae
 from interplay.envs.spaces import action_view
-from interplay.envs.toy import Move, ScriptedTurnGame
 from interplay.experiment.build import make_actors, make_algorithm, make_specs, make_vec_env
 from interplay.experiment.loop import train
 from interplay.experiment.statecodec import decode, encode
@@ -29,27 +27,12 @@ from interplay.run.runner import Runner
 FAST = {"rollout": 16, "epochs": 2, "minibatches": 2}
 
 
-def turn_game() -> ScriptedTurnGame:
-    """Three players in rotation for ten moves, paid on others' turns too; truncated at 8."""
-    plan = [Move(rewards={"player_0": 1.0, "player_2": -0.5}), Move(rewards={"player_1": 2.0}),
-            Move(rewards={"player_2": 1.0}, terminate=["player_1"]), Move(skip=1)] * 3
-    return ScriptedTurnGame(n_agents=3, plan=plan, truncate_after=8)
-
-
 TOY_ENVS = {
     "spread": {"id": "spread", "num_envs": 8},
     "spread_continuous": {"id": "spread", "num_envs": 8, "kwargs": {"continuous_actions": True}},
     "speaker_listener": {"id": "speaker_listener", "num_envs": 8},
-    "scripted_turn_game": {"id": "test_ppo:turn_game", "num_envs": 2},
-    "connect_four": {"id": "pettingzoo.classic.connect_four_v3", "num_envs": 2},
-    "pixels": {"id": "interplay.envs.pixels", "num_envs": 2, "kwargs": {"size": 36}},
-    "shifting_crowd": {"id": "interplay.envs.toy:ShiftingCrowd", "num_envs": 2},
+    "scripted_turn_game": {"id": "helpers:turn_game", "num_envs": 2},
 }
-
-
-# Centralised critics over every agent's action: agents that come and go are refused when
-# the first one is missing.
-EVERY_AGENT_EVERY_STEP = {"maddpg", "matd3", "masac"}
 
 
 def build(env: dict, algo: dict, seed: int = 0, policies: dict | None = None, **train_kw):
@@ -75,37 +58,6 @@ def drive(runner: Runner, algo, steps: int, seed: int | None = 0) -> list[dict]:
         if algo.ready():
             metrics.append(algo.update())
     return metrics
-
-
-# -- smoke: every registered algorithm on every toy env it can train ----------------------
-@pytest.mark.parametrize("env_name", list(TOY_ENVS))
-@pytest.mark.parametrize("algo_name", sorted(REGISTRY))
-def test_every_algorithm_trains_on_every_toy_env_it_supports(algo_name, env_name, tmp_path):
-    cls = REGISTRY[algo_name]
-    env = TOY_ENVS[env_name]
-    cfg = validate({"env": env})
-    vec, _ = make_vec_env(cfg)
-    try:
-        kinds = {v.kind for v in vec.action_views.values()}
-        turn_based = vec.turn_based
-    finally:
-        vec.close()
-    if not kinds <= cls.action_kinds or (turn_based and not cls.turn_based):
-        pytest.skip(f"{algo_name} declares it cannot train {env_name}")
-    algo = {"name": algo_name, **(FAST if issubclass(cls.Settings, REGISTRY["ippo"].Settings) else {})}
-    cfg = validate({"env": env, "algo": algo,
-                    "train": {"steps": 300, "seed": 1}, "log": {**QUIET_LOG, "every": 100}})
-    if algo_name in EVERY_AGENT_EVERY_STEP and env_name == "shifting_crowd":
-        with pytest.raises(AbsentAgentError, match="closed no transition.*use ippo or mappo"):
-            train(cfg, tmp_path)
-        return
-    result = train(cfg, tmp_path)
-    assert result.env_steps >= 300
-    for row in result.rows:
-        learned = {k: v for k, v in row.items() if k.startswith(("policy_loss/", "value_loss/"))}
-        assert all(math.isfinite(v) for v in learned.values())
-    if algo_name in ("ippo", "mappo"):
-        assert any(k.startswith("policy_loss/") for k in result.rows[-1])
 
 
 # -- masks --------------------------------------------------------------------------------

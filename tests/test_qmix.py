@@ -1,10 +1,11 @@
-"""VDN and QMIX: the mix, agents that leave, what they refuse, exact resume, learning."""
+"""VDN and QMIX: the mix, agents that leave, what they refuse, learning (their exact resume is
+tests/test_algo_matrix.py's)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from helpers import read_metrics, straight_and_resumed
+from helpers import read_metrics
 
 from interplay import register_env
 from interplay.algos.qmix import Mixer
@@ -37,14 +38,6 @@ def test_agents_that_come_and_go_train_without_nan_and_beat_random(tmp_path, nam
     trained = [r for r in read_metrics(tmp_path / "q") if r["phase"] == "train"]
     assert all(r.get("loss") is None or r["loss"] == r["loss"] for r in trained)  # no NaN
     assert q["episode_return_mean"] > rnd["episode_return_mean"] + 2.0
-
-
-@pytest.mark.parametrize("name", ["vdn", "qmix"])
-def test_a_team_learner_resumes_exactly(tmp_path, name):
-    common = [f"algo.name={name}", "env.id=spread", "env.num_envs=2", *FAST, *QUIET,
-              "log.every=100", "train.test_frequency=150", "train.test_episodes=2"]
-    a, b = straight_and_resumed(common, 600, tmp_path)
-    assert a == b and any("loss" in r for r in a)
 
 
 @pytest.mark.parametrize(("extra", "message"), [

@@ -1,4 +1,6 @@
-"""Checkpoints and resume: 2N steps straight equal N steps, stop, resume to 2N."""
+"""Checkpoints and resume: 2N steps straight equal N steps, stop, resume to 2N, where the algorithm
+matrix (tests/test_algo_matrix.py) does not reach: stacked frames, lingering agents, recurrent
+states; and damaged checkpoints."""
 
 from __future__ import annotations
 
@@ -21,13 +23,9 @@ def _numbers(rows):
 
 
 @pytest.mark.parametrize(("env", "num_envs", "n", "extra"), [
-    ("spread", 4, 400, []),
     ("mpe2.simple_spread_v3", 2, 300, ["policies.agent.stack_size=2"]),
-    ("pettingzoo.classic.connect_four_v3", 3, 300, []),
-    ("crowd_resume", 2, 60, []),
     # an agent finished mid-episode while the env's dicts still hold it
     ("lingering_resume", 2, 40, []),
-    ("spread", 2, 250, []),  # N not a multiple of the report interval
     # recurrent policies: the actors' states (runner), the critics' carried states (algorithm)
     ("spread", 2, 250, ["algo.name=ippo", "algo.model.recurrent=gru", "algo.rollout=40", "algo.model.seq_len=8",
                         "train.batch_mode=truncate_episodes"]),

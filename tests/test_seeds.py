@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import read_metrics
+from helpers import CLI_QUIET, read_metrics
 
 from interplay.cli import main
 from interplay.config.schema import ConfigError, load
@@ -68,7 +68,7 @@ def test_an_env_that_takes_only_31_bit_seeds_runs_without_failures(tmp_path):
 def test_an_env_that_fails_every_episode_stops_with_its_own_error(tmp_path, capsys, vectorization):
     code = main(["train", "-s", "env.id=faulty_envs:fails_every_episode", "-s", "env.num_envs=2",
                  "-s", f"env.vectorization={vectorization}", "-s", "train.steps=100000",
-                 "-s", "env.max_failures=3", "--run-dir", str(tmp_path)])
+                 "-s", "env.max_failures=3", *CLI_QUIET, "--run-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2
     assert "fails_every_episode" in err and "RuntimeError: cannot step past t=3" in err
@@ -77,7 +77,7 @@ def test_an_env_that_fails_every_episode_stops_with_its_own_error(tmp_path, caps
 
 def test_an_env_whose_reset_always_fails_stops_with_its_own_error(tmp_path, capsys):
     code = main(["train", "-s", "env.id=faulty_envs:flaky_counter", "-s", "env.kwargs.reset_p=1.0",
-                 "-s", "train.steps=1000", "--run-dir", str(tmp_path)])
+                 "-s", "train.steps=1000", *CLI_QUIET, "--run-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and "flaky_counter" in err and "RuntimeError: flaky reset" in err
     assert "reset()" in err

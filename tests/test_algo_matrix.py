@@ -19,7 +19,6 @@ from helpers import newest_state, read_metrics, tiny_cfg, untimed_metrics
 
 from interplay import ConfigError, Result, evaluate, load_policy, resume, train
 from interplay.algos import REGISTRY, Algorithm, algorithm_class
-from interplay.errors import UserError
 
 ALGORITHMS = [*sorted(REGISTRY), "custom_algo:Greedy"]
 
@@ -76,15 +75,11 @@ CAPABILITY_ATTRS = {"turn_based": "turn_based", "agents_come_and_go": "agents_co
 """The class attribute each capability is declared in, on :class:`interplay.Algorithm`."""
 
 
-def capable(cls: type[Algorithm], need: str) -> bool | None:
-    """Whether ``cls`` declares it can train an env that needs ``need`` (on the class, or on its
-    settings class where that is where it is declared); None where it declares nothing."""
+def capable(cls: type[Algorithm], need: str) -> bool:
+    """Whether ``cls`` declares it can train an env that needs ``need``."""
     if need not in CAPABILITY_ATTRS:
         return need in cls.action_kinds
-    for holder in (cls, cls.Settings):
-        if hasattr(holder, CAPABILITY_ATTRS[need]):
-            return bool(getattr(holder, CAPABILITY_ATTRS[need]))
-    return None
+    return bool(getattr(cls, CAPABILITY_ATTRS[need]))
 
 
 def lacking(cls: type[Algorithm], env: str) -> str | None:
@@ -124,7 +119,6 @@ class Cell:
         settings = {**TINY, **ENVS[env].settings}
         tiny = [f"algo.{k}={v}" for k, v in settings.items() if k in fields]
         self.overrides = [*ENVS[env].overrides, *RUN, f"algo.name={algo}", *tiny]
-        self.refusal: str | None = None
 
     @cached_property
     def straight(self) -> Result:
@@ -136,19 +130,7 @@ class Cell:
         return resume(self.root / "split", [f"train.steps={STEPS}"])
 
     def _train(self, steps: int, run_dir: Path) -> Result:
-        if self.refusal:
-            pytest.skip(self.refusal)
-        try:
-            return train(tiny_cfg(*self.overrides, f"train.steps={steps}"), run_dir)
-        except UserError as err:
-            # Where the algorithm classes declare nothing about a capability the env needs,
-            # a refusal by name stands for the declaration.
-            undeclared = [n for n in ENVS[self.env].needs if capable(self.cls, n) is None]
-            if not undeclared:
-                raise
-            self.refusal = (f"{self.cls.__name__} declares nothing about {undeclared} and "
-                            f"refuses {self.env}: {type(err).__name__}: {err}")
-            pytest.skip(self.refusal)
+        return train(tiny_cfg(*self.overrides, f"train.steps={steps}"), run_dir)
 
     @property
     def learns(self) -> bool:

@@ -10,6 +10,8 @@ from helpers import CLI_QUIET, QUIET, read_metrics
 
 from interplay.algos.base import REGISTRY, Algorithm, register
 from interplay.cli import main
+from interplay.config import algo as algo_config
+from interplay.config import model as model_config
 from interplay.config.schema import load
 from interplay.data.rollout import RolloutStorage
 from interplay.experiment.loop import train
@@ -76,11 +78,23 @@ def _delivered_episodes(batches: list[Transitions]) -> list[list[float]]:
     return [ep for eps in runs.values() for ep in eps[:-1]]
 
 
+@pytest.fixture
+def recorder():
+    """:class:`Recorder` registered for one test only: tests after it in the same process
+    (the docs' and README's lists of algorithms) see the registry as the package leaves it."""
+    registries = (REGISTRY, algo_config.SETTINGS, model_config._RECURRENT)
+    saved = [dict(r) for r in registries]
+    register(Recorder)
+    yield Recorder
+    for registry, before in zip(registries, saved, strict=True):
+        registry.clear()
+        registry.update(before)
+
+
 @pytest.mark.parametrize("vectorization", ["sync", "async"])
 @pytest.mark.parametrize("mode", ["complete_episodes", "truncate_episodes"])
-def test_no_fragment_of_a_dropped_episode_reaches_the_learner(tmp_path, vectorization, mode):
-    if Recorder.name not in REGISTRY:
-        register(Recorder)
+def test_no_fragment_of_a_dropped_episode_reaches_the_learner(tmp_path, vectorization, mode,
+                                                             recorder):
     Recorder.seen = []
     cfg = load([], ["env.id=faulty_envs:flaky_counter", "env.kwargs.p=0.04", "env.num_envs=4",
                     f"env.vectorization={vectorization}", "env.max_failures=50",

@@ -75,6 +75,12 @@ class Algorithm:
         after the step's transitions are stored, with the run's env steps so far."""
         return False
 
+    def rollout_full(self, storage: Any) -> bool:
+        """Whether ``storage`` holds a whole on-policy rollout: what an update would learn from
+        now, and what a frozen learner drops instead (it never learns from it). False for a
+        storage that is no rollout."""
+        return False
+
     def steps_to_update(self, storage: Any) -> int | None:
         """Steps of the copies to take before :meth:`ready` can next be true, counted from
         now (at least 1); None if that depends on more than the steps (then env runners

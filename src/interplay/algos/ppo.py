@@ -19,10 +19,10 @@ from typing import ClassVar, Literal
 import torch
 from pydantic import Field
 
-from interplay.algos.actor_critic import ActorCritic
 from interplay.algos.base import register
 from interplay.algos.onpolicy import OnPolicy, OnPolicySettings
-from interplay.algos.rollout_samples import Minibatch
+from interplay.algos.onpolicy.nets import ActorCritic
+from interplay.algos.onpolicy.samples import Minibatch
 from interplay.config.limits import MAX_COEF
 
 

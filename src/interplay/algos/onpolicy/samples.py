@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from interplay.algos.actor_critic import ActorCritic, mask_tensor, tensor
+from interplay.algos.onpolicy.nets import ActorCritic, mask_tensor, tensor
 from interplay.data.rollout import Rollout
 
 Cells = tuple[np.ndarray, np.ndarray, np.ndarray]  # (t, e, j) of each row

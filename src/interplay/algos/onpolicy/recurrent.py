@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from interplay.algos.actor_critic import ActorCritic, tensor
-from interplay.algos.rollout_samples import CriticInput, Minibatch, PolicySamples
+from interplay.algos.onpolicy.nets import ActorCritic, tensor
+from interplay.algos.onpolicy.samples import CriticInput, Minibatch, PolicySamples
 from interplay.run.actors import ActBatch
 
 

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from interplay.errors import ConfigError
 from interplay.envs.images import is_image
+from interplay.errors import ConfigError
 from interplay.nets.agents import agent_nets, stacked_optimizer_state
 from interplay.nets.build import ObsInput, network
 from interplay.nets.distributions import ActionDist

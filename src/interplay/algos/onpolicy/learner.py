@@ -10,9 +10,9 @@ An algorithm over this base (``class PPO(OnPolicy)``) supplies its settings and
 4. advantages per agent sequence by GAE (:func:`interplay.data.returns.gae`);
 5. epochs × minibatches of gradient steps on :meth:`OnPolicy.loss`, then the metrics.
 
-Each trained policy has an actor and a critic (:class:`~interplay.algos.actor_critic.ActorCritic`).
+Each trained policy has an actor and a critic (:class:`~interplay.algos.onpolicy.nets.ActorCritic`).
 A centralised critic (``centralised_critic``) also reads the joint observation of the agent's
-copy or the env's global state (see :mod:`interplay.algos.rollout_samples`).
+copy or the env's global state (see :mod:`interplay.algos.onpolicy.samples`).
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ import torch
 from gymnasium import spaces
 from pydantic import Field
 
-from interplay.algos.actor_critic import OBS_CLIP, ActorCritic, mask_tensor, tensor
 from interplay.algos.base import Algorithm, AlgoSettings, WarmParts, read_state
-from interplay.algos.onpolicy_recurrent import CriticPass, recurrent_act, sequence_minibatches
-from interplay.algos.rollout_samples import (
+from interplay.algos.onpolicy.acting import OnPolicyActor
+from interplay.algos.onpolicy.nets import OBS_CLIP, ActorCritic, tensor
+from interplay.algos.onpolicy.recurrent import CriticPass, sequence_minibatches
+from interplay.algos.onpolicy.samples import (
     CriticInput,
     CriticInputs,
     Minibatch,
@@ -48,7 +49,6 @@ from interplay.data.rollout import RolloutStorage
 from interplay.envs.batch import state_dim
 from interplay.nets.build import model_key, obs_input, policy_model
 from interplay.nets.greedy import GreedyPolicy, Standardise
-from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
 
@@ -100,52 +100,6 @@ class OnPolicySettings(AlgoSettings):
         """What a centralised critic reads beside the agent's own observation (``algo.state``
         where the settings have it)."""
         return "observations"
-
-
-class OnPolicyActor:
-    """Samples one policy's actions (greedy when not exploring) and keeps their log-probs."""
-
-    squashed = True  # Box actions live in [-1, 1] for the Gaussian; the runner maps them
-    wants_env_obs = False
-
-    def __init__(self, policy: ActorCritic, rng: np.random.Generator, device: str):
-        self.policy = policy
-        self.rng = rng
-        self.device = device
-        self._memory: dict[str, np.ndarray] = {}  # for callers that keep no memory of their own
-
-    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        p = self.policy
-        n = batch.obs.shape[0]
-        extras: dict[str, np.ndarray] = {}
-        with torch.no_grad():
-            obs = tensor(p.observe(batch.obs), self.device)
-            slot = slots(batch, p)
-            if p.recurrent:
-                memory = batch.memory if batch.memory is not None else self._memory
-                out, extras["state"] = recurrent_act(p.actor, batch, slot, len(p.spec.agents),
-                                                     obs, memory, self.device)
-            else:
-                out = p.actor(obs, tensor(slot, self.device))
-            mask = mask_tensor(batch.mask, self.device)
-            action = p.dist.sample(out, mask, self.rng, explore)
-            logp, _ = p.dist.log_prob_entropy(out, mask, action)
-        view = p.spec.action_view
-        extras["logp"] = logp.cpu().numpy()
-        return action.cpu().numpy().astype(view.dtype).reshape(n, *view.shape), extras
-
-
-def slots(batch: ActBatch, p: ActorCritic) -> np.ndarray:
-    """Which of the policy's agents each row belongs to."""
-    if batch.slot is not None:
-        return batch.slot
-    n, k = batch.obs.shape[0], len(p.spec.agents)
-    if k == 1 or not p.actor.per_agent:
-        return np.zeros(n, np.int64)
-    if n % k:
-        raise ValueError(f"policy {p.spec.id!r} has one network per agent, but the batch does "
-                         "not say which agent each row belongs to (ActBatch.slot)")
-    return np.arange(n) % k
 
 
 class Advantages(NamedTuple):

@@ -29,9 +29,9 @@ class AlgoSettings(BaseModel):
     # (``hpo.ranges`` narrows or moves them, within the field's own bounds).
     mutable: ClassVar[dict[str, tuple[float, float]]] = {}
     name: Annotated[str, NamesCode("attr")] = "random"
-    """The algorithm: a registered name (``ippo``, ``mappo``, ``dqn``, ``vdn``, ``qmix``,
-    ``maddpg``, ``matd3``, ``isac``, ``masac``, ``random``) or ``module:Class`` for an
-    algorithm of your own."""
+    """The algorithm: a registered name (``ippo``, ``mappo``, ``a2c``, ``dqn``, ``vdn``,
+    ``qmix``, ``maddpg``, ``matd3``, ``isac``, ``masac``, ``random``) or ``module:Class`` for
+    an algorithm of your own."""
     supports_recurrent: ClassVar[bool] = False  # whether ``model.recurrent`` may be set
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
 from test_ppo import build, drive, greedy_return
 
 from interplay.algos import REGISTRY
@@ -24,3 +27,15 @@ def test_a2c_beats_random_on_spread():
     learned = [m for m in metrics if "policy_loss/agent" in m]
     assert len(metrics) == 25 and len(learned) >= 12
     assert greedy_return(env, algo) > -25.0  # random actions: -26.4; seed 0 gave -23.9
+
+
+@pytest.mark.parametrize(("env", "extra"), [
+    ({"id": "speaker_listener", "num_envs": 4}, {"centralised_critic": True}),
+    ({"id": "spread", "num_envs": 4}, {"model": {"recurrent": "gru", "recurrent_size": 8}}),
+])
+def test_a2c_takes_the_bases_centralised_and_recurrent_critics(env, extra):
+    _, algo, runner = build(env, {"name": "a2c", **extra}, seed=1)
+    metrics = [m for m in drive(runner, algo, 50) if len(m) > 1]  # two episodes per copy
+    assert metrics and all(math.isfinite(v) for m in metrics for v in m.values())
+    if extra.get("centralised_critic"):
+        assert algo.joint_dim == 3 + 11  # the speaker's and the listener's observations

@@ -87,7 +87,7 @@ class OnPolicySettings(AlgoSettings):
     norm_obs: bool = True
     """Standardise observations by their running mean and std (updated after each update)."""
     centralised_critic: bool = False
-    """The critic also sees the joint observation of the agent's env copy (MAPPO)."""
+    """The critic also sees the joint observation of the agent's env copy (as MAPPO's does)."""
     share_params: bool = True
     """One actor and one critic for all agents of a policy; false gives each agent its own."""
     model: ModelSettings = Field(default_factory=ModelSettings)

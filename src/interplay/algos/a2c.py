@@ -12,13 +12,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import torch
 from pydantic import Field
 
 from interplay.algos.base import register
-from interplay.algos.onpolicy import OnPolicy, OnPolicySettings
-from interplay.algos.onpolicy.nets import ActorCritic
-from interplay.algos.onpolicy.samples import Minibatch
+from interplay.algos.onpolicy import ActorCritic, LossTerms, Minibatch, OnPolicy, OnPolicySettings
 from interplay.config.limits import MAX_COUNT, MAX_SIZE
 
 
@@ -50,14 +47,11 @@ class A2C(OnPolicy):
                                 "advantage (A2C), mean over the update's gradient steps",
     }
 
-    def loss(self, p: ActorCritic, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def loss(self, p: ActorCritic, mb: Minibatch) -> LossTerms:
         """The advantage-weighted policy-gradient loss, the value loss and the entropy bonus."""
         s = self.settings
         logp, entropy = p.dist.log_prob_entropy(mb.out, mb.mask, mb.action)
         policy_loss = -(logp * mb.advantage).mean()
         value_loss = 0.5 * (mb.value - mb.target).pow(2).mean()
         loss = policy_loss - s.ent_coef * entropy.mean() + s.vf_coef * value_loss
-        with torch.no_grad():
-            terms = {"policy_loss": policy_loss, "value_loss": value_loss,
-                     "entropy": entropy.mean()}
-        return loss, terms
+        return LossTerms(loss, policy_loss, value_loss, entropy.mean(), {})

@@ -20,9 +20,7 @@ import torch
 from pydantic import Field
 
 from interplay.algos.base import register
-from interplay.algos.onpolicy import OnPolicy, OnPolicySettings
-from interplay.algos.onpolicy.nets import ActorCritic
-from interplay.algos.onpolicy.samples import Minibatch
+from interplay.algos.onpolicy import ActorCritic, LossTerms, Minibatch, OnPolicy, OnPolicySettings
 from interplay.config.limits import MAX_COEF
 
 
@@ -63,7 +61,7 @@ class PPO(OnPolicy):
                               "[1 - clip, 1 + clip]",
     }
 
-    def loss(self, p: ActorCritic, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def loss(self, p: ActorCritic, mb: Minibatch) -> LossTerms:
         """The clipped surrogate policy loss, the value loss and the entropy bonus."""
         s = self.settings
         logp, entropy = p.dist.log_prob_entropy(mb.out, mb.mask, mb.action)
@@ -74,10 +72,10 @@ class PPO(OnPolicy):
         value_loss = 0.5 * (mb.value - mb.target).pow(2).mean()
         loss = policy_loss - s.ent_coef * entropy.mean() + s.vf_coef * value_loss
         with torch.no_grad():
-            terms = {"policy_loss": policy_loss, "value_loss": value_loss,
-                     "entropy": entropy.mean(), "approx_kl": ((ratio - 1) - log_ratio).mean(),
-                     "clip_frac": ((ratio - 1).abs() > s.clip).float().mean()}
-        return loss, terms
+            kl = ((ratio - 1) - log_ratio).mean()
+            clipped = ((ratio - 1).abs() > s.clip).float().mean()
+        return LossTerms(loss, policy_loss, value_loss, entropy.mean(),
+                         {"approx_kl": kl, "clip_frac": clipped})
 
 
 @register

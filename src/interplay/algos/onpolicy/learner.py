@@ -102,6 +102,16 @@ class OnPolicySettings(AlgoSettings):
         return "observations"
 
 
+class LossTerms(NamedTuple):
+    """One minibatch's loss and the parts reported as metrics (each a scalar tensor)."""
+
+    loss: torch.Tensor  # what the gradient step lowers
+    policy_loss: torch.Tensor
+    value_loss: torch.Tensor
+    entropy: torch.Tensor  # the mean entropy of the policy's actions
+    more: dict[str, torch.Tensor]  # further metrics by name
+
+
 class Advantages(NamedTuple):
     """What bootstrapping a policy's rollout gives its update."""
 
@@ -312,25 +322,25 @@ class OnPolicy(Algorithm):
         for _ in range(st.epochs):
             order = tensor(self.shuffle_rng.permutation(n), self.device)
             for start in range(0, n, size):
-                loss, terms = self.loss(p, pick(order[start:start + size]))
-                if not torch.isfinite(loss):
+                t = self.loss(p, pick(order[start:start + size]))
+                if not torch.isfinite(t.loss):
                     raise FloatingPointError(
-                        f"policy {pid!r}: the {self.loss_name} loss is {loss.item()} in update "
-                        f"{self.updates} (policy loss {terms['policy_loss'].item()}, value loss "
-                        f"{terms['value_loss'].item()}, entropy {terms['entropy'].item()})")
+                        f"policy {pid!r}: the {self.loss_name} loss is {t.loss.item()} in update "
+                        f"{self.updates} (policy loss {t.policy_loss.item()}, value loss "
+                        f"{t.value_loss.item()}, entropy {t.entropy.item()})")
                 p.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                t.loss.backward()
                 torch.nn.utils.clip_grad_norm_(p.actor.parameters(), st.max_grad_norm)
                 torch.nn.utils.clip_grad_norm_(p.critic.parameters(), st.max_grad_norm)
                 p.optimizer.step()
-                for name, term in terms.items():
+                for name, term in (("policy_loss", t.policy_loss), ("value_loss", t.value_loss),
+                                   ("entropy", t.entropy), *t.more.items()):
                     sums[name] = sums.get(name, 0.0) + term.item()
         steps = st.epochs * -(-n // size)
         return {f"{name}/{pid}": total / steps for name, total in sums.items()}
 
-    def loss(self, p: ActorCritic, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The loss of one minibatch, and its terms as metrics (each a scalar; at least
-        ``policy_loss``, ``value_loss`` and ``entropy``)."""
+    def loss(self, p: ActorCritic, mb: Minibatch) -> LossTerms:
+        """The loss of one minibatch of policy ``p``'s samples, and its parts."""
         raise NotImplementedError
 
     # -- state -----------------------------------------------------------------------------

@@ -123,20 +123,49 @@ def joint_inputs(samples: dict[str, PolicySamples], groups: dict[str, tuple[int,
     """
     if not samples:
         return {}
-    copies = next(iter(samples.values())).rollout.shape[1]
-    ticks, tick = np.unique(np.concatenate([s.step for s in samples.values()]),
-                            return_inverse=True)
-    bounds = np.cumsum([0] + [len(s.obs) for s in samples.values()])
-    row = {pid: tick[lo:hi] * copies + s.env
-           for (pid, s), lo, hi in zip(samples.items(), bounds[:-1], bounds[1:], strict=True)}
-    tables = [tensor(_joint_table(samples, groups, row, len(ticks) * copies, next_obs), device)
-              for next_obs in (False, True)]
+    T, copies, _ = next(iter(samples.values())).rollout.shape
+    if _in_lockstep(samples, groups):
+        # The rows are the rollout's [T, E, k, D] blocks in order: a (tick, copy)'s joint
+        # observation is its blocks flattened over the agent axis, side by side.
+        row = {pid: np.arange(len(s.obs)) // groups[pid][0] for pid, s in samples.items()}
+        arrays = [_side_by_side([getattr(samples[q], key).reshape(T * copies, -1) for q in groups])
+                  for key in ("obs", "next_obs")]
+    else:
+        ticks, tick = np.unique(np.concatenate([s.step for s in samples.values()]),
+                                return_inverse=True)
+        bounds = np.cumsum([0] + [len(s.obs) for s in samples.values()])
+        row = {pid: tick[lo:hi] * copies + s.env for (pid, s), lo, hi
+               in zip(samples.items(), bounds[:-1], bounds[1:], strict=True)}
+        arrays = [_joint_table(samples, groups, row, len(ticks) * copies, next_obs)
+                  for next_obs in (False, True)]
+    tables = [tensor(a, device) for a in arrays]
     out = {}
     for pid, s in samples.items():
         at = tensor(row[pid], device)
         out[pid] = CriticInputs(CriticInput(tensor(s.obs, device), tables[0], at),
                                 CriticInput(tensor(s.next_obs, device), tables[1], at))
     return out
+
+
+def _in_lockstep(samples: dict[str, PolicySamples], groups: dict[str, tuple[int, int]]) -> bool:
+    """Whether every agent of every trained group closed one transition in each of the
+    rollout's ticks, the same ticks for all (a parallel env whose agents all stay)."""
+    if samples.keys() != groups.keys():
+        return False
+    ticks = None
+    for s in samples.values():
+        r = s.rollout
+        first = r.step[:, :1, :1]
+        if not r.valid.all() or not (r.step == first).all():
+            return False
+        if ticks is not None and not np.array_equal(first.ravel(), ticks):
+            return False
+        ticks = first.ravel()
+    return ticks is not None and bool(np.all(np.diff(ticks) > 0))
+
+
+def _side_by_side(blocks: list[np.ndarray]) -> np.ndarray:
+    return blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
 
 
 def _joint_table(samples: dict[str, PolicySamples], groups: dict[str, tuple[int, int]],
@@ -151,7 +180,7 @@ def _joint_table(samples: dict[str, PolicySamples], groups: dict[str, tuple[int,
         if s is not None:
             block[row[pid], s.slot] = s.next_obs if next_obs else s.obs
         blocks.append(block.reshape(size, k * dim))
-    return blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
+    return _side_by_side(blocks)
 
 
 class Minibatch(NamedTuple):

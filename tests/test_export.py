@@ -75,7 +75,7 @@ def _mask_input(policy, masks, n):
 
 
 def _expected(policy, given, steps: int = 1):
-    if policy.actor.__class__.__name__ == "PPOActor" and policy.actor.policy.recurrent:
+    if policy.actor.__class__.__name__ == "OnPolicyActor" and policy.actor.policy.recurrent:
         state = policy.initial_state()
         return [np.asarray(policy.act(given, state=state)) for _ in range(steps)]
     return [np.asarray(policy.act(given))]

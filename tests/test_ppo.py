@@ -13,6 +13,7 @@ from gymnasium import spaces
 from helpers import QUIET, Learner
 
 from interplay.algos import REGISTRY
+from interplay.algos.onpolicy.samples import policy_samples
 from interplay.algos.ppo import PPO
 from interplay.config.schema import ConfigError, load, validate
 from interplay.data.returns import gae
@@ -109,20 +110,21 @@ def test_mappo_critic_sees_every_agent_of_its_copy_at_that_step():
         for pid, batch in runner.step().items():
             algo.collect(pid, batch)
         algo.ready()
-    data = {pid: algo._gather(pid, algo.storage.rollout(pid)) for pid in algo.trained}
-    algo._add_joint(data)
+    data = {pid: policy_samples(algo.policies[pid], algo.storage.rollout(pid))
+            for pid in algo.trained}
+    inputs = algo.critic_inputs(data)
     speaker, listener = data["speaker"], data["listener"]
-    assert len(np.unique(listener["step"])) == 25
-    for t in np.unique(listener["step"]):
-        s_rows = np.flatnonzero(speaker["step"] == t)
-        l_rows = np.flatnonzero(listener["step"] == t)
-        for key in ("obs", "next_obs"):
-            crit = listener["critic_" + key].take(l_rows)
-            by_env = np.argsort(speaker["env"][s_rows])
-            np.testing.assert_array_equal(crit[:, :11], listener[key][l_rows])
-            np.testing.assert_array_equal(crit[:, 11:14],
-                                          speaker[key][s_rows][by_env][listener["env"][l_rows]])
-            np.testing.assert_array_equal(crit[:, 14:], listener[key][l_rows])
+    assert len(np.unique(listener.step)) == 25
+    for t in np.unique(listener.step):
+        s_rows = np.flatnonzero(speaker.step == t)
+        l_rows = np.flatnonzero(listener.step == t)
+        for key, x in (("obs", inputs["listener"].now), ("next_obs", inputs["listener"].next)):
+            crit = x.take(torch.from_numpy(l_rows)).numpy()
+            by_env = np.argsort(speaker.env[s_rows])
+            np.testing.assert_array_equal(crit[:, :11], getattr(listener, key)[l_rows])
+            np.testing.assert_array_equal(
+                crit[:, 11:14], getattr(speaker, key)[s_rows][by_env][listener.env[l_rows]])
+            np.testing.assert_array_equal(crit[:, 14:], getattr(listener, key)[l_rows])
 
 
 def test_ippo_critic_sees_only_its_own_observation():
@@ -328,16 +330,15 @@ def test_advantages_reusing_next_values_equal_valuing_every_next_observation():
         _, algo, runner = build(TOY_ENVS["spread"], {"name": name, **FAST, "rollout": 64,
                                                      "norm_adv": False})
         drive(runner, algo, 60)  # two whole episodes per copy, inside the first rollout
-        data = {pid: algo._gather(pid, algo.storage.rollout(pid)) for pid in algo.trained}
-        if algo.settings.centralised_critic:
-            algo._add_joint(data)
-        d, p = data["agent"], algo.policies["agent"]
-        adv, target, _ = algo._advantages("agent", d)
-        x, nx = d.get("critic_obs", d["obs"]), d.get("critic_next_obs", d["next_obs"])
-        r, at = d["rollout"], d["at"]
+        data = {pid: policy_samples(algo.policies[pid], algo.storage.rollout(pid))
+                for pid in algo.trained}
+        d, p, inputs = data["agent"], algo.policies["agent"], algo.critic_inputs(data)["agent"]
+        adv, target, _, _ = algo.advantages("agent", d, inputs)
+        x, nx = inputs.now, inputs.next
+        r, at = d.rollout, d.at
         value, next_value = np.zeros(r.valid.shape), np.zeros(r.valid.shape)
-        value[at] = algo._values(p, x, d["slot"])
-        next_value[at] = algo._values(p, nx, d["slot"])  # every next observation, valued
+        value[at] = algo.values(p, x, d.slot)
+        next_value[at] = algo.values(p, nx, d.slot)  # every next observation, valued
         chained = np.zeros_like(r.valid)
         chained[:-1] = r.valid[1:] & ~(r.terminated | r.truncated)[:-1]
         want_adv, want_ret = gae(r.reward, value, next_value, r.terminated, chained,

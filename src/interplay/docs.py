@@ -100,8 +100,9 @@ def _capabilities(cls: type[Algorithm]) -> str:
     return (f"{doc + ' ' if doc else ''}Actions: {kinds}; turn-based (AEC) envs: "
             f"{_yes(cls.turn_based)}; agents that die or join: {_yes(cls.agents_come_and_go)}; "
             f"centralised: {_yes(cls.centralised)}; recurrent networks: "
-            f"{_yes(cls.supports_recurrent)}; learns from any policy's moves (off-policy): "
-            f"{_yes(cls.off_policy)}.").strip()
+            f"{_yes(cls.supports_recurrent)}; off-policy (learns from a replay): "
+            f"{_yes(cls.off_policy)}; learns from a league's members' moves "
+            f"(``league.learn_from_members``): {_yes(cls.learns_from_members)}.").strip()
 
 
 # -- the README's table of algorithms ---------------------------------------------------------

@@ -40,9 +40,10 @@ class Algorithm:
     # Learning sees every trained agent at once (a centralised critic or a mixer of values).
     centralised: ClassVar[bool] = False
     supports_recurrent: ClassVar[bool] = False  # can learn recurrent networks (``model.recurrent``)
+    off_policy: ClassVar[bool] = False  # learns from a replay of past transitions
     # Learns from transitions any policy played (a replay of single-agent rows), so a league
     # may hand it the moves its members made (``league.learn_from_members``).
-    off_policy: ClassVar[bool] = False
+    learns_from_members: ClassVar[bool] = False
     # Metrics of update() that give the algorithm's state (a buffer's size, a schedule's value)
     # rather than one update's outcome: a report shows their value at its last update, not a
     # mean over its updates. A name matches by itself or by its part before "/".
@@ -81,6 +82,12 @@ class Algorithm:
     def ready(self, storage: Any, env_steps: int) -> bool:
         """Whether to call :meth:`update` now. The loop asks once per step of the copies,
         after the step's transitions are stored, with the run's env steps so far."""
+        return False
+
+    def rollout_full(self, storage: Any) -> bool:
+        """Whether ``storage`` holds a whole on-policy rollout: what an update would learn from
+        now, and what a frozen learner drops instead (it never learns from it). False for a
+        storage that is no rollout."""
         return False
 
     def steps_to_update(self, storage: Any) -> int | None:
@@ -149,7 +156,7 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
 
 
 CAPABILITIES = ("action_kinds", "turn_based", "agents_come_and_go", "centralised",
-                "supports_recurrent", "off_policy")
+                "supports_recurrent", "off_policy", "learns_from_members")
 """The class attributes that say what an algorithm can learn from."""
 
 

@@ -171,7 +171,7 @@ class DQN(OffPolicy):
     settings: DQNSettings
     action_kinds = frozenset({"discrete"})
     turn_based = True
-    off_policy = True
+    learns_from_members = True
     gauges = frozenset({"epsilon", "buffer_size"})
     metric_docs = {
         "epsilon": "the chance of a random (legal) action while training, at the last update",

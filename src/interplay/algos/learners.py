@@ -134,9 +134,9 @@ class Learners(Algorithm):
             part = storage.parts[i] if isinstance(storage, StorageGroup) else storage
             if algo.ready(part, env_steps) and not set(own) <= algo.frozen:
                 self._due.append(i)
-            elif set(own) <= algo.frozen and isinstance(part, RolloutStorage):
-                if part.steps >= getattr(algo.settings, "rollout", part.steps + 1):
-                    part.clear()  # a frozen learner's rollout is never learned from
+            elif (set(own) <= algo.frozen and isinstance(part, RolloutStorage)
+                  and algo.rollout_full(part)):
+                part.clear()  # a frozen learner's rollout is never learned from
         return bool(self._due)
 
     def steps_to_update(self, storage: Any) -> int | None:

@@ -103,6 +103,7 @@ class OffPolicy(ReplaySchedule, Algorithm):
     """An algorithm that learns from a replay storage on :class:`ReplaySchedule`'s rounds,
     counting its gradient steps in ``updates``."""
 
+    off_policy = True
     settings: Any
     sample_rng: np.random.Generator  # draws the batches
 

@@ -141,7 +141,7 @@ class ISAC(ActorCritic):
     settings: SACSettings
     action_kinds = frozenset({"discrete", "box"})
     turn_based = True
-    off_policy = True
+    learns_from_members = True
     gauges = frozenset({"alpha", "buffer_size"})
     metric_docs = {
         "critic_loss/<policy>": "the squared error of the policy's two critics against their "

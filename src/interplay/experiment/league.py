@@ -173,7 +173,7 @@ class League(Callbacks):
                 f"train.self_play: true, or one policy for all agents); this run maps {agents} "
                 f"to {[(p, list(s.agents)) for p, s in exp.specs.items()]}")
         self.pid = trained[0]
-        if lg.learn_from_members and not exp.algo.learner(self.pid).off_policy:
+        if lg.learn_from_members and not exp.algo.learner(self.pid).learns_from_members:
             raise ConfigError(
                 f"league.learn_from_members: algo.name {cfg.algo.name!r} learns only from its "
                 "own play (on-policy); use an off-policy algorithm (dqn, isac) or set it false")

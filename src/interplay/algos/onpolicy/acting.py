@@ -1,0 +1,57 @@
+"""Acting for the on-policy learners: each policy's actions sampled from its actor (greedy when
+not exploring), with their log-probabilities kept beside each transition."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from interplay.algos.onpolicy.nets import ActorCritic, mask_tensor, tensor
+from interplay.algos.onpolicy.recurrent import recurrent_act
+from interplay.run.actors import ActBatch
+
+
+class OnPolicyActor:
+    """Samples one policy's actions (greedy when not exploring) and keeps their log-probs."""
+
+    squashed = True  # Box actions live in [-1, 1] for the Gaussian; the runner maps them
+    wants_env_obs = False
+
+    def __init__(self, policy: ActorCritic, rng: np.random.Generator, device: str):
+        self.policy = policy
+        self.rng = rng
+        self.device = device
+        self._memory: dict[str, np.ndarray] = {}  # for callers that keep no memory of their own
+
+    def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        p = self.policy
+        n = batch.obs.shape[0]
+        extras: dict[str, np.ndarray] = {}
+        with torch.no_grad():
+            obs = tensor(p.observe(batch.obs), self.device)
+            slot = slots(batch, p)
+            if p.recurrent:
+                memory = batch.memory if batch.memory is not None else self._memory
+                out, extras["state"] = recurrent_act(p.actor, batch, slot, len(p.spec.agents),
+                                                     obs, memory, self.device)
+            else:
+                out = p.actor(obs, tensor(slot, self.device))
+            mask = mask_tensor(batch.mask, self.device)
+            action = p.dist.sample(out, mask, self.rng, explore)
+            logp, _ = p.dist.log_prob_entropy(out, mask, action)
+        view = p.spec.action_view
+        extras["logp"] = logp.cpu().numpy()
+        return action.cpu().numpy().astype(view.dtype).reshape(n, *view.shape), extras
+
+
+def slots(batch: ActBatch, p: ActorCritic) -> np.ndarray:
+    """Which of the policy's agents each row belongs to."""
+    if batch.slot is not None:
+        return batch.slot
+    n, k = batch.obs.shape[0], len(p.spec.agents)
+    if k == 1 or not p.actor.per_agent:
+        return np.zeros(n, np.int64)
+    if n % k:
+        raise ValueError(f"policy {p.spec.id!r} has one network per agent, but the batch does "
+                         "not say which agent each row belongs to (ActBatch.slot)")
+    return np.arange(n) % k

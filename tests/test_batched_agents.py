@@ -21,7 +21,7 @@ from interplay.experiment.build import make_algorithm, make_specs, make_vec_env
 from interplay.experiment.export import export_policy
 from interplay.experiment.loop import resume, train
 from interplay.experiment.policies import load_run
-from interplay.experiment.statecodec import decode, encode
+from interplay.experiment.run_store.statecodec import decode, encode
 from interplay.nets.agents import (
     AgentStack,
     SharedNet,

@@ -355,7 +355,11 @@ def _rows_carry_their_states(part: dict, rows: np.ndarray | None = None) -> dict
 
 
 def test_a_checkpoint_that_kept_a_state_per_row_resumes_exactly(tmp_path):
-    from interplay.experiment.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+    from interplay.experiment.run_store.checkpoint import (
+        list_checkpoints,
+        load_checkpoint,
+        save_checkpoint,
+    )
 
     # stopped inside an episode (9 steps) and inside a rollout (16 steps): held transitions
     # and a part-filled rollout both carry states

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import interplay
-from interplay.experiment.checkpoint import (
+from interplay.experiment.run_store.checkpoint import (
     CheckpointError,
     latest_valid,
     list_checkpoints,
@@ -240,7 +240,7 @@ def test_failed_save_keeps_earlier_checkpoints_and_leaves_no_half_folder(tmp_pat
 KILLED_SAVE = """
 import os, signal, sys, torch
 from pathlib import Path
-from interplay.experiment.checkpoint import save_checkpoint
+from interplay.experiment.run_store.checkpoint import save_checkpoint
 
 def killed_mid_write(obj, f, *args, **kwargs):
     f.write(b"PK partial bytes")

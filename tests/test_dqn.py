@@ -20,7 +20,7 @@ from interplay.errors import NonFiniteError
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Experiment, resume, train
-from interplay.experiment.statecodec import decode, encode
+from interplay.experiment.run_store.statecodec import decode, encode
 from interplay.run.actors import ActBatch
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]

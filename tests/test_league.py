@@ -48,8 +48,8 @@ def test_load_policy_acts_like_the_run_on_the_envs_own_observations(trained):
     assert obs["action_mask"][int(one)]  # a legal move
     # The same action as the run's own greedy actor on the flattened observation.
     exp = Experiment(load([trained / "config.yaml"], []), trained / "x")
-    state, _ = interplay.experiment.checkpoint.load_checkpoint(
-        interplay.experiment.checkpoint.latest_valid(trained))
+    state, _ = interplay.experiment.run_store.checkpoint.load_checkpoint(
+        interplay.experiment.run_store.checkpoint.latest_valid(trained))
     exp.algo.load_state_dict(state["algo"])
     rows = np.zeros((1, policy.view.dim), np.float32)
     policy.view.write(obs, rows, 0)

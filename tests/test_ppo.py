@@ -21,7 +21,7 @@ from interplay.envs.spaces import action_view
 from interplay.envs.toy import Move, ScriptedTurnGame
 from interplay.experiment.build import make_actors, make_algorithm, make_specs, make_vec_env
 from interplay.experiment.loop import train
-from interplay.experiment.statecodec import decode, encode
+from interplay.experiment.run_store.statecodec import decode, encode
 from interplay.nets.distributions import ActionDist
 from interplay.run.actors import ActBatch
 from interplay.run.runner import Runner

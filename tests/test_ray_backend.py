@@ -236,7 +236,7 @@ class _Signal(Callbacks):
 
 def test_a_stop_ends_in_a_checkpoint_of_where_the_loop_is(tmp_path):
     """Off-policy runners sample ahead; a stop still ends where the loop is, and resumes."""
-    from interplay.experiment.interrupt import Interrupted, StopRequest
+    from interplay.experiment.run_store.interrupt import Interrupted, StopRequest
 
     common = ["env.id=spread", "env.num_envs=2", "algo.name=dqn", "algo.batch_size=16",
               "algo.learning_starts=32", "algo.train_every=16", "log.every=100", *QUIET,

@@ -23,8 +23,8 @@ from interplay.algos.sac import (
 )
 from interplay.config.schema import ConfigError, load
 from interplay.errors import NonFiniteError
-from interplay.experiment.checkpoint import latest_valid, load_checkpoint
 from interplay.experiment.loop import Experiment, resume, train
+from interplay.experiment.run_store.checkpoint import latest_valid, load_checkpoint
 from interplay.run.actors import ActBatch
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]

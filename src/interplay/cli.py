@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except KeyboardInterrupt as err:
-        from interplay.experiment.interrupt import Interrupted
+        from interplay.experiment.run_store.interrupt import Interrupted
 
         if isinstance(err, Interrupted):
             print(f"interrupted: {err}", file=sys.stderr)

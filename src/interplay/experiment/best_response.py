@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from interplay.config.schema import Config, ConfigError, read, validate
-from interplay.experiment.run_folder import hold, start_afresh
+from interplay.experiment.run_store.run_folder import hold, start_afresh
 from interplay.experiment.versus import play_versus
 
 

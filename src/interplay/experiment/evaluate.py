@@ -15,9 +15,9 @@ from interplay.config.schema import Config, ConfigError
 from interplay.errors import UserError, WriteError
 from interplay.experiment.loop import Experiment, build_eval_runner
 from interplay.experiment.recording import record_episodes
-from interplay.experiment.resume_check import check_loadable, check_spaces, open_run
-from interplay.experiment.run_folder import refuse_links
-from interplay.experiment.trust import require_trust_in
+from interplay.experiment.run_store.resume_check import check_loadable, check_spaces, open_run
+from interplay.experiment.run_store.run_folder import refuse_links
+from interplay.experiment.run_store.trust import require_trust_in
 from interplay.experiment.versus import check_opponent, play_versus, print_versus
 from interplay.loggers.console import return_totals
 from interplay.loggers.video import write_video

@@ -43,9 +43,9 @@ from interplay.config.schema import Config, ConfigError
 from interplay.errors import WriteError
 from interplay.experiment.policies import FrozenActor, frozen_actor, snapshot_state
 from interplay.experiment.ratings import Elo, OpenSkill, Rater
-from interplay.experiment.run_folder import LEAGUE_FOLDER as FOLDER
-from interplay.experiment.run_folder import refuse_links
-from interplay.experiment.statecodec import encode
+from interplay.experiment.run_store.run_folder import LEAGUE_FOLDER as FOLDER
+from interplay.experiment.run_store.run_folder import refuse_links
+from interplay.experiment.run_store.statecodec import encode
 from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import Callbacks
 from interplay.run.mapping import load_callable

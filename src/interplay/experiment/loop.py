@@ -5,7 +5,7 @@ every RNG, the algorithm, the runner's open transitions, the env copies' own dat
 callbacks' state, and a record of what wrote it) goes into each checkpoint, so ``resume``
 continues exactly where the run stopped; where the env copies cannot be put back (subprocess
 copies, a changed number of copies) it continues with fresh episodes and warns why
-(:mod:`interplay.experiment.resume_check`).
+(:mod:`interplay.experiment.run_store.resume_check`).
 """
 
 from __future__ import annotations
@@ -37,19 +37,19 @@ from interplay.experiment.build import (
     policies_to_train,
     resolve_device,
 )
-from interplay.experiment.checkpoint import (
+from interplay.experiment.env_options import EnvOptionsLog
+from interplay.experiment.env_runner import num_copies, ray_runners
+from interplay.experiment.exploiters import Exploiters
+from interplay.experiment.league import League, without_league_rows
+from interplay.experiment.learner_means import LearnerMeans
+from interplay.experiment.parts import build_parts
+from interplay.experiment.run_store.checkpoint import (
     CheckpointError,
     checkpoint_steps,
     save_checkpoint,
 )
-from interplay.experiment.env_options import EnvOptionsLog
-from interplay.experiment.env_runner import num_copies, ray_runners
-from interplay.experiment.exploiters import Exploiters
-from interplay.experiment.interrupt import Interrupted, StopRequest
-from interplay.experiment.league import League, without_league_rows
-from interplay.experiment.learner_means import LearnerMeans
-from interplay.experiment.parts import build_parts
-from interplay.experiment.resume_check import (
+from interplay.experiment.run_store.interrupt import Interrupted, StopRequest
+from interplay.experiment.run_store.resume_check import (
     check_loadable,
     check_spaces,
     load_failure,
@@ -57,8 +57,8 @@ from interplay.experiment.resume_check import (
     run_record,
     spaces_of,
 )
-from interplay.experiment.run_folder import hold, start_afresh
-from interplay.experiment.trust import require_trust
+from interplay.experiment.run_store.run_folder import hold, start_afresh
+from interplay.experiment.run_store.trust import require_trust
 from interplay.experiment.warm_start import requests as warm_requests
 from interplay.experiment.warm_start import warm_start
 from interplay.loggers.base import Logger
@@ -581,7 +581,7 @@ def resume(run_dir: str | Path, overrides: Sequence[str] = (), checkpoint: str |
     """Continue a run from its newest valid checkpoint (or ``checkpoint``).
 
     ``trust=False`` refuses a folder whose config names modules other than installed env
-    packages (see :mod:`interplay.experiment.trust`); the CLI asks for ``--trust``.
+    packages (see :mod:`interplay.experiment.run_store.trust`); the CLI asks for ``--trust``.
     """
     with hold(Path(run_dir), create=False), StopRequest() as stop:
         cfg, state, path = open_run(Path(run_dir), overrides, checkpoint, trust, "resume")

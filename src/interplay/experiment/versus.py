@@ -28,7 +28,7 @@ from interplay.envs.spaces import same_space
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.experiment.openings import OpeningActor, Openings
 from interplay.experiment.policies import frozen_actor
-from interplay.experiment.run_folder import LEAGUE_FOLDER
+from interplay.experiment.run_store.run_folder import LEAGUE_FOLDER
 from interplay.run.actors import Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import CallbackList, Callbacks
 from interplay.run.mapping import PolicySpec, load_callable

@@ -23,13 +23,13 @@ import torch
 
 from interplay.config.schema import Config, ConfigError, algo_name, read, validate
 from interplay.experiment.build import reads_env_obs
-from interplay.experiment.checkpoint import (
+from interplay.experiment.run_store.checkpoint import (
     CheckpointError,
     latest_valid,
     load_checkpoint,
     resolve_checkpoint,
 )
-from interplay.experiment.trust import require_trust
+from interplay.experiment.run_store.trust import require_trust
 
 # Settings a resumed run may change freely: they shape no saved tensor and no env copy.
 FREE = ("train.steps", "train.seed", "train.device", "train.torch_threads", "train.test_frequency",
@@ -283,7 +283,7 @@ def plain(value: Any) -> Any:
 def run_config(run_dir: Path, overrides: Sequence[str], trust: bool = True,
                command: str = "load_policy") -> Config:
     """A run folder's config, with ``overrides``; ``trust=False`` refuses one that names code
-    (see :mod:`interplay.experiment.trust`) before anything is imported."""
+    (see :mod:`interplay.experiment.run_store.trust`) before anything is imported."""
     return validate(_run_data(run_dir, overrides, trust, command))
 
 

@@ -190,7 +190,7 @@ def _named(refs: Sequence[CodeRef], own: bool, seen: set[Path],
 
 def _in_run(source: str, shown: str, seen: set[Path]) -> Iterator[tuple[str, str]]:
     """What the config of the run folder ``source`` names (once per folder)."""
-    from interplay.experiment.run_folder import source_run_dir
+    from interplay.experiment.run_store.run_folder import source_run_dir
 
     path = Path(source)
     if not path.exists() and ":" in source:

@@ -58,8 +58,8 @@ class RunnerFailedError(UserError, RuntimeError):
 
 
 @dataclass
-class Parts:
-    """What a runner actor is built from (see ``interplay.experiment.env_runner``)."""
+class RunnerParts:
+    """What a runner actor steps and acts with (built by ``interplay.experiment.parts.build_runner``)."""
 
     runner: Runner
     algo: Any
@@ -91,7 +91,7 @@ class _RecordingWindow(Window):
 class EnvRunner:
     """One env runner, inside a Ray actor: ``build(index, restarts)`` makes its parts."""
 
-    def __init__(self, build: Callable[[int, int], Parts], index: int, restarts: int):
+    def __init__(self, build: Callable[[int, int], RunnerParts], index: int, restarts: int):
         parts = build(index, restarts)
         self.runner, self.algo, self.actors = parts.runner, parts.algo, parts.actors
         self.window = self.runner.window = _RecordingWindow(self.runner.window.owner)
@@ -185,7 +185,7 @@ class RayRunners:
     ``marks`` gives the env-step counts no block may pass (a checkpoint, the end).
     """
 
-    def __init__(self, cfg: BackendConfig, build: Callable[[int, int], Parts], env: Any,
+    def __init__(self, cfg: BackendConfig, build: Callable[[int, int], RunnerParts], env: Any,
                  per_runner: int, seed: int, learner: tuple[Any, dict[str, Any]],
                  collecting: bool, steps_to_update: Callable[[], int | None],
                  marks: Callable[[], list[int]], owner: dict[str, str]):

@@ -42,7 +42,7 @@ from interplay.experiment.env_runner import num_copies, ray_runners
 from interplay.experiment.exploiters import Exploiters
 from interplay.experiment.league import League, without_league_rows
 from interplay.experiment.learner_means import LearnerMeans
-from interplay.experiment.parts import build_parts
+from interplay.experiment.parts import build_parts, build_runner, make_runner
 from interplay.experiment.run_store.checkpoint import (
     CheckpointError,
     checkpoint_steps,
@@ -112,7 +112,7 @@ class Experiment:
                                   f"{cfg.train.device})")
         # With Ray env runners the copies live in the runners: this env is a probe of one.
         built = build_parts(cfg, self.device, 1 if remote else None)
-        self.env, copies = built.env, built.copies
+        self.env = built.env
         self.specs, self.algo, self.actors = built.specs, built.algo, built.actors
         self.remote: RayRunners | None = None
         self.runner: Runner  # or the Ray runners, which the loop steps the same way
@@ -136,13 +136,11 @@ class Experiment:
                        if self.storage is not None else set())
             check_target_metric(cfg, self.specs, self.env.agents, self.callbacks)
             if remote:
-                self.remote = ray_runners(cfg, self, collect, callbacks, self._marks)
+                self.remote = ray_runners(cfg, self, collect, callbacks, self._marks, build_runner)
                 self.env.close()
                 self.env = self.runner = self.remote  # type: ignore[assignment]
             else:
-                self.runner = Runner(self.env, self.specs, self.actors, collect, self.callbacks,
-                                     copies,
-                                     complete_episodes=cfg.train.batch_mode == "complete_episodes")
+                self.runner = make_runner(cfg, built, collect, self.callbacks)
             self.runner.experiment = self  # what callbacks reach through ``runner``
         except BaseException:
             self.env.close()

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from interplay.backends.ray import connect, disconnect
+from interplay.backends.ray.cluster import connect, disconnect
 from interplay.config.schema import BackendConfig, load
 from interplay.experiment.loop import train
 

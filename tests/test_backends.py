@@ -9,8 +9,8 @@ import warnings
 import pytest
 
 from interplay.backends import map_members
-from interplay.backends import ray as ray_backend
-from interplay.backends.ray import RayMissingError
+from interplay.backends.ray import cluster as ray_backend
+from interplay.backends.ray.cluster import RayMissingError
 from interplay.config.schema import BackendConfig, ConfigError, load
 from interplay.experiment.loop import train
 

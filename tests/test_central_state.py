@@ -266,7 +266,7 @@ def test_a_checkpoint_of_observation_critics_is_not_resumed_on_the_envs_state(tm
 @pytest.mark.slow  # starts a local Ray: most of a minute on a busy machine
 def test_mappo_rollouts_from_ray_runners_keep_one_state_per_tick_and_copy(tmp_path):
     pytest.importorskip("ray")
-    from interplay.backends.ray import connect, disconnect
+    from interplay.backends.ray.cluster import connect, disconnect
     from interplay.config.schema import BackendConfig
 
     started = connect(BackendConfig(name="ray"), num_cpus=2)

@@ -57,7 +57,7 @@ def test_no_videos_by_default(tmp_path):
 @pytest.mark.slow
 def test_a_ray_run_writes_videos_from_this_process(tmp_path):
     pytest.importorskip("ray")
-    from interplay.backends.ray import connect, disconnect
+    from interplay.backends.ray.cluster import connect, disconnect
     from interplay.config.schema import BackendConfig
 
     started = connect(BackendConfig(name="ray"), num_cpus=2)

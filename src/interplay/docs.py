@@ -28,7 +28,7 @@ from pydantic.fields import FieldInfo
 
 from interplay.algos import REGISTRY
 from interplay.algos.base import Algorithm
-from interplay.backends.runners import RUNNER_DOCS
+from interplay.backends.ray.runners import RUNNER_DOCS
 from interplay.config.algo import SETTINGS, AlgoSettings
 from interplay.config.schema import Config
 from interplay.envs.vector import STATS_DOCS

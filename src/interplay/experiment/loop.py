@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from interplay.backends.ray import require_ray
-from interplay.backends.runners import RayRunners
+from interplay.backends.ray.cluster import require_ray
+from interplay.backends.ray.env_runner import num_copies, ray_runners
+from interplay.backends.ray.runners import RayRunners
 from interplay.config.code import load_callable
 from interplay.config.distributions import varied
 from interplay.config.schema import Config, ConfigError, to_yaml
@@ -38,7 +39,6 @@ from interplay.experiment.build import (
     resolve_device,
 )
 from interplay.experiment.env_options import EnvOptionsLog
-from interplay.experiment.env_runner import num_copies, ray_runners
 from interplay.experiment.exploiters import Exploiters
 from interplay.experiment.league import League, without_league_rows
 from interplay.experiment.learner_means import LearnerMeans

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interplay.algos.learners import Learners
-from interplay.backends.runners import RunnerParts
+from interplay.backends.ray.runners import RunnerParts
 from interplay.config.schema import Config
 from interplay.envs.batch import VecEnv
 from interplay.experiment.build import (

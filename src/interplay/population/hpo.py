@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic import Field as PydanticField
 
 from interplay.backends import map_members
-from interplay.backends.ray import require_ray
+from interplay.backends.ray.cluster import require_ray
 from interplay.config.schema import Config, ConfigError, load, read, read_yaml, to_yaml, validate
 from interplay.data.rollout import RolloutStorage
 from interplay.envs.images import is_image

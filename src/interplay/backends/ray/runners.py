@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from interplay.backends.acting import generators, set_states, states, to_cpu
+from interplay.backends.ray.acting import generators, set_states, states, to_cpu
 from interplay.config.schema import BackendConfig
 from interplay.envs.snapshot import capture, restore
 from interplay.errors import UserError
@@ -189,7 +189,7 @@ class RayRunners:
                  per_runner: int, seed: int, learner: tuple[Any, dict[str, Any]],
                  collecting: bool, steps_to_update: Callable[[], int | None],
                  marks: Callable[[], list[int]], owner: dict[str, str]):
-        from interplay.backends.ray import connect
+        from interplay.backends.ray.cluster import connect
 
         self.cfg = cfg
         self.build = build
@@ -468,7 +468,7 @@ class RayRunners:
             self._get(ref, r)
 
     def close(self) -> None:
-        from interplay.backends.ray import disconnect
+        from interplay.backends.ray.cluster import disconnect
 
         ray = self._ray if hasattr(self, "_ray") else None
         if ray is not None:

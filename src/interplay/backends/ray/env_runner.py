@@ -1,6 +1,6 @@
 """What each Ray env runner is built from: the run's own builder, on seeds of its own.
 
-``build_env_runner`` runs inside each Ray actor (see :mod:`interplay.backends.runners`) and
+``build_env_runner`` runs inside each Ray actor (see :mod:`interplay.backends.ray.runners`) and
 calls the builder the run hands it (``interplay.experiment.parts.build_runner``, which builds
 the parts as a local run does); ``ray_runners`` is where a run picks Ray env runners instead
 of its local runner.
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from interplay.backends.runners import RayRunners, RunnerParts
+from interplay.backends.ray.runners import RayRunners, RunnerParts
 from interplay.config.schema import Config
 from interplay.run.callbacks import Callbacks
 from interplay.seeding import runner_seed

@@ -14,7 +14,7 @@ from interplay.cli import main
 from interplay.config.schema import ConfigError, load
 from interplay.errors import ScriptedPolicyError
 from interplay.experiment.evaluate import evaluate
-from interplay.experiment.league import League, league_report
+from interplay.experiment.league import League, league_of, league_report
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.experiment.policies import PolicyLoadError
 from interplay.experiment.ratings import Elo, OpenSkill
@@ -307,7 +307,7 @@ def test_a_scripted_member_that_raises_is_named_with_the_agent(tmp_path):
 
 def test_pfsp_draws_the_members_the_learner_loses_to_more_often(tmp_path):
     exp = Experiment(load([], LEAGUE), tmp_path / "run")
-    lg = exp.league
+    lg = league_of(exp)
     assert isinstance(lg, League)
     lg.snapshot(0)
     lg.results = {"random": [90, 0, 10], "snapshot_0": [10, 0, 90]}

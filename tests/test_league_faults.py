@@ -16,7 +16,7 @@ from interplay.cli import main
 from interplay.config.schema import ConfigError, load
 from interplay.errors import ScriptedPolicyError, WriteError
 from interplay.experiment.evaluate import evaluate
-from interplay.experiment.league import League, LeagueWarning, league_report
+from interplay.experiment.league import League, LeagueWarning, league_of, league_report
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.experiment.ratings import Elo
 from interplay.experiment.run_store.checkpoint import list_checkpoints, load_checkpoint
@@ -89,7 +89,7 @@ def _experiment(tmp_path, *extra):
 def test_a_snapshot_leaving_the_pool_plays_out_its_games_and_no_other_game_changes_member(
         tmp_path):
     exp = _experiment(tmp_path, "league.fixed=[]")
-    lg = exp.league
+    lg = league_of(exp)
     assert isinstance(lg, League)
     lg.snapshot(0)
     lg.snapshot(1)
@@ -112,7 +112,7 @@ def test_a_full_disk_while_writing_a_snapshot_is_named_and_leaves_no_temporary_f
     (tmp_path / "run" / "league" / "snapshot_5.tmp").write_bytes(b"a write that was killed")
     exp = _experiment(tmp_path)
     assert not (tmp_path / "run" / "league" / "snapshot_5.tmp").exists()
-    lg = exp.league
+    lg = league_of(exp)
     assert isinstance(lg, League)
 
     def full(obj, f, *args, **kwargs):

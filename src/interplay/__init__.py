@@ -5,6 +5,7 @@ from interplay.config.algo import AlgoSettings
 from interplay.config.schema import Config, ConfigError
 from interplay.config.schema import load as load_config
 from interplay.envs.registry import register_env
+from interplay.experiment import league_attach  # noqa: F401  (a league attaches itself to runs)
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Result, resume, train
 from interplay.experiment.policies import load_policy

@@ -59,7 +59,7 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
     if render is not None:
         check_destination(Path(render), "--render")
     failed: Exception | None = None
-    exp = Experiment(cfg, run_dir, league=False)  # the league's members play no part here
+    exp = Experiment(cfg, run_dir, attach=False)  # the league's members play no part here
     try:
         check_loadable(state, exp, f"checkpoint {path}")  # the algorithm and networks it was made by
         check_spaces(state["spaces"], exp.specs, what="the run's own env")

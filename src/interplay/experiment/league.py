@@ -41,13 +41,15 @@ import torch
 from interplay.config.code import names_code
 from interplay.config.schema import Config, ConfigError
 from interplay.errors import WriteError
+from interplay.experiment.attach import Attachment
+from interplay.experiment.openings import rows_of
 from interplay.experiment.policies import FrozenActor, frozen_actor, snapshot_state
 from interplay.experiment.ratings import Elo, OpenSkill, Rater
+from interplay.experiment.run_store.checkpoint import checkpoint_steps
 from interplay.experiment.run_store.run_folder import LEAGUE_FOLDER as FOLDER
 from interplay.experiment.run_store.run_folder import refuse_links
 from interplay.experiment.run_store.statecodec import encode
 from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor
-from interplay.run.callbacks import Callbacks
 from interplay.run.mapping import load_callable
 from interplay.run.transitions import Transitions
 from interplay.seeding import rng_for
@@ -94,7 +96,7 @@ class LeagueActor:
         action: np.ndarray | None = None
         extras: dict[str, np.ndarray] = {}
         if mine.any():
-            a, ex = self.learner.act(_rows(batch, mine), explore)
+            a, ex = self.learner.act(rows_of(batch, mine), explore)
             action = np.zeros((n, *a.shape[1:]), a.dtype)
             action[mine] = a
             for k, v in ex.items():
@@ -103,7 +105,7 @@ class LeagueActor:
         for m in np.unique(lg.assign[env[theirs]]):
             rows = theirs & (lg.assign[env] == m)
             member = lg.members[int(m)]
-            sub = _rows(batch, rows)
+            sub = rows_of(batch, rows)
             sub.memory = member.memory
             a, _ = member.actor.act(sub, explore)
             if action is None:
@@ -144,18 +146,7 @@ def without_league_rows(batch: Transitions, keep_members: bool = False) -> Trans
     return kept
 
 
-def _rows(batch: ActBatch, keep: np.ndarray) -> ActBatch:
-    def pick(x: Any) -> Any:
-        return None if x is None else x[keep]
-
-    rows = np.flatnonzero(keep)
-    return ActBatch(obs=batch.obs[keep], mask=pick(batch.mask), slot=pick(batch.slot),
-                    env=pick(batch.env), first=pick(batch.first), memory=batch.memory,
-                    agent_ids=[batch.agent_ids[i] for i in rows] if batch.agent_ids else (),
-                    env_obs=[batch.env_obs[i] for i in rows] if batch.env_obs else ())
-
-
-class League(Callbacks):
+class League(Attachment):
     def __init__(self, cfg: Config, exp: Any):
         lg = cfg.league
         self.settings = lg
@@ -285,9 +276,10 @@ class League(Callbacks):
                 joined = member.env_steps if member.kind == "snapshot" else 0
                 self.pending.append({"file": member.file, "from": joined, "to": env_steps})
 
-    def checkpointed(self, steps: list[int]) -> None:
-        """Delete the snapshot files out of the pool that none of the checkpoints at ``steps``
-        (the run's checkpoints now) names: one taken while the snapshot was in the league."""
+    def checkpointed(self, run_dir: Path) -> None:
+        """Delete the snapshot files out of the pool that none of the run's checkpoints names:
+        one taken while the snapshot was in the league."""
+        steps = checkpoint_steps(run_dir)
         kept = []
         for entry in self.pending:
             if any(entry["from"] <= step <= entry["to"] for step in steps):
@@ -391,6 +383,17 @@ class League(Callbacks):
         out = {f"rating/{LEARNER}": round(shown[LEARNER], 2)}
         out.update({f"rating/{m.name}": round(shown[m.name], 2) for m in self.members
                     if not m.retired})
+        return out
+
+    def kept(self, pid: str, batch: Transitions) -> Transitions:
+        if "league_opponent" not in batch.extras:  # rows a league member played
+            return batch
+        return without_league_rows(batch, self.settings.learn_from_members)
+
+    def report(self, env_steps: int) -> dict[str, Any]:
+        """The ratings for the train row; ``league.jsonl`` gets its line."""
+        out = self.rating_metrics()
+        self.log(env_steps)
         return out
 
     def log(self, env_steps: int) -> None:
@@ -528,6 +531,11 @@ class League(Callbacks):
         if said:
             warnings.warn(f"league.fixed changed since the checkpoint: {'; '.join(said)}",
                           LeagueWarning, stacklevel=2)
+
+
+def league_of(exp: Any) -> League:
+    """The league attached to experiment ``exp`` (one whose config has a league)."""
+    return next(part for part in exp.attached if isinstance(part, League))
 
 
 def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ from interplay.config.distributions import varied
 from interplay.config.schema import Config, ConfigError, to_yaml
 from interplay.envs.snapshot import capture, restore
 from interplay.errors import UserError, WriteError
+from interplay.experiment.attach import Attachment, build_attachments
 from interplay.experiment.build import (
     check_target_metric,
     make_callbacks,
@@ -39,13 +40,10 @@ from interplay.experiment.build import (
     resolve_device,
 )
 from interplay.experiment.env_options import EnvOptionsLog
-from interplay.experiment.exploiters import Exploiters
-from interplay.experiment.league import League, without_league_rows
 from interplay.experiment.learner_means import LearnerMeans
 from interplay.experiment.parts import build_parts, build_runner, make_runner
 from interplay.experiment.run_store.checkpoint import (
     CheckpointError,
-    checkpoint_steps,
     save_checkpoint,
 )
 from interplay.experiment.run_store.interrupt import Interrupted, StopRequest
@@ -93,11 +91,12 @@ class Result:
 class Experiment:
     """What ``train`` runs: the env copies, policies, storage and loop of ``cfg``.
 
-    ``league=False`` leaves the league's pool unbuilt (evaluation plays the policies alone).
+    ``attach=False`` leaves out what registered builders attach (a league's pool: evaluation
+    plays the policies alone); see :mod:`interplay.experiment.attach`.
     """
 
     def __init__(self, cfg: Config, run_dir: Path, callbacks: Sequence[Callbacks] = (),
-                 league: bool = True):
+                 attach: bool = True):
         if cfg.train.torch_threads:
             torch.set_num_threads(cfg.train.torch_threads)
         self.cfg = cfg
@@ -116,20 +115,14 @@ class Experiment:
         self.specs, self.algo, self.actors = built.specs, built.algo, built.actors
         self.remote: RayRunners | None = None
         self.runner: Runner  # or the Ray runners, which the loop steps the same way
+        self.attached: list[Attachment] = []
         try:
             self.eval_actors = dict(self.actors)  # test phases: the policies themselves
-            if remote and cfg.league.snapshot_every > 0:
-                raise ConfigError("league.snapshot_every: a league runs with backend.name: "
-                                  "local only (its opponents act in this process); set "
-                                  "backend.name: local or league.snapshot_every: 0")
-            self.league = (League(cfg, self) if league and cfg.league.snapshot_every > 0
-                           else None)
-            self.exploiters = (Exploiters(cfg, self) if self.league is not None and (
-                cfg.league.exploiters or cfg.league.exploit_every) else None)
+            if attach:
+                self.attached = build_attachments(cfg, self)
             varies = bool(varied(cfg.env.kwargs) or cfg.env.reset_options)
             self.callbacks = make_callbacks(
-                cfg, [*callbacks, *([self.league] if self.league is not None else []),
-                      *([self.exploiters] if self.exploiters is not None else []),
+                cfg, [*callbacks, *self.attached,
                       *([EnvOptionsLog(self.run_dir, cfg.log.split_by)] if varies else [])])
             self.storage = self.algo.make_storage(num_copies(cfg))  # the loop's
             collect = ({p for p, s in self.specs.items() if s.trainable}
@@ -248,8 +241,8 @@ class Experiment:
         learns when it is ready."""
         runner = self.runner
         for pid, batch in runner.step(explore=True).items():
-            if "league_opponent" in batch.extras:  # rows a league member played
-                batch = without_league_rows(batch, self.cfg.league.learn_from_members)
+            for part in self.attached:
+                batch = part.kept(pid, batch)
             if self.storage is not None:  # (batches come only when there is storage)
                 self.storage.add(pid, batch)
             self.algo.collect(pid, batch)
@@ -339,11 +332,8 @@ class Experiment:
         stats = getattr(self.env, "stats", None)
         if stats is not None:
             row.update(stats())
-        if self.league is not None:
-            row.update(self.league.rating_metrics())
-            if self.exploiters is not None:
-                row.update(self.exploiters.report_metrics())
-            self.league.log(steps)
+        for part in self.attached:
+            row.update(part.report(steps))
         self._emit(loggers, result, row)
 
     def _test(self, loggers: Loggers, result: Result) -> None:
@@ -384,8 +374,8 @@ class Experiment:
         except OSError as err:
             raise WriteError.of(self.run_dir / "checkpoints", err,
                                 "the checkpoints written before are intact") from err
-        if self.league is not None:
-            self.league.checkpointed(checkpoint_steps(self.run_dir))
+        for part in self.attached:
+            part.checkpointed(self.run_dir)
         if self.cfg.log.curve:
             plot_curve(self.run_dir / "metrics.jsonl", self.run_dir / "curve.png")
         return path
@@ -415,9 +405,8 @@ class Experiment:
 
     def close(self) -> None:
         self.env.close()
-        exploiters = getattr(self, "exploiters", None)  # not there if building it failed
-        if exploiters is not None:
-            exploiters.close()
+        for part in self.attached:
+            part.close()
         if self.eval_runner is not None:
             self.eval_runner.env.close()
 

@@ -14,10 +14,10 @@ from interplay.cli import main
 from interplay.config.schema import ConfigError, load
 from interplay.errors import ScriptedPolicyError
 from interplay.experiment.evaluate import evaluate
-from interplay.experiment.league import League, league_of, league_report
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.experiment.policies import PolicyLoadError
-from interplay.experiment.ratings import Elo, OpenSkill
+from interplay.population.league.pool import League, league_of, league_report
+from interplay.population.ratings import Elo, OpenSkill
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 TTT = ["algo.name=dqn", "env.id=pettingzoo.classic.tictactoe_v3", "train.self_play=true",

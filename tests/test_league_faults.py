@@ -16,10 +16,10 @@ from interplay.cli import main
 from interplay.config.schema import ConfigError, load
 from interplay.errors import ScriptedPolicyError, WriteError
 from interplay.experiment.evaluate import evaluate
-from interplay.experiment.league import League, LeagueWarning, league_of, league_report
 from interplay.experiment.loop import Experiment, resume, train
-from interplay.experiment.ratings import Elo
 from interplay.experiment.run_store.checkpoint import list_checkpoints, load_checkpoint
+from interplay.population.league.pool import League, LeagueWarning, league_of, league_report
+from interplay.population.ratings import Elo
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 TTT = ["algo.name=dqn", "env.id=pettingzoo.classic.tictactoe_v3", "train.self_play=true",

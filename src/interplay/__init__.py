@@ -5,10 +5,10 @@ from interplay.config.algo import AlgoSettings
 from interplay.config.schema import Config, ConfigError
 from interplay.config.schema import load as load_config
 from interplay.envs.registry import register_env
-from interplay.experiment import league_attach  # noqa: F401  (a league attaches itself to runs)
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Result, resume, train
 from interplay.experiment.policies import load_policy
+from interplay.population import league  # noqa: F401  (a league attaches itself to runs)
 from interplay.run.callbacks import Callbacks
 from interplay.run.episodes import Episode
 

@@ -189,7 +189,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         problems = check_env(cfg, cycles=args.cycles)
         return 1 if problems else 0
     if args.command == "exploit":
-        from interplay.experiment.exploit import exploit
+        from interplay.population.league.exploit import exploit
 
         exploit(args.run_dir, steps=args.steps, policy=args.policy, games=args.games,
                 opening=args.opening, seed=args.seed, overrides=args.set, out=args.out,
@@ -202,8 +202,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
         return 0
     if args.command == "league":
-        from interplay.experiment.exploiters import exploiter_report
-        from interplay.experiment.league import league_report
+        from interplay.population.league.exploiters import exploiter_report
+        from interplay.population.league.pool import league_report
 
         league_report(args.run_dir)
         exploiter_report(args.run_dir)

@@ -41,7 +41,6 @@ from interplay.data.rollout import RolloutStorage
 from interplay.envs.images import is_image
 from interplay.errors import UserError
 from interplay.experiment.loop import Experiment
-from interplay.experiment.ratings import Elo
 from interplay.experiment.run_store.checkpoint import (
     latest_valid,
     list_checkpoints,
@@ -51,6 +50,7 @@ from interplay.experiment.run_store.interrupt import Interrupted, StopRequest
 from interplay.experiment.run_store.trust import require_trust
 from interplay.experiment.warm_start import requests as warm_requests
 from interplay.experiment.warm_start import warm_start
+from interplay.population.ratings import Elo
 from interplay.seeding import rng_for
 
 ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")

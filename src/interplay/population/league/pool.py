@@ -44,11 +44,11 @@ from interplay.errors import WriteError
 from interplay.experiment.attach import Attachment
 from interplay.experiment.openings import rows_of
 from interplay.experiment.policies import FrozenActor, frozen_actor, snapshot_state
-from interplay.experiment.ratings import Elo, OpenSkill, Rater
 from interplay.experiment.run_store.checkpoint import checkpoint_steps
 from interplay.experiment.run_store.run_folder import LEAGUE_FOLDER as FOLDER
 from interplay.experiment.run_store.run_folder import refuse_links
 from interplay.experiment.run_store.statecodec import encode
+from interplay.population.ratings import Elo, OpenSkill, Rater
 from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor
 from interplay.run.mapping import load_callable
 from interplay.run.transitions import Transitions

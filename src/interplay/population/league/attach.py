@@ -7,8 +7,8 @@ from typing import Any
 
 from interplay.config.schema import Config, ConfigError
 from interplay.experiment.attach import Attachment, register_attachment
-from interplay.experiment.exploiters import Exploiters
-from interplay.experiment.league import League
+from interplay.population.league.exploiters import Exploiters
+from interplay.population.league.pool import League
 
 
 @register_attachment

@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from interplay.backends.ray.cluster import connect, disconnect
-from interplay.config.schema import BackendConfig, load
+from interplay.config.loading import load
+from interplay.config.schema import BackendConfig
 from interplay.experiment.loop import train
 
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 24_000

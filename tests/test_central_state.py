@@ -13,8 +13,9 @@ import pytest
 from gymnasium import spaces
 from helpers import read_metrics, straight_and_resumed
 
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
 from interplay.envs.toy import HiddenGoal, Move, ScriptedTurnGame
+from interplay.errors import ConfigError
 from interplay.experiment.loop import Experiment, resume, train
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false",
@@ -149,7 +150,7 @@ def test_state_env_is_refused_before_any_step_for_an_env_without_one(tmp_path, a
 def test_the_algorithm_itself_refuses_env_without_a_state_space():
     from interplay.algos.maddpg import MADDPG
     from interplay.algos.sac import MASAC
-    from interplay.config.schema import validate
+    from interplay.config.validation import validate
     from interplay.experiment.build import make_specs, make_vec_env
 
     cfg = validate(load([], [GOAL, "algo.name=masac"]).model_dump())

@@ -354,7 +354,7 @@ def test_with_keep_1_a_damaged_newer_checkpoint_keeps_nothing_good_from_going(tm
 def test_an_env_whose_infos_hold_python_object_arrays_checkpoints_and_resumes_exactly(tmp_path):
     from helpers import read_metrics
 
-    from interplay.config.schema import load
+    from interplay.config.loading import load
     from interplay.experiment.loop import resume, train
 
     settings = ["env.id=broken_envs:object_info", "env.num_envs=2", "log.every=40",

@@ -10,7 +10,7 @@ import pytest
 from helpers import read_metrics
 
 from interplay.cli import main
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.errors import WriteError
 from interplay.experiment import checkpoint as checkpoint_mod
 from interplay.experiment.loop import resume, train

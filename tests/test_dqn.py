@@ -13,10 +13,11 @@ from torch import nn
 
 from interplay.algos.dqn import DQN, QNet, td_target
 from interplay.cli import main
+from interplay.config.loading import load
 from interplay.config.model import ModelSettings
-from interplay.config.schema import ConfigError, load, validate_section
+from interplay.config.validation import validate_section
 from interplay.data.replay import Sample
-from interplay.errors import NonFiniteError
+from interplay.errors import ConfigError, NonFiniteError
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Experiment, resume, train

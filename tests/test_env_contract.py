@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.envs.spaces import ObservationError
 from interplay.experiment.loop import train
 from interplay.experiment.run_store.checkpoint import latest_valid

@@ -10,7 +10,7 @@ from helpers import CLI_QUIET, QUIET, read_metrics
 
 from interplay.algos.base import REGISTRY, Algorithm, register
 from interplay.cli import main
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.data.rollout import RolloutStorage
 from interplay.experiment.loop import train
 from interplay.run.actors import ActBatch

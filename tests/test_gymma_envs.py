@@ -10,7 +10,7 @@ from gymnasium import spaces
 from helpers import read_metrics, straight_and_resumed
 
 from interplay.cli import main
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.envs.adapters import adapt
 from interplay.envs.batch import state_space_of
 from interplay.envs.gymma import GymmaError

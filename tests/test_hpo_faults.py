@@ -9,7 +9,8 @@ import pytest
 from helpers import StopAfter
 
 from interplay.cli import main
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
+from interplay.errors import ConfigError
 from interplay.experiment.run_store.interrupt import Interrupted
 from interplay.population.hpo import STATE_FILE, HPOError, search
 

@@ -10,7 +10,8 @@ import torch
 from helpers import read_metrics
 
 from interplay.cli import main
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
+from interplay.errors import ConfigError
 from interplay.experiment.loop import Experiment, train
 from interplay.experiment.policies import PolicyLoadError
 from interplay.experiment.run_store.checkpoint import latest_valid, load_checkpoint

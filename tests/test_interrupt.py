@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from helpers import QUIET, read_metrics
 
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.loop import resume, train
 from interplay.experiment.run_store.checkpoint import verify_checkpoint
 from interplay.experiment.run_store.interrupt import Interrupted, StopRequest

@@ -11,8 +11,8 @@ from helpers import read_metrics, straight_and_resumed
 
 import interplay
 from interplay.cli import main
-from interplay.config.schema import ConfigError, load
-from interplay.errors import ScriptedPolicyError
+from interplay.config.loading import load
+from interplay.errors import ConfigError, ScriptedPolicyError
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.experiment.policies import PolicyLoadError

@@ -13,8 +13,8 @@ import torch
 from helpers import TIMING, read_metrics
 
 from interplay.cli import main
-from interplay.config.schema import ConfigError, load
-from interplay.errors import ScriptedPolicyError, WriteError
+from interplay.config.loading import load
+from interplay.errors import ConfigError, ScriptedPolicyError, WriteError
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.experiment.run_store.checkpoint import list_checkpoints, load_checkpoint

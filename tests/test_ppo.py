@@ -14,11 +14,13 @@ from helpers import QUIET, QUIET_LOG, Learner
 
 from interplay.algos import REGISTRY
 from interplay.algos.ppo import PPO
-from interplay.config.schema import ConfigError, load, validate
+from interplay.config.loading import load
+from interplay.config.validation import validate
 from interplay.data.replay import AbsentAgentError
 from interplay.data.returns import gae
 from interplay.envs.spaces import action_view
 from interplay.envs.toy import Move, ScriptedTurnGame
+from interplay.errors import ConfigError
 from interplay.experiment.build import make_actors, make_algorithm, make_specs, make_vec_env
 from interplay.experiment.loop import train
 from interplay.experiment.run_store.statecodec import decode, encode

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from helpers import read_metrics
 
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
 from interplay.data.priority import Priorities, SumTree
 from interplay.data.replay import Group, JointReplayBuffer, ReplayBuffer
+from interplay.errors import ConfigError
 from interplay.experiment.loop import resume, train
 from interplay.experiment.run_store.checkpoint import latest_valid, load_checkpoint
 from interplay.experiment.run_store.statecodec import decode, encode

@@ -22,7 +22,8 @@ from helpers import read_metrics  # noqa: E402
 from interplay.backends import map_members  # noqa: E402
 from interplay.backends.ray.cluster import connect, disconnect  # noqa: E402
 from interplay.backends.ray.runners import RunnerFailedError  # noqa: E402
-from interplay.config.schema import BackendConfig, load  # noqa: E402
+from interplay.config.loading import load  # noqa: E402
+from interplay.config.schema import BackendConfig  # noqa: E402
 from interplay.experiment.loop import Experiment, resume, train  # noqa: E402
 from interplay.run.callbacks import Callbacks  # noqa: E402
 

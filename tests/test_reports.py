@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from helpers import read_metrics
 
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment import loop
 from interplay.experiment.learner_means import LearnerMeans
 from interplay.experiment.loop import Experiment, resume, train

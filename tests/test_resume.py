@@ -8,7 +8,7 @@ from helpers import read_metrics
 
 from interplay import register_env
 from interplay.cli import main
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.envs.toy import ShiftingCrowd
 from interplay.experiment.loop import resume, train
 from interplay.experiment.run_store.checkpoint import list_checkpoints

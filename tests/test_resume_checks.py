@@ -12,7 +12,8 @@ from helpers import read_metrics
 
 from interplay import Callbacks
 from interplay.cli import main
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
+from interplay.errors import ConfigError
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.experiment.run_store.checkpoint import list_checkpoints, load_checkpoint

@@ -8,7 +8,7 @@ import pytest
 from helpers import read_metrics
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.loop import resume, train
 from interplay.experiment.run_store.checkpoint import list_checkpoints
 

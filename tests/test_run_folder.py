@@ -11,7 +11,7 @@ import pytest
 from helpers import read_metrics
 
 from interplay.cli import main
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import train
 from interplay.experiment.run_store.checkpoint import list_checkpoints

@@ -10,7 +10,7 @@ import pytest
 from helpers import read_metrics
 
 from interplay.cli import main
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.loop import resume, train
 from interplay.experiment.run_store.checkpoint import list_checkpoints
 from interplay.experiment.run_store.run_folder import LOCK_FILE, RunFolderError, hold

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from interplay.cli import main
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.loop import train
 from interplay.experiment.policies import load_policy
 from interplay.experiment.run_store.trust import TrustError, code_fields, named_code, untrusted_code

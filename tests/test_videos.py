@@ -7,7 +7,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from interplay import register_env
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.envs.toy import ShiftingCrowd
 from interplay.experiment.loop import train
 

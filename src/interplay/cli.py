@@ -7,7 +7,7 @@ import errno
 import sys
 from collections.abc import Sequence
 
-from interplay.config.schema import ConfigError
+from interplay.errors import ConfigError
 
 TRUST_RUNS = ("import and run the modules named by the configs of run folders this config "
               "names (policies.*.from, league.fixed) even when they are not installed env "

@@ -30,12 +30,12 @@ from interplay.algos.base import (
 )
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
-from interplay.config.schema import ConfigError
 from interplay.data.memory import check_fits
 from interplay.data.returns import gae
 from interplay.data.rollout import Rollout, RolloutStorage
 from interplay.envs.batch import state_dim
 from interplay.envs.images import is_image
+from interplay.errors import ConfigError
 from interplay.nets.agents import agent_nets, stacked_optimizer_state
 from interplay.nets.build import ObsInput, model_key, network, obs_input, policy_model
 from interplay.nets.distributions import ActionDist

@@ -39,9 +39,9 @@ from interplay.algos.offpolicy import ReplaySchedule, follow
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
-from interplay.config.schema import ConfigError
 from interplay.data.replay import JointReplay, JointReplayBuffer, joint_replay
 from interplay.envs.batch import state_dim
+from interplay.errors import ConfigError
 from interplay.nets.agents import agent_nets, stacked_optimizer_state
 from interplay.nets.build import check_network_fits, model_key, network, obs_input, policy_model
 from interplay.nets.greedy import GreedyQ

@@ -22,13 +22,15 @@ from interplay.algos.learners import Learners
 from interplay.config.code import names_code
 from interplay.config.distributions import first, varied
 from interplay.config.model import check_models
-from interplay.config.schema import Config, ConfigError, policy_settings, validate_section
+from interplay.config.schema import Config
+from interplay.config.validation import policy_settings, validate_section
 from interplay.data.memory import check_fits, human
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
 from interplay.envs.registry import env_factory, make_native, native_env_class
 from interplay.envs.variation import varied_factory
 from interplay.envs.vector import SyncVecEnv
+from interplay.errors import ConfigError
 from interplay.run.actors import Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import CallbackList, Callbacks
 from interplay.run.mapping import PolicySpec, build_specs, load_callable, with_preprocessing

@@ -11,8 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from interplay.config.schema import Config, ConfigError
-from interplay.errors import UserError, WriteError
+from interplay.config.schema import Config
+from interplay.errors import ConfigError, UserError, WriteError
 from interplay.experiment.loop import Experiment, build_eval_runner
 from interplay.experiment.recording import record_episodes
 from interplay.experiment.run_store.resume_check import check_loadable, check_spaces, open_run

@@ -26,10 +26,11 @@ from interplay.backends.ray.cluster import require_ray
 from interplay.backends.ray.env_runner import num_copies, ray_runners
 from interplay.backends.ray.runners import RayRunners
 from interplay.config.code import load_callable
+from interplay.config.describe import to_yaml
 from interplay.config.distributions import varied
-from interplay.config.schema import Config, ConfigError, to_yaml
+from interplay.config.schema import Config
 from interplay.envs.snapshot import capture, restore
-from interplay.errors import UserError, WriteError
+from interplay.errors import ConfigError, UserError, WriteError
 from interplay.experiment.attach import Attachment, build_attachments
 from interplay.experiment.build import (
     check_target_metric,

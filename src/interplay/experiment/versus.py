@@ -23,8 +23,9 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from interplay.config.schema import Config, ConfigError, PolicyConfig
+from interplay.config.schema import Config, PolicyConfig
 from interplay.envs.spaces import same_space
+from interplay.errors import ConfigError
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.experiment.openings import OpeningActor, Openings
 from interplay.experiment.policies import frozen_actor

@@ -36,10 +36,13 @@ from pydantic import Field as PydanticField
 
 from interplay.backends import map_members
 from interplay.backends.ray.cluster import require_ray
-from interplay.config.schema import Config, ConfigError, load, read, read_yaml, to_yaml, validate
+from interplay.config.describe import to_yaml
+from interplay.config.loading import load, read, read_yaml
+from interplay.config.schema import Config
+from interplay.config.validation import validate
 from interplay.data.rollout import RolloutStorage
 from interplay.envs.images import is_image
-from interplay.errors import UserError
+from interplay.errors import ConfigError, UserError
 from interplay.experiment.loop import Experiment
 from interplay.experiment.run_store.checkpoint import (
     latest_valid,

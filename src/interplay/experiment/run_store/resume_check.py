@@ -21,7 +21,10 @@ from typing import Any
 
 import torch
 
-from interplay.config.schema import Config, ConfigError, algo_name, read, validate
+from interplay.config.loading import read
+from interplay.config.schema import Config
+from interplay.config.validation import algo_name, validate
+from interplay.errors import ConfigError
 from interplay.experiment.build import reads_env_obs
 from interplay.experiment.run_store.checkpoint import (
     CheckpointError,

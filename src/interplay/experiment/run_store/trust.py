@@ -30,7 +30,8 @@ from pydantic.fields import FieldInfo
 
 from interplay.config.algo import SETTINGS, AlgoSettings
 from interplay.config.code import CodeKind, Holds, NamesCode, names_code
-from interplay.config.schema import Config, apply_override, read_yaml
+from interplay.config.loading import apply_override, read_yaml
+from interplay.config.schema import Config
 from interplay.envs.registry import family_modules, known_env_names, native_env_class
 from interplay.errors import UserError
 

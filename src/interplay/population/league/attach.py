@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from interplay.config.schema import Config, ConfigError
+from interplay.config.schema import Config
+from interplay.errors import ConfigError
 from interplay.experiment.attach import Attachment, register_attachment
 from interplay.population.league.exploiters import Exploiters
 from interplay.population.league.pool import League

@@ -12,7 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from interplay.config.schema import Config, ConfigError, read, validate
+from interplay.config.loading import read
+from interplay.config.schema import Config
+from interplay.config.validation import validate
+from interplay.errors import ConfigError
 from interplay.experiment.run_store.run_folder import hold, start_afresh
 from interplay.experiment.versus import play_versus
 

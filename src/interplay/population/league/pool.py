@@ -39,8 +39,8 @@ import numpy as np
 import torch
 
 from interplay.config.code import names_code
-from interplay.config.schema import Config, ConfigError
-from interplay.errors import WriteError
+from interplay.config.schema import Config
+from interplay.errors import ConfigError, WriteError
 from interplay.experiment.attach import Attachment
 from interplay.experiment.openings import rows_of
 from interplay.experiment.policies import FrozenActor, frozen_actor, snapshot_state

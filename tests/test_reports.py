@@ -10,7 +10,7 @@ from helpers import read_metrics
 
 from interplay.config.loading import load
 from interplay.experiment import loop
-from interplay.experiment.learner_means import LearnerMeans
+from interplay.experiment.update_means import LearnerMeans
 from interplay.experiment.loop import Experiment, resume, train
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]

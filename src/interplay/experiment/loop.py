@@ -41,7 +41,7 @@ from interplay.experiment.build import (
     resolve_device,
 )
 from interplay.experiment.env_options import EnvOptionsLog
-from interplay.experiment.learner_means import LearnerMeans
+from interplay.experiment.update_means import LearnerMeans
 from interplay.experiment.parts import build_parts, build_runner, make_runner
 from interplay.experiment.run_store.checkpoint import (
     CheckpointError,

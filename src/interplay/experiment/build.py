@@ -100,7 +100,7 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
         vec.close()
         raise _no_state(env_name(env_id), where, "it declares no state_space (a gymnasium Box) "
                         "with a state() method")
-    return vec, (CopyEnvs(vec) if isinstance(vec, SyncVecEnv) else None)
+    return vec, (CurrentEnvs(vec) if isinstance(vec, SyncVecEnv) else None)
 
 
 PROBE_FROM = 64
@@ -204,7 +204,7 @@ def state_wanted(cfg: Config) -> tuple[str | None, str]:
 def env_state_space(env: Any) -> Any:
     """The space of the global state the vector env ``env`` keeps in ``VecStep.state`` (None
     if it keeps none: the built-in batched envs never do)."""
-    return getattr(env, "kept_state", None)
+    return env.kept_state
 
 
 def _no_state(name: str, where: str, why: str) -> ConfigError:
@@ -214,7 +214,7 @@ def _no_state(name: str, where: str, why: str) -> ConfigError:
         "observations joined) or observations")
 
 
-class CopyEnvs(Sequence):
+class CurrentEnvs(Sequence):
     """Each in-process copy's PettingZoo env as it is now: a copy rebuilt after its env
     raised is read as its new env, not the broken one."""
 

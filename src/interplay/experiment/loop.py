@@ -41,7 +41,6 @@ from interplay.experiment.build import (
     resolve_device,
 )
 from interplay.experiment.env_options import EnvOptionsLog
-from interplay.experiment.update_means import LearnerMeans
 from interplay.experiment.parts import build_parts, build_runner, make_runner
 from interplay.experiment.run_store.checkpoint import (
     CheckpointError,
@@ -58,6 +57,7 @@ from interplay.experiment.run_store.resume_check import (
 )
 from interplay.experiment.run_store.run_folder import hold, start_afresh
 from interplay.experiment.run_store.trust import require_trust
+from interplay.experiment.update_means import UpdateMeans
 from interplay.experiment.warm_start import requests as warm_requests
 from interplay.experiment.warm_start import warm_start
 from interplay.loggers.base import Logger
@@ -149,7 +149,7 @@ class Experiment:
             "next_video": cfg.train.render_every if cfg.train.render_every > 0 else -1,
             "tests": 0, "rows": 0, "wall_s": 0.0, "stopped_early": False,
         }
-        self.learner = LearnerMeans(self.algo.gauges)
+        self.update_means = UpdateMeans(self.algo.gauges)
         self.started = False
         self._stop: StopRequest | None = None
         self._no_video = False  # drawing failed once: no more videos this run
@@ -175,7 +175,7 @@ class Experiment:
             "actors": {p: a.state_dict() for p, a in self.actors.items() if hasattr(a, "state_dict")},
             "runner": self.runner.state_dict(),
             "env": self._env_state(),
-            "learner": self.learner.state_dict(),
+            "learner": self.update_means.state_dict(),  # (the key checkpoints have)
             "callbacks": self.callbacks.state_dict(),
             "run": run_record(self.cfg, self.algo, self.specs),
         }
@@ -183,7 +183,7 @@ class Experiment:
     def _env_state(self) -> Any:
         if self.remote is not None:
             return self.remote.env_state()
-        return capture(self.env) if getattr(self.env, "snapshot_supported", True) else None
+        return capture(self.env) if self.env.snapshot_supported else None
 
     def _marks(self) -> list[int]:
         """Env-step counts where the runners must be where the loop is (a checkpoint)."""
@@ -218,9 +218,7 @@ class Experiment:
         else:
             self.runner.reset(self.cfg.train.seed)  # builds everything a snapshot fills back in
             restore(self.env, state["env"])
-            rederive = getattr(self.env, "restored", None)  # what the env derives from its data
-            if rederive is not None:
-                rederive()
+            self.env.restored()  # what the env derives from its data
         self.runner.load_state_dict(state["runner"], episodes=not fresh)
         self.algo.load_state_dict(state["algo"])
         if self.storage is not None:
@@ -229,7 +227,7 @@ class Experiment:
             self.actors[pid].load_state_dict(s)  # type: ignore[attr-defined]  # saved only if it has one
         self.callbacks.load_state_dict(state.get("callbacks", {}))
         self.counters.update(state["counters"])
-        self.learner.load_state_dict(state["learner"])
+        self.update_means.load_state_dict(state["learner"])
         rng = state["rng"]
         random.setstate(rng["python"])
         np.random.set_state(rng["numpy"])
@@ -251,7 +249,7 @@ class Experiment:
             self.storage.end_step(runner.env_steps)
         if self.algo.ready(self.storage, runner.env_steps):
             self.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
-            self.learner.add(self.algo.update(self.storage))
+            self.update_means.add(self.algo.update(self.storage))
             if self.remote is not None:
                 self.remote.learned()
 
@@ -277,7 +275,7 @@ class Experiment:
                 runner.reset(cfg.train.seed)
                 self.started = True
             while (total < 0 or runner.env_steps < total) and not c["stopped_early"]:
-                if stop.requested and getattr(runner, "settled", True):
+                if stop.requested and (self.remote is None or self.remote.settled):
                     result.checkpoint = self.save()
                     raise Interrupted(stop.signum or 0, self.run_dir, result.checkpoint,
                                       runner.env_steps)
@@ -329,10 +327,8 @@ class Experiment:
         self._window_before = (self._last_t, self._last_steps)
         self._last_t, self._last_steps = now, steps
         overall = steps / max(c["wall_s"], 1e-9)
-        row = train_row(self.runner, c["wall_s"], rate, overall, self.learner.take())
-        stats = getattr(self.env, "stats", None)
-        if stats is not None:
-            row.update(stats())
+        row = train_row(self.runner, c["wall_s"], rate, overall, self.update_means.take())
+        row.update(self.env.stats())
         for part in self.attached:
             row.update(part.report(steps))
         self._emit(loggers, result, row)

@@ -60,7 +60,7 @@ class OpeningActor:
         self.inner = inner
         self.openings = openings
         self.squashed = inner.squashed
-        self.wants_env_obs = getattr(inner, "wants_env_obs", False)
+        self.wants_env_obs = inner.wants_env_obs
         self.random = RandomActor(spec, np.random.default_rng(0))
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:

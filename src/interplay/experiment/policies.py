@@ -136,7 +136,7 @@ class FrozenActor:
         self.actor = actor
         self.explore = explore
         self.squashed = actor.squashed
-        self.wants_env_obs = getattr(actor, "wants_env_obs", False)
+        self.wants_env_obs = actor.wants_env_obs
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         action, _ = self.actor.act(batch, self.explore and explore)

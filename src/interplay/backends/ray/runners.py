@@ -121,8 +121,7 @@ class EnvRunner:
                               runner.agent_steps - agent_steps, self.window.ended))
             self.window.ended = []
         after = states(self.gens)
-        stats = getattr(runner.env, "stats", None)
-        return {"steps": steps, "stats": stats() if stats is not None else {},
+        return {"steps": steps, "stats": dict(runner.env.stats()),
                 "rngs": {i: s for i, (b, s) in enumerate(zip(before, after, strict=True)) if b != s}}
 
     def _learn(self, weights: tuple[dict[str, Any], dict[str, Any]]) -> None:
@@ -137,7 +136,7 @@ class EnvRunner:
 
     def env_state(self) -> Any:
         env = self.runner.env
-        return capture(env) if getattr(env, "snapshot_supported", True) else None
+        return capture(env) if env.snapshot_supported else None
 
     def state(self) -> dict[str, Any]:
         return {"state": self.runner.state_dict(), "env": self.env_state(),
@@ -146,9 +145,7 @@ class EnvRunner:
     def restore_env(self, snapshot: Any) -> None:
         env = self.runner.env
         restore(env, snapshot)
-        rederive = getattr(env, "restored", None)
-        if rederive is not None:
-            rederive()
+        env.restored()
 
     def load(self, state: dict[str, Any], rngs: list[dict[str, Any]] | None,
              episodes: bool = True) -> None:
@@ -205,7 +202,7 @@ class RayRunners:
         # The env as the loop knows it: agents, spaces, whether turn-based.
         self.agents = env.agents
         self.turn_based = env.turn_based
-        self.snapshot_supported = getattr(env, "snapshot_supported", True)
+        self.snapshot_supported = env.snapshot_supported
         self.window = Window(owner)
         self.env_steps = self.agent_steps = self.episodes = self.steps = 0
         self.restarts = 0

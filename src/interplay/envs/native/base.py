@@ -50,6 +50,8 @@ class NativeEnv:
     """
 
     turn_based = False
+    snapshot_supported = True
+    kept_state: spaces.Space | None = None  # the state is read with ``state()``, not kept
 
     task = "native"
     agents: list[str]
@@ -189,6 +191,13 @@ class NativeEnv:
             if self._frames is not None and done[self._frames_of]:
                 self._record("start")
         return self._view
+
+    def stats(self) -> dict[str, int]:
+        """No faults to count: the arrays are the env."""
+        return {}
+
+    def restored(self) -> None:
+        """Nothing to rebuild: every array is the env's own data."""
 
     def current_step(self) -> VecStep:
         """The step the copies are at now (what the last reset/step returned)."""

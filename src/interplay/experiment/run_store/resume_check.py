@@ -156,7 +156,7 @@ def fresh_reasons(state: dict[str, Any], exp: Any, changes: dict[str, tuple[Any,
     if _reads_env_obs_now(state, exp.cfg):
         reasons.append("a scripted player (league.fixed or policies) now reads the env's own "
                        "observations, which the checkpoint's env copies did not keep")
-    if not getattr(exp.env, "snapshot_supported", True):
+    if not exp.env.snapshot_supported:
         reasons.append(getattr(exp.env, "no_snapshot_reason",
                                "env.vectorization is async: the env copies live in worker "
                                "processes, whose state a checkpoint cannot hold"))
@@ -165,7 +165,7 @@ def fresh_reasons(state: dict[str, Any], exp: Any, changes: dict[str, tuple[Any,
     saved_layout = state["runner"].get("layout", [saved_copies])
     layout = getattr(exp.runner, "layout", [exp.env.num_envs])
     if (state["env"] is None and len(saved_layout) == 1 and not reasons
-            and getattr(exp.env, "snapshot_supported", True)):
+            and exp.env.snapshot_supported):
         reasons.append("the checkpoint holds no env copies (they ran in worker processes)")
     if saved_copies != exp.env.num_envs and not any(k == "env.num_envs" for k in changes):
         reasons.append(f"env.num_envs changed from {saved_copies} to {exp.env.num_envs}")

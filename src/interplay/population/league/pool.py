@@ -83,7 +83,7 @@ class LeagueActor:
         self.learner = learner
         self.squashed = learner.squashed
         # Scripted members are handed the env's own observations, like scripted policies.
-        self.wants_env_obs = any(getattr(m.actor, "wants_env_obs", False)
+        self.wants_env_obs = any(m.actor.wants_env_obs
                                  for m in league.members)
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:

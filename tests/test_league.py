@@ -16,7 +16,8 @@ from interplay.errors import ConfigError, ScriptedPolicyError
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.experiment.policies import PolicyLoadError
-from interplay.population.league.pool import League, league_of, league_report
+from interplay.population.league.pool import League, league_of
+from interplay.population.league.report import league_report
 from interplay.population.ratings import Elo, OpenSkill
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]

@@ -18,7 +18,8 @@ from interplay.errors import ConfigError, ScriptedPolicyError, WriteError
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.experiment.run_store.checkpoint import list_checkpoints, load_checkpoint
-from interplay.population.league.pool import League, LeagueWarning, league_of, league_report
+from interplay.population.league.pool import League, LeagueWarning, league_of
+from interplay.population.league.report import league_report
 from interplay.population.ratings import Elo
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]

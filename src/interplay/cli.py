@@ -203,7 +203,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "league":
         from interplay.population.league.exploiters import exploiter_report
-        from interplay.population.league.pool import league_report
+        from interplay.population.league.report import league_report
 
         league_report(args.run_dir)
         exploiter_report(args.run_dir)

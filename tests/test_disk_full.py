@@ -12,8 +12,8 @@ from helpers import read_metrics
 from interplay.cli import main
 from interplay.config.loading import load
 from interplay.errors import WriteError
-from interplay.experiment import checkpoint as checkpoint_mod
 from interplay.experiment.loop import resume, train
+from interplay.experiment.run_store import checkpoint as checkpoint_mod
 from interplay.experiment.run_store.checkpoint import list_checkpoints, verify_checkpoint
 from interplay.loggers.jsonl import JsonlLogger
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from gymnasium import spaces
 
-from interplay.envs.pixels import ColorMatch
+from interplay.envs.toy.pixels import ColorMatch
 
 GOAL = "interplay.envs.toy:hidden_goal"
 QUIET = {"console": False, "tensorboard": False, "curve": False}

@@ -22,7 +22,7 @@ from typing import Any
 
 from runner_overhead import bare_aec, bare_parallel, runner_loop
 
-from interplay.config.schema import validate
+from interplay.config.validation import validate
 from interplay.envs.adapters import is_aec
 from interplay.envs.check import check_env
 from interplay.envs.registry import env_factory

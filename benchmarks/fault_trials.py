@@ -54,10 +54,10 @@ from typing import Any
 import torch
 
 from interplay.cli import main as cli
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.envs.async_vec import AsyncVecEnv
-from interplay.experiment.checkpoint import list_checkpoints, verify_checkpoint
 from interplay.experiment.loop import resume, train
+from interplay.experiment.run_store.checkpoint import list_checkpoints, verify_checkpoint
 from interplay.run.callbacks import Callbacks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.loop import Experiment
 from interplay.population.hpo import search
 

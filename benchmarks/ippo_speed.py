@@ -28,7 +28,8 @@ from collections.abc import Callable
 import torch
 from native_env_speed import mpe2_speed, native_speed
 
-from interplay.config.schema import Config, load
+from interplay.config.loading import load
+from interplay.config.schema import Config
 from interplay.experiment.build import make_actors, make_algorithm, make_specs, make_vec_env
 from interplay.experiment.loop import train
 from interplay.run.runner import Runner

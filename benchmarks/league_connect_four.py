@@ -26,11 +26,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.evaluate import evaluate
-from interplay.experiment.exploit import exploit
 from interplay.experiment.loop import train
 from interplay.experiment.versus import OUTCOMES
+from interplay.population.league.exploit import exploit
 
 OPPONENTS = ("random", "interplay.envs.connect_four:one_ply",
              "interplay.envs.connect_four:two_ply")

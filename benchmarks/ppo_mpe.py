@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from interplay.config.schema import Config, load
+from interplay.config.loading import load
+from interplay.config.schema import Config
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.experiment.loop import train
 from interplay.run.callbacks import Callbacks

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import train
 

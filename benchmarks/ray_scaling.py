@@ -18,8 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from interplay.backends.ray import connect, disconnect
-from interplay.config.schema import BackendConfig, load
+from interplay.backends.ray.cluster import connect, disconnect
+from interplay.config.loading import load
+from interplay.config.schema import BackendConfig
 from interplay.experiment.loop import train
 
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 24_000

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from interplay.config.schema import validate
+from interplay.config.validation import validate
 from interplay.envs.adapters import is_aec
 from interplay.envs.registry import env_factory
 from interplay.experiment.build import make_specs, make_vec_env

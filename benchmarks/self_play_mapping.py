@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.loop import Experiment
 from interplay.experiment.versus import play_pair
 

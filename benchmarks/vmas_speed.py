@@ -32,7 +32,8 @@ from typing import Any
 
 import torch
 
-from interplay.config.schema import load, validate
+from interplay.config.loading import load
+from interplay.config.validation import validate
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.experiment.loop import train
 from interplay.run.actors import RandomActor

@@ -21,7 +21,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import train
 

@@ -16,7 +16,7 @@ import numpy as np
 
 import interplay
 from interplay.experiment.evaluate import evaluate
-from interplay.experiment.league import league_report
+from interplay.population.league.report import league_report
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from interplay.envs.pixels import ColorMatch
 from interplay.envs.toy import Move, ScriptedTurnGame, ShiftingCrowd
+from interplay.envs.toy.pixels import ColorMatch
 
 
 class NaNObs(ShiftingCrowd):

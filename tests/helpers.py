@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from interplay.config.schema import Config, load, validate
+from interplay.config.loading import load
+from interplay.config.schema import Config
+from interplay.config.validation import validate
 from interplay.envs.toy import Move, ScriptedTurnGame
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.run.actors import RandomActor

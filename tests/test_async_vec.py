@@ -18,7 +18,8 @@ from faulty_envs import flaky_counter, hanging, no_agents, vanishing
 from gymnasium import spaces
 from helpers import QUIET, make_runner, read_metrics
 
-from interplay.config.schema import load, validate
+from interplay.config.loading import load
+from interplay.config.validation import validate
 from interplay.envs.adapters import CopyStep, EnvContractError
 from interplay.envs.async_vec import AsyncVecEnv, WorkerError, _await_bell
 from interplay.envs.batch import StepBuffers, VecStep

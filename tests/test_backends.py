@@ -9,9 +9,11 @@ import warnings
 import pytest
 
 from interplay.backends import map_members
-from interplay.backends import ray as ray_backend
-from interplay.backends.ray import RayMissingError
-from interplay.config.schema import BackendConfig, ConfigError, load
+from interplay.backends.ray import cluster as ray_backend
+from interplay.backends.ray.cluster import RayMissingError
+from interplay.config.loading import load
+from interplay.config.schema import BackendConfig
+from interplay.errors import ConfigError
 from interplay.experiment.loop import train
 
 

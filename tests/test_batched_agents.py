@@ -15,13 +15,14 @@ from helpers import read_metrics, straight_and_resumed
 from torch import nn
 
 import interplay
+from interplay.config.loading import load
 from interplay.config.model import ModelSettings
-from interplay.config.schema import load, validate
+from interplay.config.validation import validate
 from interplay.experiment.build import make_algorithm, make_specs, make_vec_env
 from interplay.experiment.export import export_policy
 from interplay.experiment.loop import resume, train
 from interplay.experiment.policies import load_run
-from interplay.experiment.statecodec import decode, encode
+from interplay.experiment.run_store.statecodec import decode, encode
 from interplay.nets.agents import (
     AgentStack,
     SharedNet,

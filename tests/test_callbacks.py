@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from interplay import Callbacks
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.envs.toy import ShiftingCrowd
 from interplay.experiment.loop import train
 

@@ -13,8 +13,9 @@ import pytest
 from gymnasium import spaces
 from helpers import read_metrics, straight_and_resumed
 
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
 from interplay.envs.toy import HiddenGoal, Move, ScriptedTurnGame
+from interplay.errors import ConfigError
 from interplay.experiment.loop import Experiment, resume, train
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false",
@@ -149,7 +150,7 @@ def test_state_env_is_refused_before_any_step_for_an_env_without_one(tmp_path, a
 def test_the_algorithm_itself_refuses_env_without_a_state_space():
     from interplay.algos.maddpg import MADDPG
     from interplay.algos.sac import MASAC
-    from interplay.config.schema import validate
+    from interplay.config.validation import validate
     from interplay.experiment.build import make_specs, make_vec_env
 
     cfg = validate(load([], [GOAL, "algo.name=masac"]).model_dump())
@@ -266,7 +267,7 @@ def test_a_checkpoint_of_observation_critics_is_not_resumed_on_the_envs_state(tm
 @pytest.mark.slow  # starts a local Ray: most of a minute on a busy machine
 def test_mappo_rollouts_from_ray_runners_keep_one_state_per_tick_and_copy(tmp_path):
     pytest.importorskip("ray")
-    from interplay.backends.ray import connect, disconnect
+    from interplay.backends.ray.cluster import connect, disconnect
     from interplay.config.schema import BackendConfig
 
     started = connect(BackendConfig(name="ray"), num_cpus=2)
@@ -355,7 +356,11 @@ def _rows_carry_their_states(part: dict, rows: np.ndarray | None = None) -> dict
 
 
 def test_a_checkpoint_that_kept_a_state_per_row_resumes_exactly(tmp_path):
-    from interplay.experiment.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+    from interplay.experiment.run_store.checkpoint import (
+        list_checkpoints,
+        load_checkpoint,
+        save_checkpoint,
+    )
 
     # stopped inside an episode (9 steps) and inside a rollout (16 steps): held transitions
     # and a part-filled rollout both carry states

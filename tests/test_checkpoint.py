@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import interplay
-from interplay.experiment.checkpoint import (
+from interplay.experiment.run_store.checkpoint import (
     CheckpointError,
     latest_valid,
     list_checkpoints,
@@ -240,7 +240,7 @@ def test_failed_save_keeps_earlier_checkpoints_and_leaves_no_half_folder(tmp_pat
 KILLED_SAVE = """
 import os, signal, sys, torch
 from pathlib import Path
-from interplay.experiment.checkpoint import save_checkpoint
+from interplay.experiment.run_store.checkpoint import save_checkpoint
 
 def killed_mid_write(obj, f, *args, **kwargs):
     f.write(b"PK partial bytes")
@@ -354,7 +354,7 @@ def test_with_keep_1_a_damaged_newer_checkpoint_keeps_nothing_good_from_going(tm
 def test_an_env_whose_infos_hold_python_object_arrays_checkpoints_and_resumes_exactly(tmp_path):
     from helpers import read_metrics
 
-    from interplay.config.schema import load
+    from interplay.config.loading import load
     from interplay.experiment.loop import resume, train
 
     settings = ["env.id=broken_envs:object_info", "env.num_envs=2", "log.every=40",

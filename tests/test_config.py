@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
+from interplay.errors import ConfigError
 
 
 def test_files_merge_in_order_and_overrides_come_last(tmp_path):

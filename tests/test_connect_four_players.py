@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from pettingzoo.classic import connect_four_v3
 
-from interplay.envs.connect_four import one_ply, two_ply
+from interplay.envs.toy.connect_four import one_ply, two_ply
 
 
 def position(mine: list[tuple[int, int]], theirs: list[tuple[int, int]]) -> dict:

@@ -10,11 +10,11 @@ import pytest
 from helpers import read_metrics
 
 from interplay.cli import main
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.errors import WriteError
-from interplay.experiment import checkpoint as checkpoint_mod
-from interplay.experiment.checkpoint import list_checkpoints, verify_checkpoint
 from interplay.experiment.loop import resume, train
+from interplay.experiment.run_store import checkpoint as checkpoint_mod
+from interplay.experiment.run_store.checkpoint import list_checkpoints, verify_checkpoint
 from interplay.loggers.jsonl import JsonlLogger
 
 QUICK = ["env.id=spread", "env.num_envs=2", "log.every=50", "checkpoint.every=100",

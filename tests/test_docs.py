@@ -18,7 +18,8 @@ from interplay import docs
 from interplay.algos import REGISTRY
 from interplay.cli import _parser
 from interplay.config.algo import SETTINGS
-from interplay.config.schema import Config, load
+from interplay.config.loading import load
+from interplay.config.schema import Config
 from interplay.experiment.evaluate import EVAL_DOCS, evaluate
 from interplay.experiment.loop import train
 from interplay.experiment.versus import VERSUS_DOCS

@@ -13,14 +13,15 @@ from torch import nn
 
 from interplay.algos.dqn import DQN, QNet, td_target
 from interplay.cli import main
+from interplay.config.loading import load
 from interplay.config.model import ModelSettings
-from interplay.config.schema import ConfigError, load, validate_section
+from interplay.config.validation import validate_section
 from interplay.data.replay import Sample
-from interplay.errors import NonFiniteError
+from interplay.errors import ConfigError, NonFiniteError
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Experiment, train
-from interplay.experiment.statecodec import decode, encode
+from interplay.experiment.run_store.statecodec import decode, encode
 from interplay.run.actors import ActBatch
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]

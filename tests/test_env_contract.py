@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.envs.spaces import ObservationError
-from interplay.experiment.checkpoint import latest_valid
 from interplay.experiment.loop import train
+from interplay.experiment.run_store.checkpoint import latest_valid
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 

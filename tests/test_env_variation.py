@@ -10,7 +10,8 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from interplay import Callbacks, register_env
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
+from interplay.errors import ConfigError
 from interplay.experiment.loop import resume, train
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]

@@ -10,9 +10,10 @@ from gymnasium import spaces
 from helpers import read_metrics
 
 from interplay.cli import main
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
 from interplay.envs.registry import register_env
 from interplay.envs.toy import SharedSpaces
+from interplay.errors import ConfigError
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.experiment.loop import resume, train
 from interplay.run.actors import RandomActor

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
 from interplay.envs.toy import ShiftingCrowd
+from interplay.errors import ConfigError
 from interplay.experiment.evaluate import RenderError, evaluate
 from interplay.experiment.loop import train
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
+from interplay.errors import ConfigError
 from interplay.experiment.loop import train
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ import torch
 
 import interplay
 from interplay.cli import main
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.export import ExportError, export_policy
 from interplay.experiment.loop import train
 

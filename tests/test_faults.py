@@ -12,7 +12,7 @@ from interplay.algos.base import REGISTRY, Algorithm, register
 from interplay.cli import main
 from interplay.config import algo as algo_config
 from interplay.config import model as model_config
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.data.rollout import RolloutStorage
 from interplay.experiment.loop import train
 from interplay.run.actors import ActBatch

@@ -16,7 +16,7 @@ from interplay.envs.adapters import EnvContractError
 from interplay.envs.batch import ActionBlocks
 from interplay.envs.registry import env_factory
 from interplay.envs.spaces import ObservationError
-from interplay.envs.swarm import Swarm
+from interplay.envs.toy.swarm import Swarm
 from interplay.envs.vector import SyncVecEnv
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.loop import train
 
 ROOT = Path(__file__).resolve().parent.parent

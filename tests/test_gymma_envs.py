@@ -10,7 +10,7 @@ from gymnasium import spaces
 from helpers import read_metrics, straight_and_resumed
 
 from interplay.cli import main
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.envs.adapters import adapt
 from interplay.envs.batch import state_space_of
 from interplay.envs.gymma import GymmaError
@@ -120,7 +120,7 @@ def test_envs_of_another_kind_are_named(env_id, named):
 
 
 def test_a_run_folder_naming_a_family_id_needs_trust_only_for_a_package_of_its_own():
-    from interplay.experiment.trust import untrusted_code
+    from interplay.experiment.run_store.trust import untrusted_code
 
     assert untrusted_code({"env": {"id": "openspiel:kuhn_poker"}}) == {}
     assert untrusted_code({"env": {"id": "gymma:rware-tiny-2ag-v2"}}) == {}  # an env package

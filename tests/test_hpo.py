@@ -9,8 +9,9 @@ import pytest
 import torch
 from helpers import StopAfter
 
-from interplay.config.schema import ConfigError, load
-from interplay.experiment.interrupt import Interrupted
+from interplay.config.loading import load
+from interplay.errors import ConfigError
+from interplay.experiment.run_store.interrupt import Interrupted
 from interplay.population.hpo import Search, _fit, mutate_arch, mutate_hp, search
 
 SPREAD = ["algo.name=ippo", "env.id=spread", "env.num_envs=8", "algo.rollout=25",

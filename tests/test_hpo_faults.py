@@ -9,8 +9,9 @@ import pytest
 from helpers import StopAfter
 
 from interplay.cli import main
-from interplay.config.schema import ConfigError, load
-from interplay.experiment.interrupt import Interrupted
+from interplay.config.loading import load
+from interplay.errors import ConfigError
+from interplay.experiment.run_store.interrupt import Interrupted
 from interplay.population.hpo import STATE_FILE, HPOError, search
 
 TINY = ["algo.name=ippo", "env.id=spread", "env.num_envs=2", "algo.rollout=25",

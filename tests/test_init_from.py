@@ -10,10 +10,11 @@ import torch
 from helpers import read_metrics
 
 from interplay.cli import main
-from interplay.config.schema import ConfigError, load
-from interplay.experiment.checkpoint import latest_valid, load_checkpoint
+from interplay.config.loading import load
+from interplay.errors import ConfigError
 from interplay.experiment.loop import Experiment, train
 from interplay.experiment.policies import PolicyLoadError
+from interplay.experiment.run_store.checkpoint import latest_valid, load_checkpoint
 from interplay.experiment.warm_start import requests, warm_start
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
@@ -134,7 +135,7 @@ def test_a_league_starts_from_a_self_play_run(tmp_path):
     train(load([], [*ttt, "train.steps=30", "train.seed=9", "league.snapshot_every=1000",
                     f"policies.shared.init_from={source}"]), run)
     first = torch.load(run / "league" / "snapshot_0.pt", weights_only=True)
-    from interplay.experiment.statecodec import decode
+    from interplay.experiment.run_store.statecodec import decode
     parent = load_checkpoint(latest_valid(source))[0]["algo"]["policies"]["shared"]["online"]
     snap = decode(first)["policies"]["shared"]["online"]
     assert all(torch.equal(parent[k], snap[k]) for k in parent)

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from helpers import QUIET, read_metrics
 
-from interplay.config.schema import load
-from interplay.experiment.checkpoint import verify_checkpoint
-from interplay.experiment.interrupt import Interrupted, StopRequest
+from interplay.config.loading import load
 from interplay.experiment.loop import resume, train
-from interplay.experiment.run_folder import RunFolderError
+from interplay.experiment.run_store.checkpoint import verify_checkpoint
+from interplay.experiment.run_store.interrupt import Interrupted, StopRequest
+from interplay.experiment.run_store.run_folder import RunFolderError
 from interplay.run.callbacks import Callbacks
 
 SRC = Path(__file__).parent.parent / "src"
@@ -186,7 +186,7 @@ def test_a_deferred_sigterm_leaves_env_workers_running():
 
     from interplay.envs.async_vec import AsyncVecEnv
     from interplay.envs.registry import env_factory
-    from interplay.experiment.interrupt import StopRequest
+    from interplay.experiment.run_store.interrupt import StopRequest
 
     with StopRequest() as stop, stop.deferring(), \
             AsyncVecEnv(env_factory("interplay.envs.toy:shifting_crowd"), 2, num_workers=1) as env:

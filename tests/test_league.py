@@ -11,13 +11,14 @@ from helpers import read_metrics, straight_and_resumed
 
 import interplay
 from interplay.cli import main
-from interplay.config.schema import ConfigError, load
-from interplay.errors import ScriptedPolicyError
+from interplay.config.loading import load
+from interplay.errors import ConfigError, ScriptedPolicyError
 from interplay.experiment.evaluate import evaluate
-from interplay.experiment.league import League, league_report
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.experiment.policies import PolicyLoadError
-from interplay.experiment.ratings import Elo, OpenSkill
+from interplay.population.league.pool import League, league_of
+from interplay.population.league.report import league_report
+from interplay.population.ratings import Elo, OpenSkill
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 TTT = ["algo.name=dqn", "env.id=pettingzoo.classic.tictactoe_v3", "train.self_play=true",
@@ -48,8 +49,8 @@ def test_load_policy_acts_like_the_run_on_the_envs_own_observations(trained):
     assert obs["action_mask"][int(one)]  # a legal move
     # The same action as the run's own greedy actor on the flattened observation.
     exp = Experiment(load([trained / "config.yaml"], []), trained / "x")
-    state, _ = interplay.experiment.checkpoint.load_checkpoint(
-        interplay.experiment.checkpoint.latest_valid(trained))
+    state, _ = interplay.experiment.run_store.checkpoint.load_checkpoint(
+        interplay.experiment.run_store.checkpoint.latest_valid(trained))
     exp.algo.load_state_dict(state["algo"])
     rows = np.zeros((1, policy.view.dim), np.float32)
     policy.view.write(obs, rows, 0)
@@ -307,7 +308,7 @@ def test_a_scripted_member_that_raises_is_named_with_the_agent(tmp_path):
 
 def test_pfsp_draws_the_members_the_learner_loses_to_more_often(tmp_path):
     exp = Experiment(load([], LEAGUE), tmp_path / "run")
-    lg = exp.league
+    lg = league_of(exp)
     assert isinstance(lg, League)
     lg.snapshot(0)
     lg.results = {"random": [90, 0, 10], "snapshot_0": [10, 0, 90]}

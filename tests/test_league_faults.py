@@ -13,13 +13,14 @@ import torch
 from helpers import TIMING, read_metrics
 
 from interplay.cli import main
-from interplay.config.schema import ConfigError, load
-from interplay.errors import ScriptedPolicyError, WriteError
-from interplay.experiment.checkpoint import list_checkpoints, load_checkpoint
+from interplay.config.loading import load
+from interplay.errors import ConfigError, ScriptedPolicyError, WriteError
 from interplay.experiment.evaluate import evaluate
-from interplay.experiment.league import League, LeagueWarning, league_report
 from interplay.experiment.loop import Experiment, resume, train
-from interplay.experiment.ratings import Elo
+from interplay.experiment.run_store.checkpoint import list_checkpoints, load_checkpoint
+from interplay.population.league.pool import League, LeagueWarning, league_of
+from interplay.population.league.report import league_report
+from interplay.population.ratings import Elo
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 TTT = ["algo.name=dqn", "env.id=pettingzoo.classic.tictactoe_v3", "train.self_play=true",
@@ -89,7 +90,7 @@ def _experiment(tmp_path, *extra):
 def test_a_snapshot_leaving_the_pool_plays_out_its_games_and_no_other_game_changes_member(
         tmp_path):
     exp = _experiment(tmp_path, "league.fixed=[]")
-    lg = exp.league
+    lg = league_of(exp)
     assert isinstance(lg, League)
     lg.snapshot(0)
     lg.snapshot(1)
@@ -112,7 +113,7 @@ def test_a_full_disk_while_writing_a_snapshot_is_named_and_leaves_no_temporary_f
     (tmp_path / "run" / "league" / "snapshot_5.tmp").write_bytes(b"a write that was killed")
     exp = _experiment(tmp_path)
     assert not (tmp_path / "run" / "league" / "snapshot_5.tmp").exists()
-    lg = exp.league
+    lg = league_of(exp)
     assert isinstance(lg, League)
 
     def full(obj, f, *args, **kwargs):

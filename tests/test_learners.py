@@ -7,9 +7,10 @@ import torch
 import yaml
 from helpers import read_metrics
 
-from interplay.config.schema import ConfigError, load
-from interplay.experiment.checkpoint import latest_valid, load_checkpoint
+from interplay.config.loading import load
+from interplay.errors import ConfigError
 from interplay.experiment.loop import Experiment, resume, train
+from interplay.experiment.run_store.checkpoint import latest_valid, load_checkpoint
 from interplay.run.callbacks import Callbacks
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]

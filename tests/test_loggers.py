@@ -8,7 +8,8 @@ import own_loggers
 import pytest
 from helpers import read_metrics
 
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
+from interplay.errors import ConfigError
 from interplay.experiment.loop import train
 
 TINY = ["env.id=spread", "env.num_envs=2", "train.steps=200", "log.every=100",

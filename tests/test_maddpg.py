@@ -19,9 +19,9 @@ from interplay.algos.maddpg import (
     smoothed,
 )
 from interplay.algos.offpolicy import follow
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
 from interplay.envs.toy import Move, ScriptedTurnGame
-from interplay.errors import NonFiniteError
+from interplay.errors import ConfigError, NonFiniteError
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.run.actors import ActBatch, RandomActor
 from interplay.run.transitions import Transitions
@@ -399,7 +399,8 @@ def test_whole_episodes_handed_over_at_their_end_make_the_same_joint_rows():
 @pytest.mark.parametrize(("old", "new"), [("learning_delay", "learning_starts"),
                                           ("learn_step", "train_every")])
 def test_the_old_names_of_the_replay_schedule_are_refused_with_the_new_one(old, new):
-    from interplay.config.schema import ConfigError, load
+    from interplay.config.loading import load
+    from interplay.errors import ConfigError
 
     with pytest.raises(ConfigError, match=rf"algo\.{old}: this setting is now algo\.{new}"):
         load([], ["algo.name=maddpg", f"algo.{old}=10"])

@@ -6,8 +6,9 @@ import pytest
 from gymnasium import spaces
 from helpers import CLI_QUIET
 
-from interplay.config.schema import ConfigError, PolicyConfig
+from interplay.config.schema import PolicyConfig
 from interplay.envs.spaces import action_view, obs_view
+from interplay.errors import ConfigError
 from interplay.run.mapping import assign, build_specs, group_of
 
 AGENTS = ["bob_0", "bob_1", "fred_0", "fred_1", "solo"]

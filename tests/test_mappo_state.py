@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from helpers import read_metrics
 
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
+from interplay.errors import ConfigError
 from interplay.experiment.loop import Experiment, train
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false",

@@ -13,9 +13,11 @@ import pytest
 from interplay import load_policy
 from interplay.cli import main
 from interplay.config.algo import SETTINGS
-from interplay.config.schema import SECTIONS, ConfigError, load
+from interplay.config.loading import load
+from interplay.config.schema import SECTIONS
 from interplay.data import memory
 from interplay.data.memory import StorageSizeError
+from interplay.errors import ConfigError
 from interplay.experiment.loop import train
 from interplay.experiment.policies import PolicyLoadError
 

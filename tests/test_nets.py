@@ -16,8 +16,8 @@ from interplay.envs.images import ImagePrep, image_layout
 from interplay.experiment.build import make_algorithm, make_specs, make_vec_env
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import resume, train
-from interplay.experiment.statecodec import decode
-from interplay.experiment.trust import untrusted_code
+from interplay.experiment.run_store.statecodec import decode
+from interplay.experiment.run_store.trust import untrusted_code
 from interplay.nets.build import Encoder, ImageBlock, Scaled, UserBlock
 
 QUIET = {"console": False, "tensorboard": False, "curve": False}

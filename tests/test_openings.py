@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from interplay.cli import main
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
+from interplay.errors import ConfigError
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import train
 

@@ -9,7 +9,7 @@ from helpers import read_metrics, straight_and_resumed
 
 pyspiel = pytest.importorskip("pyspiel")
 
-from interplay.config.schema import load  # noqa: E402
+from interplay.config.loading import load  # noqa: E402
 from interplay.envs.adapters import EnvContractError, adapt  # noqa: E402
 from interplay.envs.openspiel import OpenSpielError  # noqa: E402
 from interplay.envs.registry import env_factory, register_env  # noqa: E402

@@ -15,12 +15,14 @@ from helpers import QUIET, Learner
 from interplay.algos import REGISTRY
 from interplay.algos.onpolicy.samples import policy_samples
 from interplay.algos.ppo import PPO
-from interplay.config.schema import ConfigError, load, validate
+from interplay.config.loading import load
+from interplay.config.validation import validate
 from interplay.data.returns import gae
 from interplay.envs.spaces import action_view
+from interplay.errors import ConfigError
 from interplay.experiment.build import make_actors, make_algorithm, make_specs, make_vec_env
 from interplay.experiment.loop import train
-from interplay.experiment.statecodec import decode, encode
+from interplay.experiment.run_store.statecodec import decode, encode
 from interplay.nets.distributions import ActionDist
 from interplay.run.actors import ActBatch
 from interplay.run.runner import Runner

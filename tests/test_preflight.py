@@ -6,9 +6,10 @@ import textwrap
 
 import pytest
 
-from interplay.config.schema import ConfigError, validate
+from interplay.config.validation import validate
 from interplay.envs.registry import EnvSpecError, env_factory, register_env
 from interplay.envs.toy import ShiftingCrowd
+from interplay.errors import ConfigError
 from interplay.experiment.loop import train
 from interplay.run.callbacks import Callbacks
 

@@ -8,7 +8,8 @@ from gymnasium import spaces
 from helpers import QUIET, read_metrics
 
 from interplay import Callbacks, register_env
-from interplay.config.schema import load, validate
+from interplay.config.loading import load
+from interplay.config.validation import validate
 from interplay.envs.adapters import EnvContractError
 from interplay.envs.spaces import action_view, obs_view
 from interplay.envs.toy import ShiftingCrowd

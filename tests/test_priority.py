@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 from helpers import read_metrics
 
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
 from interplay.data.priority import Priorities, SumTree
 from interplay.data.replay import Group, JointReplayBuffer, ReplayBuffer
-from interplay.experiment.checkpoint import latest_valid, load_checkpoint
+from interplay.errors import ConfigError
 from interplay.experiment.loop import resume, train
-from interplay.experiment.statecodec import decode, encode
+from interplay.experiment.run_store.checkpoint import latest_valid, load_checkpoint
+from interplay.experiment.run_store.statecodec import decode, encode
 from interplay.run.transitions import Transitions
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]

@@ -9,8 +9,9 @@ from helpers import read_metrics
 
 from interplay import register_env
 from interplay.algos.qmix import Mixer
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
 from interplay.envs.toy import ShiftingCrowd
+from interplay.errors import ConfigError
 from interplay.experiment.loop import Experiment, train
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]

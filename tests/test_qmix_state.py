@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 from helpers import read_metrics, straight_and_resumed
 
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
 from interplay.envs.adapters import EnvContractError
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.toy import HiddenGoal
 from interplay.envs.vector import SyncVecEnv
+from interplay.errors import ConfigError
 from interplay.experiment.loop import Experiment, resume, train
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]

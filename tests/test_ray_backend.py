@@ -20,9 +20,10 @@ pytestmark = pytest.mark.slow
 from helpers import read_metrics  # noqa: E402
 
 from interplay.backends import map_members  # noqa: E402
-from interplay.backends.ray import connect, disconnect  # noqa: E402
-from interplay.backends.runners import RunnerFailedError  # noqa: E402
-from interplay.config.schema import BackendConfig, load  # noqa: E402
+from interplay.backends.ray.cluster import connect, disconnect  # noqa: E402
+from interplay.backends.ray.runners import RunnerFailedError  # noqa: E402
+from interplay.config.loading import load  # noqa: E402
+from interplay.config.schema import BackendConfig  # noqa: E402
 from interplay.experiment.loop import Experiment, resume, train  # noqa: E402
 from interplay.run.callbacks import Callbacks  # noqa: E402
 
@@ -236,7 +237,7 @@ class _Signal(Callbacks):
 
 def test_a_stop_ends_in_a_checkpoint_of_where_the_loop_is(tmp_path):
     """Off-policy runners sample ahead; a stop still ends where the loop is, and resumes."""
-    from interplay.experiment.interrupt import Interrupted, StopRequest
+    from interplay.experiment.run_store.interrupt import Interrupted, StopRequest
 
     common = ["env.id=spread", "env.num_envs=2", "algo.name=dqn", "algo.batch_size=16",
               "algo.learning_starts=32", "algo.train_every=16", "log.every=100", *QUIET,

@@ -8,9 +8,10 @@ import pytest
 import torch
 from helpers import read_metrics
 
+from interplay.config.loading import load
 from interplay.config.model import ModelSettings
-from interplay.config.schema import ConfigError, load
 from interplay.data.rollout import RolloutStorage
+from interplay.errors import ConfigError
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import train
 from interplay.nets.recurrent import recurrent_net

@@ -8,7 +8,7 @@ from helpers import make_runner
 
 from interplay.data.replay import Group, JointReplayBuffer, ReplayBuffer
 from interplay.envs.toy import Move
-from interplay.experiment.statecodec import decode, encode
+from interplay.experiment.run_store.statecodec import decode, encode
 from interplay.run.transitions import Transitions
 
 

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 import pytest
 from helpers import read_metrics
 
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment import loop
-from interplay.experiment.learner_means import LearnerMeans
 from interplay.experiment.loop import Experiment, resume, train
+from interplay.experiment.update_means import UpdateMeans
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 
@@ -83,7 +83,7 @@ def test_a_resumed_run_averages_the_updates_made_before_its_checkpoint(tmp_path)
 
 
 def test_gauges_give_their_value_at_the_last_update_of_the_window():
-    means = LearnerMeans(gauges={"buffer_size", "epsilon"})
+    means = UpdateMeans(gauges={"buffer_size", "epsilon"})
     means.add({"loss/p": 1.0, "buffer_size/p": 10.0, "epsilon": 0.9})
     means.add({"loss/p": 3.0, "buffer_size/p": 20.0, "epsilon": 0.8})
     assert means.take() == {"loss/p": 2.0, "buffer_size/p": 20.0, "epsilon": 0.8}

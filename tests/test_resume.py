@@ -10,10 +10,10 @@ from helpers import read_metrics
 
 from interplay import register_env
 from interplay.cli import main
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.envs.toy import ShiftingCrowd
-from interplay.experiment.checkpoint import list_checkpoints
 from interplay.experiment.loop import resume, train
+from interplay.experiment.run_store.checkpoint import list_checkpoints
 
 TIMING = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
 

@@ -12,11 +12,12 @@ from helpers import read_metrics
 
 from interplay import Callbacks
 from interplay.cli import main
-from interplay.config.schema import ConfigError, load
-from interplay.experiment.checkpoint import list_checkpoints, load_checkpoint
+from interplay.config.loading import load
+from interplay.errors import ConfigError
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Experiment, resume, train
-from interplay.experiment.resume_check import CheckpointMismatchError
+from interplay.experiment.run_store.checkpoint import list_checkpoints, load_checkpoint
+from interplay.experiment.run_store.resume_check import CheckpointMismatchError
 
 QUIET = ["log.console=false", "log.curve=false", "log.tensorboard=false"]
 
@@ -217,7 +218,7 @@ class HoldsALock(Callbacks):
 
 
 def test_callback_state_that_cannot_be_checkpointed_is_named(tmp_path, capsys):
-    from interplay.experiment.checkpoint import CheckpointError
+    from interplay.experiment.run_store.checkpoint import CheckpointError
 
     run = tmp_path / "run"
     settings = ["env.id=spread", "env.num_envs=2", "train.steps=100", "checkpoint.every=50", *QUIET]

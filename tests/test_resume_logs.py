@@ -8,9 +8,9 @@ import pytest
 from helpers import read_metrics
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from interplay.config.schema import load
-from interplay.experiment.checkpoint import list_checkpoints
+from interplay.config.loading import load
 from interplay.experiment.loop import resume, train
+from interplay.experiment.run_store.checkpoint import list_checkpoints
 
 COMMON = ["env.id=spread", "env.num_envs=2", "log.console=false", "log.curve=false",
           "log.every=100", "train.test_frequency=200", "train.test_episodes=2"]

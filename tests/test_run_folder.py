@@ -11,10 +11,10 @@ import pytest
 from helpers import read_metrics
 
 from interplay.cli import main
-from interplay.config.schema import load
-from interplay.experiment.checkpoint import list_checkpoints
+from interplay.config.loading import load
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import train
+from interplay.experiment.run_store.checkpoint import list_checkpoints
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ import pytest
 from helpers import read_metrics
 
 from interplay.cli import main
-from interplay.config.schema import load
-from interplay.experiment.checkpoint import list_checkpoints
+from interplay.config.loading import load
 from interplay.experiment.loop import resume, train
-from interplay.experiment.run_folder import LOCK_FILE, RunFolderError, hold
+from interplay.experiment.run_store.checkpoint import list_checkpoints
+from interplay.experiment.run_store.run_folder import LOCK_FILE, RunFolderError, hold
 
 QUICK = ["env.id=spread", "env.num_envs=2", "log.every=50", "log.console=false",
          "log.tensorboard=false", "log.curve=false"]

@@ -21,10 +21,10 @@ from interplay.algos.sac import (
     squashed_gaussian,
     weighted_mse,
 )
-from interplay.config.schema import ConfigError, load
-from interplay.errors import NonFiniteError
-from interplay.experiment.checkpoint import latest_valid, load_checkpoint
+from interplay.config.loading import load
+from interplay.errors import ConfigError, NonFiniteError
 from interplay.experiment.loop import Experiment, resume, train
+from interplay.experiment.run_store.checkpoint import latest_valid, load_checkpoint
 from interplay.run.actors import ActBatch
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]

@@ -8,7 +8,7 @@ from gymnasium import spaces
 from helpers import read_metrics
 from pettingzoo import ParallelEnv
 
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.loop import train
 from interplay.run.actors import accepts_keyword
 

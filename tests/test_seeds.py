@@ -8,8 +8,9 @@ import pytest
 from helpers import CLI_QUIET, read_metrics
 
 from interplay.cli import main
-from interplay.config.schema import ConfigError, load
+from interplay.config.loading import load
 from interplay.envs.copies import EnvCopies
+from interplay.errors import ConfigError
 from interplay.experiment.loop import train
 from interplay.seeding import SEED_LIMIT, copy_seeds, derived_seed
 

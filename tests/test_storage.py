@@ -11,7 +11,7 @@ import torch
 from interplay import config, train
 from interplay.data.memory import StorageSizeError, available_bytes
 from interplay.errors import UserError
-from interplay.experiment.statecodec import decode
+from interplay.experiment.run_store.statecodec import decode
 
 QUIET = {"console": False, "tensorboard": False, "curve": False}
 PIXELS = {"id": "interplay.envs.pixels", "num_envs": 2, "kwargs": {"size": 12}}

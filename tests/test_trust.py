@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from interplay.cli import main
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.loop import train
 from interplay.experiment.policies import load_policy
-from interplay.experiment.trust import TrustError, code_fields, named_code, untrusted_code
+from interplay.experiment.run_store.trust import TrustError, code_fields, named_code, untrusted_code
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 

@@ -7,7 +7,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from interplay import register_env
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.envs.toy import ShiftingCrowd
 from interplay.experiment.loop import train
 
@@ -57,7 +57,7 @@ def test_no_videos_by_default(tmp_path):
 @pytest.mark.slow
 def test_a_ray_run_writes_videos_from_this_process(tmp_path):
     pytest.importorskip("ray")
-    from interplay.backends.ray import connect, disconnect
+    from interplay.backends.ray.cluster import connect, disconnect
     from interplay.config.schema import BackendConfig
 
     started = connect(BackendConfig(name="ray"), num_cpus=2)

@@ -9,7 +9,8 @@ import pytest
 from helpers import read_metrics
 
 from interplay.cli import main
-from interplay.config.schema import load, validate
+from interplay.config.loading import load
+from interplay.config.validation import validate
 from interplay.envs.native.vmas_env import VmasRenderError
 from interplay.envs.registry import EnvSpecError
 from interplay.experiment.build import make_vec_env

@@ -11,7 +11,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from interplay import register_env
-from interplay.config.schema import load
+from interplay.config.loading import load
 from interplay.experiment.loop import train
 
 

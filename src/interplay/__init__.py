@@ -2,12 +2,14 @@
 
 from interplay.algos import Algorithm, register
 from interplay.config.algo import AlgoSettings
-from interplay.config.schema import Config, ConfigError
-from interplay.config.schema import load as load_config
+from interplay.config.loading import load as load_config
+from interplay.config.schema import Config
 from interplay.envs.registry import register_env
+from interplay.errors import ConfigError
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import Result, resume, train
 from interplay.experiment.policies import load_policy
+from interplay.population import league  # noqa: F401  (a league attaches itself to runs)
 from interplay.run.callbacks import Callbacks
 from interplay.run.episodes import Episode
 

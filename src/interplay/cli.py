@@ -7,7 +7,7 @@ import errno
 import sys
 from collections.abc import Sequence
 
-from interplay.config.schema import ConfigError
+from interplay.errors import ConfigError
 
 TRUST_RUNS = ("import and run the modules named by the configs of run folders this config "
               "names (policies.*.from, league.fixed) even when they are not installed env "
@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except KeyboardInterrupt as err:
-        from interplay.experiment.interrupt import Interrupted
+        from interplay.experiment.run_store.interrupt import Interrupted
 
         if isinstance(err, Interrupted):
             print(f"interrupted: {err}", file=sys.stderr)
@@ -191,7 +191,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         problems = check_env(cfg, cycles=args.cycles)
         return 1 if problems else 0
     if args.command == "exploit":
-        from interplay.experiment.exploit import exploit
+        from interplay.population.league.exploit import exploit
 
         exploit(args.run_dir, steps=args.steps, policy=args.policy, games=args.games,
                 opening=args.opening, seed=args.seed, overrides=args.set, out=args.out,
@@ -204,8 +204,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
         return 0
     if args.command == "league":
-        from interplay.experiment.exploiters import exploiter_report
-        from interplay.experiment.league import league_report
+        from interplay.population.league.exploiters import exploiter_report
+        from interplay.population.league.report import league_report
 
         league_report(args.run_dir)
         exploiter_report(args.run_dir)

@@ -30,16 +30,16 @@ from pydantic.fields import FieldInfo
 
 from interplay.algos import REGISTRY
 from interplay.algos.base import Algorithm
-from interplay.backends.runners import RUNNER_DOCS
+from interplay.backends.ray.runners import RUNNER_DOCS
 from interplay.config.algo import SETTINGS, AlgoSettings
 from interplay.config.schema import Config
 from interplay.envs.vector import STATS_DOCS
 from interplay.experiment.env_options import SPLIT_DOCS
 from interplay.experiment.evaluate import EVAL_DOCS
-from interplay.experiment.exploiters import EXPLOITER_DOCS
-from interplay.experiment.league import LEAGUE_DOCS
 from interplay.experiment.loop import ROW_DOCS
 from interplay.experiment.versus import VERSUS_DOCS
+from interplay.population.league.exploiters import EXPLOITER_DOCS
+from interplay.population.league.pool import LEAGUE_DOCS
 from interplay.run.episodes import Window
 
 COMMAND = "python -m interplay.docs"
@@ -354,7 +354,7 @@ def metrics_md() -> str:
     out += ["With `--vs OPPONENT` (two-player games) it writes `phase`, `env` and "
             "`checkpoint` as above and, instead of the episode figures:", ""]
     out += _metric_table(VERSUS_DOCS)
-    from interplay.experiment.exploit import EXPLOIT_DOCS
+    from interplay.population.league.exploit import EXPLOIT_DOCS
 
     out += ["## exploit.json", "",
             "`interplay exploit RUN_DIR` writes the best response's scores against the run's "

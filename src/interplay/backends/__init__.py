@@ -22,7 +22,7 @@ def map_members(fn: Callable[[T], R], items: Iterable[T],
     """
     cfg = BackendConfig(name=backend) if isinstance(backend, str) else backend
     if cfg.name == "ray":
-        from interplay.backends.ray import map_members as on_ray
+        from interplay.backends.ray.cluster import map_members as on_ray
 
         return on_ray(fn, items, cfg, **options)
     from interplay.backends.local import map_members as here

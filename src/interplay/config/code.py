@@ -18,7 +18,7 @@ class NamesCode:
     """Marks a config field (``Annotated[..., NamesCode(kind)]``) whose value, or each item of
     a list, may name code that reading the config imports and runs, or somewhere code is sent.
 
-    The trust check (:mod:`interplay.experiment.trust`) finds every such field in the schema,
+    The trust check (:mod:`interplay.experiment.run_store.trust`) finds every such field in the schema,
     so a new field that names code is checked the moment it is marked. ``kind`` says how its
     value is read:
 

@@ -330,6 +330,9 @@ class AsyncVecEnv:
         return {"env_failures": self._failures, "episodes_dropped": self._dropped,
                 "worker_restarts": self._restarts}
 
+    def restored(self) -> None:
+        """Nothing: no snapshot is put back into copies in other processes."""
+
     def worker_pids(self) -> list[int | None]:
         return [w.process.pid for w in self._res.workers]
 

@@ -7,7 +7,7 @@ flags in ``terminated``/``truncated``, while ``obs``/``acting`` already belong t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -68,12 +68,22 @@ class VecEnv(Protocol):
     observation_spaces: dict[str, spaces.Space]
     action_spaces: dict[str, spaces.Space]
     turn_based: bool  # one agent moves per step (a PettingZoo AEC env)
+    snapshot_supported: bool  # a checkpoint can hold its copies (an exact resume)
+    kept_state: spaces.Space | None  # the env's global state's space, kept per step; or None
 
     def reset(self, seed: int | None) -> VecStep: ...
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep: ...
 
     def current_step(self) -> VecStep: ...
+
+    def stats(self) -> Mapping[str, float]:
+        """What train rows carry of it (faults survived); nothing by default."""
+        ...
+
+    def restored(self) -> None:
+        """Rebuild what it derives from its data, after a snapshot was put back."""
+        ...
 
     def close(self) -> None: ...
 

@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from interplay.config.schema import Config, ConfigError
+from interplay.config.schema import Config
 from interplay.envs.adapters import CopyStep, EnvContractError, adapt, is_aec
 from interplay.envs.images import is_image
 from interplay.envs.registry import env_factory, make_native, native_env_class
 from interplay.envs.spaces import MASK_KEY, SpaceError, action_view, obs_view
+from interplay.errors import ConfigError
 
 
 def check_env(cfg: Config, cycles: int = 200, say: Callable[[str], None] = print) -> list[str]:

@@ -42,6 +42,8 @@ class SyncVecEnv:
     ``final_state`` where the env has one; ``kept_state`` is then its space, else None.
     """
 
+    snapshot_supported = True
+
     def __init__(self, make: Callable[[], Any], num_envs: int = 1,
                  max_steps: int | None = None, max_failures: int = 3, raw_obs: bool = True,
                  state: str | None = None):

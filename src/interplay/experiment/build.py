@@ -23,13 +23,15 @@ from interplay.algos.learners import Learners
 from interplay.config.code import names_code
 from interplay.config.distributions import first, varied
 from interplay.config.model import check_models
-from interplay.config.schema import Config, ConfigError, policy_settings, validate_section
+from interplay.config.schema import Config
+from interplay.config.validation import policy_settings, validate_section
 from interplay.data.memory import check_fits, human
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
 from interplay.envs.registry import env_factory, make_native, native_env_class
 from interplay.envs.variation import varied_factory
 from interplay.envs.vector import SyncVecEnv
+from interplay.errors import ConfigError
 from interplay.run.actors import Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import CallbackList, Callbacks
 from interplay.run.mapping import PolicySpec, build_specs, load_callable, with_preprocessing
@@ -99,7 +101,7 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
         vec.close()
         raise _no_state(env_name(env_id), where, "it declares no state_space (a gymnasium Box) "
                         "with a state() method")
-    return vec, (CopyEnvs(vec) if isinstance(vec, SyncVecEnv) else None)
+    return vec, (CurrentEnvs(vec) if isinstance(vec, SyncVecEnv) else None)
 
 
 PROBE_FROM = 64
@@ -203,7 +205,7 @@ def state_wanted(cfg: Config) -> tuple[str | None, str]:
 def env_state_space(env: Any) -> Any:
     """The space of the global state the vector env ``env`` keeps in ``VecStep.state`` (None
     if it keeps none: the built-in batched envs never do)."""
-    return getattr(env, "kept_state", None)
+    return env.kept_state
 
 
 def _no_state(name: str, where: str, why: str) -> ConfigError:
@@ -213,7 +215,7 @@ def _no_state(name: str, where: str, why: str) -> ConfigError:
         "observations joined) or observations")
 
 
-class CopyEnvs(Sequence):
+class CurrentEnvs(Sequence):
     """Each in-process copy's PettingZoo env as it is now: a copy rebuilt after its env
     raised is read as its new env, not the broken one."""
 

@@ -11,13 +11,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from interplay.config.schema import Config, ConfigError
-from interplay.errors import UserError, WriteError
+from interplay.config.schema import Config
+from interplay.errors import ConfigError, UserError, WriteError
 from interplay.experiment.loop import Experiment, build_eval_runner
 from interplay.experiment.recording import record_episodes
-from interplay.experiment.resume_check import check_loadable, check_spaces, open_run
-from interplay.experiment.run_folder import refuse_links
-from interplay.experiment.trust import require_trust_in
+from interplay.experiment.run_store.resume_check import check_loadable, check_spaces, open_run
+from interplay.experiment.run_store.run_folder import refuse_links
+from interplay.experiment.run_store.trust import require_trust_in
 from interplay.experiment.versus import check_opponent, play_versus, print_versus
 from interplay.loggers.console import return_totals
 from interplay.loggers.video import write_video
@@ -59,7 +59,7 @@ def evaluate(run_dir: str | Path, *, checkpoint: str | Path | None = None, episo
     if render is not None:
         check_destination(Path(render), "--render")
     failed: Exception | None = None
-    exp = Experiment(cfg, run_dir, league=False)  # the league's members play no part here
+    exp = Experiment(cfg, run_dir, attach=False)  # the league's members play no part here
     try:
         check_loadable(state, exp, f"checkpoint {path}")  # the algorithm and networks it was made by
         check_spaces(state["spaces"], exp.specs, what="the run's own env")

@@ -5,7 +5,7 @@ every RNG, the algorithm, the runner's open transitions, the env copies' own dat
 callbacks' state, and a record of what wrote it) goes into each checkpoint, so ``resume``
 continues exactly where the run stopped; where the env copies cannot be put back (subprocess
 copies, a changed number of copies) it continues with fresh episodes and warns why
-(:mod:`interplay.experiment.resume_check`).
+(:mod:`interplay.experiment.run_store.resume_check`).
 """
 
 from __future__ import annotations
@@ -22,13 +22,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from interplay.backends.ray import require_ray
-from interplay.backends.runners import RayRunners
+from interplay.backends.ray.cluster import require_ray
+from interplay.backends.ray.env_runner import num_copies, ray_runners
+from interplay.backends.ray.runners import RayRunners
 from interplay.config.code import load_callable
+from interplay.config.describe import to_yaml
 from interplay.config.distributions import varied
-from interplay.config.schema import Config, ConfigError, to_yaml
+from interplay.config.schema import Config
 from interplay.envs.snapshot import capture, restore
-from interplay.errors import UserError, WriteError
+from interplay.errors import ConfigError, UserError, WriteError
+from interplay.experiment.attach import Attachment, build_attachments
 from interplay.experiment.build import (
     check_target_metric,
     make_callbacks,
@@ -37,19 +40,14 @@ from interplay.experiment.build import (
     policies_to_train,
     resolve_device,
 )
-from interplay.experiment.checkpoint import (
+from interplay.experiment.env_options import EnvOptionsLog
+from interplay.experiment.parts import build_parts, build_runner, make_runner
+from interplay.experiment.run_store.checkpoint import (
     CheckpointError,
-    checkpoint_steps,
     save_checkpoint,
 )
-from interplay.experiment.env_options import EnvOptionsLog
-from interplay.experiment.env_runner import num_copies, ray_runners
-from interplay.experiment.exploiters import Exploiters
-from interplay.experiment.interrupt import Interrupted, StopRequest
-from interplay.experiment.league import League, without_league_rows
-from interplay.experiment.learner_means import LearnerMeans
-from interplay.experiment.parts import build_parts
-from interplay.experiment.resume_check import (
+from interplay.experiment.run_store.interrupt import Interrupted, StopRequest
+from interplay.experiment.run_store.resume_check import (
     check_loadable,
     check_spaces,
     load_failure,
@@ -57,8 +55,9 @@ from interplay.experiment.resume_check import (
     run_record,
     spaces_of,
 )
-from interplay.experiment.run_folder import hold, start_afresh
-from interplay.experiment.trust import require_trust
+from interplay.experiment.run_store.run_folder import hold, start_afresh
+from interplay.experiment.run_store.trust import require_trust
+from interplay.experiment.update_means import UpdateMeans
 from interplay.experiment.warm_start import requests as warm_requests
 from interplay.experiment.warm_start import warm_start
 from interplay.loggers.base import Logger
@@ -93,11 +92,12 @@ class Result:
 class Experiment:
     """What ``train`` runs: the env copies, policies, storage and loop of ``cfg``.
 
-    ``league=False`` leaves the league's pool unbuilt (evaluation plays the policies alone).
+    ``attach=False`` leaves out what registered builders attach (a league's pool: evaluation
+    plays the policies alone); see :mod:`interplay.experiment.attach`.
     """
 
     def __init__(self, cfg: Config, run_dir: Path, callbacks: Sequence[Callbacks] = (),
-                 league: bool = True):
+                 attach: bool = True):
         if cfg.train.torch_threads:
             torch.set_num_threads(cfg.train.torch_threads)
         self.cfg = cfg
@@ -112,37 +112,29 @@ class Experiment:
                                   f"{cfg.train.device})")
         # With Ray env runners the copies live in the runners: this env is a probe of one.
         built = build_parts(cfg, self.device, 1 if remote else None)
-        self.env, copies = built.env, built.copies
+        self.env = built.env
         self.specs, self.algo, self.actors = built.specs, built.algo, built.actors
         self.remote: RayRunners | None = None
         self.runner: Runner  # or the Ray runners, which the loop steps the same way
+        self.attached: list[Attachment] = []
         try:
             self.eval_actors = dict(self.actors)  # test phases: the policies themselves
-            if remote and cfg.league.snapshot_every > 0:
-                raise ConfigError("league.snapshot_every: a league runs with backend.name: "
-                                  "local only (its opponents act in this process); set "
-                                  "backend.name: local or league.snapshot_every: 0")
-            self.league = (League(cfg, self) if league and cfg.league.snapshot_every > 0
-                           else None)
-            self.exploiters = (Exploiters(cfg, self) if self.league is not None and (
-                cfg.league.exploiters or cfg.league.exploit_every) else None)
+            if attach:
+                self.attached = build_attachments(cfg, self)
             varies = bool(varied(cfg.env.kwargs) or cfg.env.reset_options)
             self.callbacks = make_callbacks(
-                cfg, [*callbacks, *([self.league] if self.league is not None else []),
-                      *([self.exploiters] if self.exploiters is not None else []),
+                cfg, [*callbacks, *self.attached,
                       *([EnvOptionsLog(self.run_dir, cfg.log.split_by)] if varies else [])])
             self.storage = self.algo.make_storage(num_copies(cfg))  # the loop's
             collect = ({p for p, s in self.specs.items() if s.trainable}
                        if self.storage is not None else set())
             check_target_metric(cfg, self.specs, self.env.agents, self.callbacks)
             if remote:
-                self.remote = ray_runners(cfg, self, collect, callbacks, self._marks)
+                self.remote = ray_runners(cfg, self, collect, callbacks, self._marks, build_runner)
                 self.env.close()
                 self.env = self.runner = self.remote  # type: ignore[assignment]
             else:
-                self.runner = Runner(self.env, self.specs, self.actors, collect, self.callbacks,
-                                     copies,
-                                     complete_episodes=cfg.train.batch_mode == "complete_episodes")
+                self.runner = make_runner(cfg, built, collect, self.callbacks)
             self.runner.experiment = self  # what callbacks reach through ``runner``
         except BaseException:
             self.env.close()
@@ -157,7 +149,7 @@ class Experiment:
             "next_video": cfg.train.render_every if cfg.train.render_every > 0 else -1,
             "tests": 0, "rows": 0, "wall_s": 0.0, "stopped_early": False,
         }
-        self.learner = LearnerMeans(self.algo.gauges)
+        self.update_means = UpdateMeans(self.algo.gauges)
         self.started = False
         self._stop: StopRequest | None = None
         self._no_video = False  # drawing failed once: no more videos this run
@@ -183,7 +175,7 @@ class Experiment:
             "actors": {p: a.state_dict() for p, a in self.actors.items() if hasattr(a, "state_dict")},
             "runner": self.runner.state_dict(),
             "env": self._env_state(),
-            "learner": self.learner.state_dict(),
+            "learner": self.update_means.state_dict(),  # (the key checkpoints have)
             "callbacks": self.callbacks.state_dict(),
             "run": run_record(self.cfg, self.algo, self.specs),
         }
@@ -191,7 +183,7 @@ class Experiment:
     def _env_state(self) -> Any:
         if self.remote is not None:
             return self.remote.env_state()
-        return capture(self.env) if getattr(self.env, "snapshot_supported", True) else None
+        return capture(self.env) if self.env.snapshot_supported else None
 
     def _marks(self) -> list[int]:
         """Env-step counts where the runners must be where the loop is (a checkpoint)."""
@@ -226,9 +218,7 @@ class Experiment:
         else:
             self.runner.reset(self.cfg.train.seed)  # builds everything a snapshot fills back in
             restore(self.env, state["env"])
-            rederive = getattr(self.env, "restored", None)  # what the env derives from its data
-            if rederive is not None:
-                rederive()
+            self.env.restored()  # what the env derives from its data
         self.runner.load_state_dict(state["runner"], episodes=not fresh)
         self.algo.load_state_dict(state["algo"])
         if self.storage is not None:
@@ -237,7 +227,7 @@ class Experiment:
             self.actors[pid].load_state_dict(s)  # type: ignore[attr-defined]  # saved only if it has one
         self.callbacks.load_state_dict(state.get("callbacks", {}))
         self.counters.update(state["counters"])
-        self.learner.load_state_dict(state["learner"])
+        self.update_means.load_state_dict(state["learner"])
         rng = state["rng"]
         random.setstate(rng["python"])
         np.random.set_state(rng["numpy"])
@@ -250,8 +240,8 @@ class Experiment:
         learns when it is ready."""
         runner = self.runner
         for pid, batch in runner.step(explore=True).items():
-            if "league_opponent" in batch.extras:  # rows a league member played
-                batch = without_league_rows(batch, self.cfg.league.learn_from_members)
+            for part in self.attached:
+                batch = part.kept(pid, batch)
             if self.storage is not None:  # (batches come only when there is storage)
                 self.storage.add(pid, batch)
             self.algo.collect(pid, batch)
@@ -259,7 +249,7 @@ class Experiment:
             self.storage.end_step(runner.env_steps)
         if self.algo.ready(self.storage, runner.env_steps):
             self.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
-            self.learner.add(self.algo.update(self.storage))
+            self.update_means.add(self.algo.update(self.storage))
             if self.remote is not None:
                 self.remote.learned()
 
@@ -285,7 +275,7 @@ class Experiment:
                 runner.reset(cfg.train.seed)
                 self.started = True
             while (total < 0 or runner.env_steps < total) and not c["stopped_early"]:
-                if stop.requested and getattr(runner, "settled", True):
+                if stop.requested and (self.remote is None or self.remote.settled):
                     result.checkpoint = self.save()
                     raise Interrupted(stop.signum or 0, self.run_dir, result.checkpoint,
                                       runner.env_steps)
@@ -337,15 +327,10 @@ class Experiment:
         self._window_before = (self._last_t, self._last_steps)
         self._last_t, self._last_steps = now, steps
         overall = steps / max(c["wall_s"], 1e-9)
-        row = train_row(self.runner, c["wall_s"], rate, overall, self.learner.take())
-        stats = getattr(self.env, "stats", None)
-        if stats is not None:
-            row.update(stats())
-        if self.league is not None:
-            row.update(self.league.rating_metrics())
-            if self.exploiters is not None:
-                row.update(self.exploiters.report_metrics())
-            self.league.log(steps)
+        row = train_row(self.runner, c["wall_s"], rate, overall, self.update_means.take())
+        row.update(self.env.stats())
+        for part in self.attached:
+            row.update(part.report(steps))
         self._emit(loggers, result, row)
 
     def _test(self, loggers: Loggers, result: Result) -> None:
@@ -386,8 +371,8 @@ class Experiment:
         except OSError as err:
             raise WriteError.of(self.run_dir / "checkpoints", err,
                                 "the checkpoints written before are intact") from err
-        if self.league is not None:
-            self.league.checkpointed(checkpoint_steps(self.run_dir))
+        for part in self.attached:
+            part.checkpointed(self.run_dir)
         if self.cfg.log.curve:
             plot_curve(self.run_dir / "metrics.jsonl", self.run_dir / "curve.png")
         return path
@@ -417,9 +402,8 @@ class Experiment:
 
     def close(self) -> None:
         self.env.close()
-        exploiters = getattr(self, "exploiters", None)  # not there if building it failed
-        if exploiters is not None:
-            exploiters.close()
+        for part in self.attached:
+            part.close()
         if self.eval_runner is not None:
             self.eval_runner.env.close()
 
@@ -581,7 +565,7 @@ def resume(run_dir: str | Path, overrides: Sequence[str] = (), checkpoint: str |
     """Continue a run from its newest valid checkpoint (or ``checkpoint``).
 
     ``trust=False`` refuses a folder whose config names modules other than installed env
-    packages (see :mod:`interplay.experiment.trust`); the CLI asks for ``--trust``.
+    packages (see :mod:`interplay.experiment.run_store.trust`); the CLI asks for ``--trust``.
     """
     with hold(Path(run_dir), create=False), StopRequest() as stop:
         cfg, state, path = open_run(Path(run_dir), overrides, checkpoint, trust, "resume")

@@ -60,12 +60,10 @@ class OpeningActor:
         self.inner = inner
         self.openings = openings
         self.squashed = inner.squashed
-        self.wants_env_obs = getattr(inner, "wants_env_obs", False)
+        self.wants_env_obs = inner.wants_env_obs
         self.random = RandomActor(spec, np.random.default_rng(0))
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        from interplay.experiment.league import _rows
-
         n = batch.obs.shape[0]
         env = batch.env if batch.env is not None else np.zeros(n, np.int64)
         early = self.openings.opening(env)
@@ -73,16 +71,28 @@ class OpeningActor:
             return self.inner.act(batch, explore)
         action: np.ndarray | None = None
         if not early.all():
-            late, _ = self.inner.act(_rows(batch, ~early), explore)
+            late, _ = self.inner.act(rows_of(batch, ~early), explore)
             action = np.zeros((n, *late.shape[1:]), late.dtype)
             action[~early] = late
         for row in np.flatnonzero(early):
             rng = self.openings.rngs[int(env[row])]
             assert rng is not None  # every copy's game started before its first move
             self.random.rng = rng
-            one, _ = self.random.act(_rows(batch, np.arange(n) == row), explore)
+            one, _ = self.random.act(rows_of(batch, np.arange(n) == row), explore)
             if action is None:
                 action = np.zeros((n, *one.shape[1:]), one.dtype)
             action[row] = one[0]
         assert action is not None
         return action, {}
+
+
+def rows_of(batch: ActBatch, keep: np.ndarray) -> ActBatch:
+    """The rows ``keep`` of ``batch`` (a boolean mask), for an actor that acts for some of them."""
+    def pick(x: Any) -> Any:
+        return None if x is None else x[keep]
+
+    rows = np.flatnonzero(keep)
+    return ActBatch(obs=batch.obs[keep], mask=pick(batch.mask), slot=pick(batch.slot),
+                    env=pick(batch.env), first=pick(batch.first), memory=batch.memory,
+                    agent_ids=[batch.agent_ids[i] for i in rows] if batch.agent_ids else (),
+                    env_obs=[batch.env_obs[i] for i in rows] if batch.env_obs else ())

@@ -5,23 +5,27 @@ A local run builds them once; each Ray env runner builds its own the same way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from interplay.algos.learners import Learners
+from interplay.backends.ray.runners import RunnerParts
 from interplay.config.schema import Config
 from interplay.envs.batch import VecEnv
 from interplay.experiment.build import (
     env_state_space,
     make_actors,
+    make_callbacks,
     make_learners,
     make_specs,
     make_vec_env,
 )
 from interplay.experiment.policies import frozen_actor
 from interplay.run.actors import Actor
+from interplay.run.callbacks import CallbackList, Callbacks
 from interplay.run.mapping import PolicySpec
+from interplay.run.runner import Runner
 from interplay.seeding import seed_everything
 
 
@@ -48,3 +52,23 @@ def build_parts(cfg: Config, device: str, num_envs: int | None = None) -> Parts:
         env.close()
         raise
     return Parts(env, copies, specs, algo, actors)
+
+
+def make_runner(cfg: Config, parts: Parts, collect: Collection[str],
+                callbacks: CallbackList) -> Runner:
+    """The runner stepping ``parts``' env copies, collecting the transitions of ``collect``."""
+    return Runner(parts.env, parts.specs, parts.actors, collect, callbacks, parts.copies,
+                  complete_episodes=cfg.train.batch_mode == "complete_episodes")
+
+
+def build_runner(cfg: Config, extra: Sequence[Callbacks], collect: Collection[str],
+                 num_envs: int) -> RunnerParts:
+    """A runner of its own on the CPU over ``num_envs`` copies, with the callbacks ``cfg`` and
+    ``extra`` name: what each Ray env runner steps, built as a local run builds its parts."""
+    built = build_parts(cfg, "cpu", num_envs)
+    try:
+        runner = make_runner(cfg, built, collect, make_callbacks(cfg, extra))
+    except BaseException:
+        built.env.close()
+        raise
+    return RunnerParts(runner, built.algo, built.actors)

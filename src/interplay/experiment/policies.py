@@ -18,7 +18,7 @@ import torch
 
 from interplay.config.schema import Config
 from interplay.errors import UserError
-from interplay.experiment.run_folder import is_snapshot, source_run_dir
+from interplay.experiment.run_store.run_folder import is_snapshot, source_run_dir
 from interplay.run.actors import ActBatch, Actor
 from interplay.run.mapping import PolicySpec
 
@@ -50,7 +50,7 @@ class Loaded:
 
 def snapshot_state(path: Path, where: str) -> dict[str, Any]:
     """The algorithm state a league snapshot file holds."""
-    from interplay.experiment.statecodec import decode
+    from interplay.experiment.run_store.statecodec import decode
     from interplay.nets.agents import stack_saved_nets
 
     try:
@@ -66,16 +66,16 @@ def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_po
     """The algorithm of the run in ``source`` (a run folder, a checkpoint folder in one, or a
     snapshot file in its ``league/`` folder), loaded from ``checkpoint``, the snapshot, or the
     newest valid checkpoint. ``trust=False`` refuses a run whose config names code (see
-    :mod:`interplay.experiment.trust`) before anything is imported."""
+    :mod:`interplay.experiment.run_store.trust`) before anything is imported."""
     from interplay.experiment.build import (
         env_state_space,
         make_learners,
         make_specs,
         make_vec_env,
     )
-    from interplay.experiment.checkpoint import CheckpointError, resolve_checkpoint
-    from interplay.experiment.resume_check import open_run, run_config
-    from interplay.experiment.trust import TrustError
+    from interplay.experiment.run_store.checkpoint import CheckpointError, resolve_checkpoint
+    from interplay.experiment.run_store.resume_check import open_run, run_config
+    from interplay.experiment.run_store.trust import TrustError
 
     source = Path(source)
     run_dir = source_run_dir(source)
@@ -136,7 +136,7 @@ class FrozenActor:
         self.actor = actor
         self.explore = explore
         self.squashed = actor.squashed
-        self.wants_env_obs = getattr(actor, "wants_env_obs", False)
+        self.wants_env_obs = actor.wants_env_obs
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         action, _ = self.actor.act(batch, self.explore and explore)

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from interplay.config.schema import Config, ConfigError
+from interplay.config.schema import Config
 from interplay.envs.registry import native_env_class
+from interplay.errors import ConfigError
 from interplay.experiment.build import env_maker, make_vec_env
 from interplay.run.runner import Runner
 from interplay.seeding import derived_seed

@@ -23,12 +23,13 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from interplay.config.schema import Config, ConfigError, PolicyConfig
+from interplay.config.schema import Config, PolicyConfig
 from interplay.envs.spaces import same_space
+from interplay.errors import ConfigError
 from interplay.experiment.build import make_specs, make_vec_env
 from interplay.experiment.openings import OpeningActor, Openings
 from interplay.experiment.policies import frozen_actor
-from interplay.experiment.run_folder import LEAGUE_FOLDER
+from interplay.experiment.run_store.run_folder import LEAGUE_FOLDER
 from interplay.run.actors import Actor, RandomActor, ScriptedActor
 from interplay.run.callbacks import CallbackList, Callbacks
 from interplay.run.mapping import PolicySpec, load_callable

@@ -35,18 +35,25 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic import Field as PydanticField
 
 from interplay.backends import map_members
-from interplay.backends.ray import require_ray
-from interplay.config.schema import Config, ConfigError, load, read, read_yaml, to_yaml, validate
+from interplay.backends.ray.cluster import require_ray
+from interplay.config.describe import to_yaml
+from interplay.config.loading import load, read, read_yaml
+from interplay.config.schema import Config
+from interplay.config.validation import validate
 from interplay.data.rollout import RolloutStorage
 from interplay.envs.images import is_image
-from interplay.errors import UserError
-from interplay.experiment.checkpoint import latest_valid, list_checkpoints, load_checkpoint
-from interplay.experiment.interrupt import Interrupted, StopRequest
+from interplay.errors import ConfigError, UserError
 from interplay.experiment.loop import Experiment
-from interplay.experiment.ratings import Elo
-from interplay.experiment.trust import require_trust
+from interplay.experiment.run_store.checkpoint import (
+    latest_valid,
+    list_checkpoints,
+    load_checkpoint,
+)
+from interplay.experiment.run_store.interrupt import Interrupted, StopRequest
+from interplay.experiment.run_store.trust import require_trust
 from interplay.experiment.warm_start import requests as warm_requests
 from interplay.experiment.warm_start import warm_start
+from interplay.population.ratings import Elo
 from interplay.seeding import rng_for
 
 ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
@@ -818,7 +825,7 @@ def run_search(configs: Sequence[str], overrides: Sequence[str], run_dir: str | 
     from rich.console import Console
 
     from interplay.experiment.build import new_run_dir
-    from interplay.experiment.run_folder import hold, start_afresh
+    from interplay.experiment.run_store.run_folder import hold, start_afresh
 
     console = Console(stderr=True)
     if resume_dir:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from interplay.config.schema import ConfigError
+from interplay.errors import ConfigError
 from interplay.run.episodes import Episode
 
 

@@ -26,9 +26,10 @@ from gymnasium import spaces
 
 from interplay.config.code import load_callable
 from interplay.config.model import model_for
-from interplay.config.schema import ConfigError, PolicyConfig
+from interplay.config.schema import PolicyConfig
 from interplay.envs.images import ImagePrep, image_prep
 from interplay.envs.spaces import ActionView, ObsView, obs_view, same_space
+from interplay.errors import ConfigError
 from interplay.run.episodes import Episode
 from interplay.seeding import rng_for
 

@@ -76,6 +76,8 @@ class NativeEnv(FrameRecorder):
     """
 
     turn_based = False
+    snapshot_supported = True
+    kept_state: spaces.Space | None = None  # the state is read with ``state()``, not kept
 
     task = "native"
     agents: list[str]
@@ -195,6 +197,13 @@ class NativeEnv(FrameRecorder):
             self._episode_end[rows] = True
             self._record("start", done)
         return self._view
+
+    def stats(self) -> dict[str, int]:
+        """No faults to count: the arrays are the env."""
+        return {}
+
+    def restored(self) -> None:
+        """Nothing to rebuild: every array is the env's own data."""
 
     def current_step(self) -> VecStep:
         """The step the copies are at now (what the last reset/step returned)."""

@@ -94,6 +94,7 @@ class VmasEnv(FrameRecorder):
     turn_based = False
     on_device = True  # built on the run's device (``train.device``)
     snapshot_supported = False
+    kept_state: spaces.Space | None = None
     no_snapshot_reason = ("env.id is a VMAS scenario: VMAS cannot read or set the state of "
                           "its simulation, so a checkpoint cannot hold its copies")
     scenario = ""
@@ -213,6 +214,13 @@ class VmasEnv(FrameRecorder):
         if flagged:
             self._end_episodes(done.cpu().numpy(), terminated.cpu().numpy())
         return self._view
+
+    def stats(self) -> dict[str, int]:
+        """No faults to count."""
+        return {}
+
+    def restored(self) -> None:
+        """Nothing: no snapshot is put back into VMAS's simulation."""
 
     def current_step(self) -> VecStep:
         """The step the copies are at now (what the last reset/step returned)."""

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from interplay.backends.acting import generators, set_states, states, to_cpu
+from interplay.backends.ray.acting import generators, set_states, states, to_cpu
 from interplay.config.schema import BackendConfig
 from interplay.envs.snapshot import capture, restore
 from interplay.errors import UserError
@@ -58,8 +58,8 @@ class RunnerFailedError(UserError, RuntimeError):
 
 
 @dataclass
-class Parts:
-    """What a runner actor is built from (see ``interplay.experiment.env_runner``)."""
+class RunnerParts:
+    """What a runner actor steps and acts with (built by ``interplay.experiment.parts.build_runner``)."""
 
     runner: Runner
     algo: Any
@@ -91,7 +91,7 @@ class _RecordingWindow(Window):
 class EnvRunner:
     """One env runner, inside a Ray actor: ``build(index, restarts)`` makes its parts."""
 
-    def __init__(self, build: Callable[[int, int], Parts], index: int, restarts: int):
+    def __init__(self, build: Callable[[int, int], RunnerParts], index: int, restarts: int):
         parts = build(index, restarts)
         self.runner, self.algo, self.actors = parts.runner, parts.algo, parts.actors
         self.window = self.runner.window = _RecordingWindow(self.runner.window.owner)
@@ -121,8 +121,7 @@ class EnvRunner:
                               runner.agent_steps - agent_steps, self.window.ended))
             self.window.ended = []
         after = states(self.gens)
-        stats = getattr(runner.env, "stats", None)
-        return {"steps": steps, "stats": stats() if stats is not None else {},
+        return {"steps": steps, "stats": dict(runner.env.stats()),
                 "rngs": {i: s for i, (b, s) in enumerate(zip(before, after, strict=True)) if b != s}}
 
     def _learn(self, weights: tuple[dict[str, Any], dict[str, Any]]) -> None:
@@ -137,7 +136,7 @@ class EnvRunner:
 
     def env_state(self) -> Any:
         env = self.runner.env
-        return capture(env) if getattr(env, "snapshot_supported", True) else None
+        return capture(env) if env.snapshot_supported else None
 
     def state(self) -> dict[str, Any]:
         return {"state": self.runner.state_dict(), "env": self.env_state(),
@@ -146,9 +145,7 @@ class EnvRunner:
     def restore_env(self, snapshot: Any) -> None:
         env = self.runner.env
         restore(env, snapshot)
-        rederive = getattr(env, "restored", None)
-        if rederive is not None:
-            rederive()
+        env.restored()
 
     def load(self, state: dict[str, Any], rngs: list[dict[str, Any]] | None,
              episodes: bool = True) -> None:
@@ -185,11 +182,11 @@ class RayRunners:
     ``marks`` gives the env-step counts no block may pass (a checkpoint, the end).
     """
 
-    def __init__(self, cfg: BackendConfig, build: Callable[[int, int], Parts], env: Any,
+    def __init__(self, cfg: BackendConfig, build: Callable[[int, int], RunnerParts], env: Any,
                  per_runner: int, seed: int, learner: tuple[Any, dict[str, Any]],
                  collecting: bool, steps_to_update: Callable[[], int | None],
                  marks: Callable[[], list[int]], owner: dict[str, str]):
-        from interplay.backends.ray import connect
+        from interplay.backends.ray.cluster import connect
 
         self.cfg = cfg
         self.build = build
@@ -205,7 +202,7 @@ class RayRunners:
         # The env as the loop knows it: agents, spaces, whether turn-based.
         self.agents = env.agents
         self.turn_based = env.turn_based
-        self.snapshot_supported = getattr(env, "snapshot_supported", True)
+        self.snapshot_supported = env.snapshot_supported
         self.window = Window(owner)
         self.env_steps = self.agent_steps = self.episodes = self.steps = 0
         self.restarts = 0
@@ -468,7 +465,7 @@ class RayRunners:
             self._get(ref, r)
 
     def close(self) -> None:
-        from interplay.backends.ray import disconnect
+        from interplay.backends.ray.cluster import disconnect
 
         ray = self._ray if hasattr(self, "_ray") else None
         if ray is not None:

@@ -14,7 +14,8 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from interplay.config.schema import BackendConfig, ConfigError
+from interplay.config.schema import BackendConfig
+from interplay.errors import ConfigError
 
 T = TypeVar("T")
 R = TypeVar("R")

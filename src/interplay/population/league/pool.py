@@ -39,15 +39,16 @@ import numpy as np
 import torch
 
 from interplay.config.code import names_code
-from interplay.config.schema import Config, ConfigError
-from interplay.errors import WriteError
+from interplay.config.schema import Config
+from interplay.errors import ConfigError, WriteError
+from interplay.experiment.attach import Attachment
+from interplay.experiment.openings import rows_of
 from interplay.experiment.policies import FrozenActor, frozen_actor, snapshot_state
-from interplay.experiment.ratings import Elo, OpenSkill, Rater
-from interplay.experiment.run_folder import LEAGUE_FOLDER as FOLDER
-from interplay.experiment.run_folder import refuse_links
-from interplay.experiment.statecodec import encode
+from interplay.experiment.run_store.checkpoint import checkpoint_steps
+from interplay.experiment.run_store.run_folder import LEAGUE_FOLDER as FOLDER
+from interplay.experiment.run_store.statecodec import encode
+from interplay.population.ratings import Elo, OpenSkill, Rater
 from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor
-from interplay.run.callbacks import Callbacks
 from interplay.run.mapping import load_callable
 from interplay.run.transitions import Transitions
 from interplay.seeding import rng_for
@@ -81,7 +82,7 @@ class LeagueActor:
         self.learner = learner
         self.squashed = learner.squashed
         # Scripted members are handed the env's own observations, like scripted policies.
-        self.wants_env_obs = any(getattr(m.actor, "wants_env_obs", False)
+        self.wants_env_obs = any(m.actor.wants_env_obs
                                  for m in league.members)
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -94,7 +95,7 @@ class LeagueActor:
         action: np.ndarray | None = None
         extras: dict[str, np.ndarray] = {}
         if mine.any():
-            a, ex = self.learner.act(_rows(batch, mine), explore)
+            a, ex = self.learner.act(rows_of(batch, mine), explore)
             action = np.zeros((n, *a.shape[1:]), a.dtype)
             action[mine] = a
             for k, v in ex.items():
@@ -103,7 +104,7 @@ class LeagueActor:
         for m in np.unique(lg.assign[env[theirs]]):
             rows = theirs & (lg.assign[env] == m)
             member = lg.members[int(m)]
-            sub = _rows(batch, rows)
+            sub = rows_of(batch, rows)
             sub.memory = member.memory
             a, _ = member.actor.act(sub, explore)
             if action is None:
@@ -144,18 +145,7 @@ def without_league_rows(batch: Transitions, keep_members: bool = False) -> Trans
     return kept
 
 
-def _rows(batch: ActBatch, keep: np.ndarray) -> ActBatch:
-    def pick(x: Any) -> Any:
-        return None if x is None else x[keep]
-
-    rows = np.flatnonzero(keep)
-    return ActBatch(obs=batch.obs[keep], mask=pick(batch.mask), slot=pick(batch.slot),
-                    env=pick(batch.env), first=pick(batch.first), memory=batch.memory,
-                    agent_ids=[batch.agent_ids[i] for i in rows] if batch.agent_ids else (),
-                    env_obs=[batch.env_obs[i] for i in rows] if batch.env_obs else ())
-
-
-class League(Callbacks):
+class League(Attachment):
     def __init__(self, cfg: Config, exp: Any):
         lg = cfg.league
         self.settings = lg
@@ -285,9 +275,10 @@ class League(Callbacks):
                 joined = member.env_steps if member.kind == "snapshot" else 0
                 self.pending.append({"file": member.file, "from": joined, "to": env_steps})
 
-    def checkpointed(self, steps: list[int]) -> None:
-        """Delete the snapshot files out of the pool that none of the checkpoints at ``steps``
-        (the run's checkpoints now) names: one taken while the snapshot was in the league."""
+    def checkpointed(self, run_dir: Path) -> None:
+        """Delete the snapshot files out of the pool that none of the run's checkpoints names:
+        one taken while the snapshot was in the league."""
+        steps = checkpoint_steps(run_dir)
         kept = []
         for entry in self.pending:
             if any(entry["from"] <= step <= entry["to"] for step in steps):
@@ -391,6 +382,17 @@ class League(Callbacks):
         out = {f"rating/{LEARNER}": round(shown[LEARNER], 2)}
         out.update({f"rating/{m.name}": round(shown[m.name], 2) for m in self.members
                     if not m.retired})
+        return out
+
+    def kept(self, pid: str, batch: Transitions) -> Transitions:
+        if "league_opponent" not in batch.extras:  # rows a league member played
+            return batch
+        return without_league_rows(batch, self.settings.learn_from_members)
+
+    def report(self, env_steps: int) -> dict[str, Any]:
+        """The ratings for the train row; ``league.jsonl`` gets its line."""
+        out = self.rating_metrics()
+        self.log(env_steps)
         return out
 
     def log(self, env_steps: int) -> None:
@@ -530,98 +532,9 @@ class League(Callbacks):
                           LeagueWarning, stacklevel=2)
 
 
-def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, Any]]:
-    """``interplay league RUN_DIR``: the pool's table at the last report, and ``ratings.png``
-    (every member's rating over training) in the run folder."""
-    from rich.console import Console
-    from rich.table import Table
-
-    path = Path(run_dir) / "league.jsonl"
-    if not path.is_file():
-        raise LeagueError(f"{run_dir}: no league.jsonl; was the run trained with "
-                          "league.snapshot_every?")
-    lines = read_league_lines(path)
-    if not lines:
-        raise LeagueError(f"{path} has no readable line: the run has not reported yet")
-    last = lines[-1]
-    table = Table(title=f"league at {last['env_steps']:,} env steps (win/draw/loss: the "
-                        "learner's games against each member)")
-    for col in ("member", "kind", "env steps at snapshot", "rating", "games", "win", "draw", "loss"):
-        table.add_column(col, justify="left" if col in ("member", "kind") else "right",
-                         overflow="fold" if col == "member" else "ellipsis")
-    rows = [{"member": LEARNER, "kind": "learner", "env_steps": last["env_steps"],
-             "rating": last["ratings"][LEARNER], "games": None, "wdl": None}]
-    for m in last["members"]:
-        rows.append({"member": m["name"], "kind": m["kind"], "env_steps": m["env_steps"],
-                     "rating": last["ratings"][m["name"]], "games": m["games"],
-                     "wdl": m["learner_win_draw_loss"]})
-    for r in sorted(rows, key=lambda r: -r["rating"]):
-        wdl = r["wdl"] or ["", "", ""]
-        table.add_row(_short(r["member"], r["kind"]), r["kind"], f"{r['env_steps']:,}", f"{r['rating']:.1f}",
-                      "" if r["games"] is None else str(r["games"]), *map(str, wdl))
-    (console or Console()).print(table)
-    refuse_links(Path(run_dir))  # ratings.png is written into it
-    _plot(lines, Path(run_dir) / "ratings.png")
-    return rows
-
-
-def read_league_lines(path: Path) -> list[dict[str, Any]]:
-    """The lines of ``league.jsonl``; a damaged one (a crash cut it, say) is skipped and named."""
-    out = []
-    for number, text in enumerate(path.read_bytes().splitlines(), 1):
-        if not text.strip():
-            continue
-        try:
-            out.append(_checked(json.loads(text)))
-        except (ValueError, TypeError, KeyError, AttributeError) as err:
-            warnings.warn(f"{path}: line {number} is damaged and skipped ({type(err).__name__}: "
-                          f"{err})", LeagueWarning, stacklevel=2)
-    return out
-
-
-def _checked(line: Any) -> dict[str, Any]:
-    """``line`` if it holds what the table and the picture read (TypeError, KeyError if not)."""
-    ratings = line["ratings"]
-    _numbers(line["env_steps"], ratings[LEARNER], *ratings.values())
-    for m in line["members"]:
-        _numbers(ratings[m["name"]], m["env_steps"], m["games"], *m["learner_win_draw_loss"])
-        if not isinstance(m["kind"], str) or len(m["learner_win_draw_loss"]) != 3:
-            raise TypeError(f"member {m['name']!r} is not as league.jsonl writes it")
-    return line
-
-
-def _numbers(*values: Any) -> None:
-    for value in values:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"{value!r} is not a number")
-
-
-def _short(name: str, kind: str) -> str:
-    """A scripted member's name without its package path (``connect_four:one_ply``)."""
-    if kind != "scripted":
-        return name
-    module, _, fn = name.partition(":")
-    return f"{module.rpartition('.')[2]}:{fn}"
-
-
-def _plot(lines: list[dict[str, Any]], dest: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    names = list(dict.fromkeys(k for line in lines for k in line["ratings"]))
-    for name in names:
-        xs = [line["env_steps"] for line in lines if name in line["ratings"]]
-        ys = [line["ratings"][name] for line in lines if name in line["ratings"]]
-        ax.plot(xs, ys, label=name, linewidth=2.5 if name == LEARNER else 1.0)
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("Elo rating")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(dest, dpi=100)
-    plt.close(fig)
+def league_of(exp: Any) -> League:
+    """The league attached to experiment ``exp`` (one whose config has a league)."""
+    return next(part for part in exp.attached if isinstance(part, League))
 
 
 class LeagueError(ConfigError):

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from interplay.errors import UserError
-from interplay.experiment.statecodec import decode, encode
+from interplay.experiment.run_store.statecodec import decode, encode
 from interplay.nets.agents import stack_saved_nets
 
 FORMAT_VERSION = 1

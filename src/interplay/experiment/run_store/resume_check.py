@@ -21,15 +21,18 @@ from typing import Any
 
 import torch
 
-from interplay.config.schema import Config, ConfigError, algo_name, read, validate
+from interplay.config.loading import read
+from interplay.config.schema import Config
+from interplay.config.validation import algo_name, validate
+from interplay.errors import ConfigError
 from interplay.experiment.build import reads_env_obs
-from interplay.experiment.checkpoint import (
+from interplay.experiment.run_store.checkpoint import (
     CheckpointError,
     latest_valid,
     load_checkpoint,
     resolve_checkpoint,
 )
-from interplay.experiment.trust import require_trust
+from interplay.experiment.run_store.trust import require_trust
 
 # Settings a resumed run may change freely: they shape no saved tensor and no env copy.
 FREE = ("train.steps", "train.seed", "train.device", "train.torch_threads", "train.test_frequency",
@@ -153,7 +156,7 @@ def fresh_reasons(state: dict[str, Any], exp: Any, changes: dict[str, tuple[Any,
     if _reads_env_obs_now(state, exp.cfg):
         reasons.append("a scripted player (league.fixed or policies) now reads the env's own "
                        "observations, which the checkpoint's env copies did not keep")
-    if not getattr(exp.env, "snapshot_supported", True):
+    if not exp.env.snapshot_supported:
         reasons.append(getattr(exp.env, "no_snapshot_reason",
                                "env.vectorization is async: the env copies live in worker "
                                "processes, whose state a checkpoint cannot hold"))
@@ -162,7 +165,7 @@ def fresh_reasons(state: dict[str, Any], exp: Any, changes: dict[str, tuple[Any,
     saved_layout = state["runner"].get("layout", [saved_copies])
     layout = getattr(exp.runner, "layout", [exp.env.num_envs])
     if (state["env"] is None and len(saved_layout) == 1 and not reasons
-            and getattr(exp.env, "snapshot_supported", True)):
+            and exp.env.snapshot_supported):
         reasons.append("the checkpoint holds no env copies (they ran in worker processes)")
     if saved_copies != exp.env.num_envs and not any(k == "env.num_envs" for k in changes):
         reasons.append(f"env.num_envs changed from {saved_copies} to {exp.env.num_envs}")
@@ -283,7 +286,7 @@ def plain(value: Any) -> Any:
 def run_config(run_dir: Path, overrides: Sequence[str], trust: bool = True,
                command: str = "load_policy") -> Config:
     """A run folder's config, with ``overrides``; ``trust=False`` refuses one that names code
-    (see :mod:`interplay.experiment.trust`) before anything is imported."""
+    (see :mod:`interplay.experiment.run_store.trust`) before anything is imported."""
     return validate(_run_data(run_dir, overrides, trust, command))
 
 

@@ -30,7 +30,8 @@ from pydantic.fields import FieldInfo
 
 from interplay.config.algo import SETTINGS, AlgoSettings
 from interplay.config.code import CodeKind, Holds, NamesCode, names_code
-from interplay.config.schema import Config, apply_override, read_yaml
+from interplay.config.loading import apply_override, read_yaml
+from interplay.config.schema import Config
 from interplay.envs.registry import family_modules, known_env_names, native_env_class
 from interplay.errors import UserError
 
@@ -190,7 +191,7 @@ def _named(refs: Sequence[CodeRef], own: bool, seen: set[Path],
 
 def _in_run(source: str, shown: str, seen: set[Path]) -> Iterator[tuple[str, str]]:
     """What the config of the run folder ``source`` names (once per folder)."""
-    from interplay.experiment.run_folder import source_run_dir
+    from interplay.experiment.run_store.run_folder import source_run_dir
 
     path = Path(source)
     if not path.exists() and ":" in source:

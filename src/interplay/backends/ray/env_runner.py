@@ -1,7 +1,9 @@
-"""The pieces of a remote env runner, built from the config as a local run builds its own.
+"""What each Ray env runner is built from: the run's own builder, on seeds of its own.
 
-``build_env_runner`` runs inside each Ray actor (see :mod:`interplay.backends.runners`);
-``ray_runners`` is where a run picks Ray env runners instead of its local runner.
+``build_env_runner`` runs inside each Ray actor (see :mod:`interplay.backends.ray.runners`) and
+calls the builder the run hands it (``interplay.experiment.parts.build_runner``, which builds
+the parts as a local run does); ``ray_runners`` is where a run picks Ray env runners instead
+of its local runner.
 """
 
 from __future__ import annotations
@@ -12,32 +14,24 @@ from typing import Any
 
 import torch
 
-from interplay.backends.runners import Parts, RayRunners
+from interplay.backends.ray.runners import RayRunners, RunnerParts
 from interplay.config.schema import Config
-from interplay.experiment.build import make_callbacks
-from interplay.experiment.parts import build_parts
 from interplay.run.callbacks import Callbacks
-from interplay.run.runner import Runner
 from interplay.seeding import runner_seed
 
+Build = Callable[[Config, Sequence[Callbacks], Collection[str], int], RunnerParts]
+"""Builds a runner from (config, extra callbacks, policies collected from, env copies)."""
 
-def build_env_runner(cfg: Config, extra: Sequence[Callbacks], collect: Collection[str],
-                     index: int, restarts: int) -> Parts:
+
+def build_env_runner(build: Build, cfg: Config, extra: Sequence[Callbacks],
+                     collect: Collection[str], index: int, restarts: int) -> RunnerParts:
     """Runner ``index``'s env copies, policies and runner; every runner but the first (as
     first built) draws from seeds of its own."""
     seed = runner_seed(cfg.train.seed, index, restarts)
     if seed != cfg.train.seed:
         cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"seed": seed})})
     torch.set_num_threads(cfg.train.torch_threads or 1)
-    built = build_parts(cfg, "cpu", per_runner(cfg))
-    try:
-        runner = Runner(built.env, built.specs, built.actors, collect,
-                        make_callbacks(cfg, extra), built.copies,
-                        complete_episodes=cfg.train.batch_mode == "complete_episodes")
-    except BaseException:
-        built.env.close()
-        raise
-    return Parts(runner, built.algo, built.actors)
+    return build(cfg, extra, collect, per_runner(cfg))
 
 
 def per_runner(cfg: Config) -> int:
@@ -53,11 +47,12 @@ def num_copies(cfg: Config) -> int:
 
 
 def ray_runners(cfg: Config, exp: Any, collect: Collection[str], extra: Sequence[Callbacks],
-                marks: Callable[[], list[int]]) -> RayRunners:
-    """The Ray env runners of experiment ``exp`` (its env is a probe of one copy)."""
-    build = functools.partial(build_env_runner, cfg, list(extra), set(collect))
+                marks: Callable[[], list[int]], build: Build) -> RayRunners:
+    """The Ray env runners of experiment ``exp`` (its env is a probe of one copy), each built
+    by ``build``."""
+    build_one = functools.partial(build_env_runner, build, cfg, list(extra), set(collect))
     owner = {a: pid for pid, s in exp.specs.items() for a in s.agents}
     storage = exp.storage
-    return RayRunners(cfg.backend, build, exp.env, per_runner(cfg), cfg.train.seed,
+    return RayRunners(cfg.backend, build_one, exp.env, per_runner(cfg), cfg.train.seed,
                       (exp.algo, exp.actors), bool(collect),
                       lambda: exp.algo.steps_to_update(storage), marks, owner)

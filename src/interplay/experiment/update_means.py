@@ -1,4 +1,4 @@
-"""Learner metrics as a report shows them: the mean over every update since the last report."""
+"""What updates report, as a train row shows it: the mean over every update since the last row."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Collection
 from typing import Any
 
 
-class LearnerMeans:
+class UpdateMeans:
     """Sums and counts of each learner metric (loss, entropy, KL, Q-values...) per report.
 
     Each metric is averaged over the updates that reported it since the last report, except

@@ -1,7 +1,7 @@
 """A best response to a frozen policy: trained, then played greedily against it.
 
-The piece that ``interplay exploit`` (:mod:`interplay.experiment.exploit`) and a league's
-exploitability checks (:mod:`interplay.experiment.exploiters`) share. It is handed the class
+The piece that ``interplay exploit`` (:mod:`interplay.population.league.exploit`) and a league's
+exploitability checks (:mod:`interplay.population.league.exploiters`) share. It is handed the class
 that runs an experiment, so that the loop, which holds a league's checks, need not be
 imported here.
 """
@@ -12,8 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from interplay.config.schema import Config, ConfigError, read, validate
-from interplay.experiment.run_folder import hold, start_afresh
+from interplay.config.loading import read
+from interplay.config.schema import Config
+from interplay.config.validation import validate
+from interplay.errors import ConfigError
+from interplay.experiment.run_store.run_folder import hold, start_afresh
 from interplay.experiment.versus import play_versus
 
 

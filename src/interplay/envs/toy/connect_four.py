@@ -1,0 +1,85 @@
+"""Scripted connect four players that look ahead: opponents in a league's pool
+(``league.fixed: [interplay.envs.connect_four:one_ply]``) and yardsticks for a trained policy:
+
+    interplay eval RUN_DIR --vs interplay.envs.connect_four:one_ply --episodes 500
+    interplay eval RUN_DIR --vs interplay.envs.connect_four:two_ply --episodes 500
+
+``one_ply`` wins at once when it can, else blocks a column where the other player would win at
+once, else plays a random legal column. ``two_ply`` does the same, but among the remaining
+columns avoids those that let the other player win at once on top of its piece. Each takes
+PettingZoo's connect four observation (``observation``: 6x7x2 planes, the mover's pieces
+first; ``action_mask``) and the agent id, and returns a column. Their random choices come from
+NumPy's global generator, which a run seeds and checkpoints, so a league with them resumes
+exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ROWS, COLS = 6, 7
+
+
+def _wins(board: np.ndarray) -> bool:
+    """Four in a row anywhere on one player's 6x7 plane."""
+    b = board.astype(bool)
+    h = b[:, :-3] & b[:, 1:-2] & b[:, 2:-1] & b[:, 3:]
+    v = b[:-3] & b[1:-2] & b[2:-1] & b[3:]
+    d = b[:-3, :-3] & b[1:-2, 1:-2] & b[2:-1, 2:-1] & b[3:, 3:]
+    a = b[3:, :-3] & b[2:-1, 1:-2] & b[1:-2, 2:-1] & b[:-3, 3:]
+    return bool(h.any() or v.any() or d.any() or a.any())
+
+
+def _drop(mine: np.ndarray, theirs: np.ndarray, col: int) -> tuple[int, int] | None:
+    """Where a piece dropped in ``col`` lands (row 0 is the top), or None if it is full."""
+    filled = mine[:, col] + theirs[:, col]
+    empty = np.flatnonzero(filled == 0)
+    return None if len(empty) == 0 else (int(empty[-1]), col)
+
+
+def _winning_columns(player: np.ndarray, other: np.ndarray) -> list[int]:
+    out = []
+    for col in range(COLS):
+        cell = _drop(player, other, col)
+        if cell is not None:
+            trial = player.copy()
+            trial[cell] = 1
+            if _wins(trial):
+                out.append(col)
+    return out
+
+
+def _planes(observation: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    planes = np.asarray(observation["observation"])
+    return planes[:, :, 0], planes[:, :, 1], np.asarray(observation["action_mask"]).astype(bool)
+
+
+def _forced(mine: np.ndarray, theirs: np.ndarray, legal: np.ndarray) -> int | None:
+    """A column that wins at once, else one that blocks the other player's win, else None."""
+    for options in (_winning_columns(mine, theirs), _winning_columns(theirs, mine)):
+        options = [c for c in options if legal[c]]
+        if options:
+            return options[0]
+    return None
+
+
+def one_ply(observation: dict, agent_id: str) -> int:
+    mine, theirs, legal = _planes(observation)
+    forced = _forced(mine, theirs, legal)
+    return forced if forced is not None else int(np.random.choice(np.flatnonzero(legal)))
+
+
+def two_ply(observation: dict, agent_id: str) -> int:
+    mine, theirs, legal = _planes(observation)
+    forced = _forced(mine, theirs, legal)
+    if forced is not None:
+        return forced
+    safe = []
+    for col in np.flatnonzero(legal):
+        cell = _drop(mine, theirs, int(col))
+        assert cell is not None
+        after = mine.copy()
+        after[cell] = 1
+        if not _winning_columns(theirs, after):
+            safe.append(int(col))
+    return int(np.random.choice(safe if safe else np.flatnonzero(legal)))

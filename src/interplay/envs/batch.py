@@ -8,13 +8,14 @@ flags in ``terminated``/``truncated``, while ``obs``/``acting`` already belong t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 from gymnasium import spaces
 
 from interplay.envs.adapters import CopyStep, EnvContractError
+from interplay.envs.groups import GroupBlocks, GroupStep
 from interplay.envs.spaces import (
     MASK_KEY,
     ActionView,
@@ -58,6 +59,9 @@ class VecStep:
     # ended in that step (read it only there).
     state: np.ndarray | None = None
     final_state: np.ndarray | None = None
+    # Per policy group, once the env was told the groups (``VecEnv.group``): its share of the
+    # arrays above as ``[E, k, ...]`` blocks in its slot order (see ``groups.GroupStep``).
+    groups: dict[str, GroupStep] = field(default_factory=dict)
 
 
 class VecEnv(Protocol):
@@ -74,6 +78,11 @@ class VecEnv(Protocol):
     def step(self, actions: dict[str, np.ndarray]) -> VecStep: ...
 
     def current_step(self) -> VecStep: ...
+
+    def group(self, groups: dict[str, tuple[str, ...]]) -> None:
+        """From now on, hand each group's agents (policy id -> agents in slot order) as
+        ``[E, k, ...]`` blocks in ``VecStep.groups``."""
+        ...
 
     def close(self) -> None: ...
 
@@ -143,6 +152,7 @@ class StepBuffers:
         self._whole_ok = False
         self._final_plans: dict[tuple[str, ...], _Plan] = {}
         self.recount()
+        self._groups: GroupBlocks | None = None
         self._view = VecStep(
             obs=self.obs, mask=self.mask, acting=self.acting, reward=self.reward,
             terminated=self.terminated, truncated=self.truncated, final_obs=self.final_obs,
@@ -375,11 +385,17 @@ class StepBuffers:
             )
         return row
 
+    def group(self, groups: dict[str, tuple[str, ...]]) -> None:
+        """Hand these groups' blocks in every step from now on (see ``VecEnv.group``)."""
+        self._groups = group_blocks(self._view, self.agents, self._groups, groups)
+
     def view(self) -> VecStep:
         """The buffers as a step; the same object every time, holding the latest step."""
         self._view.flagged = self._flagged
         self._view.all_legal = not self._n_masked
         self._view.all_acting = self._n_acting == self.acting.size
+        if self._groups is not None:
+            self._groups.refresh(self._flagged)
         return self._view
 
 
@@ -443,6 +459,16 @@ _SMALL = 4096  # numbers in a run below which it is converted, not stacked
 _FEW = 8  # agents below which writing them one by one is as quick as one stacked write
 
 
+def group_blocks(step: VecStep, agents: list[str], known: GroupBlocks | None,
+                 groups: dict[str, tuple[str, ...]]) -> GroupBlocks:
+    """The blocks of ``groups`` and of those ``known`` already (a second runner on one env
+    keeps the first one's), filled in ``step.groups``."""
+    merged = {**(known.members if known is not None else {}), **groups}
+    out = GroupBlocks(step, agents, merged)
+    step.groups = out.groups
+    return out
+
+
 class ActionBlocks(dict):
     """Each agent's ``[E, ...]`` actions (a dict, as every vector env takes them), and the
     ``[E, k, ...]`` group blocks they are views of (``blocks``: the group's agents and its
@@ -486,10 +512,18 @@ def agent_blocks(dims: dict[str, int], num_envs: int, dtype: Any,
             out.update(dict.fromkeys(members))
             continue
         block = alloc((num_envs, len(members), dim), fill, types[members[0]])
-        out.update({a: block[:, j] for j, a in enumerate(members)})
-        place.update({a: (block, j) for j, a in enumerate(members)})
+        views = block_views(block, members)
+        out.update(views)
+        place.update(views.place)
     arrays = FixedArrays((a, out[a]) for a in dims)
     arrays.place = place
+    return arrays
+
+
+def block_views(block: np.ndarray, agents: list[str]) -> FixedArrays:
+    """Per-agent ``[E, ...]`` views of an ``[E, n, ...]`` block whose column j is agent j's."""
+    arrays = FixedArrays((a, block[:, j]) for j, a in enumerate(agents))
+    arrays.place = {a: (block, j) for j, a in enumerate(agents)}
     return arrays
 
 

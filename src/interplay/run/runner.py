@@ -55,6 +55,14 @@ class _Group:
     live: np.ndarray | None = None
 
 
+def _every(num_envs: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (copy, slot) of every row of an ``[E, k]`` block, in order; read-only, so that
+    every batch of whole blocks may share them."""
+    e, s = np.repeat(np.arange(num_envs), k), np.tile(np.arange(k), num_envs)
+    e.flags.writeable = s.flags.writeable = False
+    return e, s
+
+
 def _acting(g: _Group, step: VecStep) -> np.ndarray:
     """``[E, k]``: which of group ``g``'s agents act next (only those it controls in each
     copy's episode, where the mapping is per episode)."""
@@ -114,7 +122,7 @@ class Runner:
                 obs=np.zeros((E, k, spec.obs_dim), spec.obs_view.dtype), mask=None,
                 acts=np.zeros((E, k), bool), actions=actions,
                 flat_actions=actions.reshape(E * k, *view.shape),
-                every=(np.repeat(np.arange(E), k), np.tile(np.arange(k), E)),
+                every=_every(E, k),
                 never=np.zeros((E, k), bool),
                 fresh=np.ones((E, k), bool), memory={},
                 live=np.zeros((E, k), bool) if spec.mapping is not None else None,
@@ -365,13 +373,15 @@ class Runner:
             obs = g.obs.reshape(n, -1)
             if masks is not None:
                 mask = masks.reshape(n, -1)
+            first = g.fresh.reshape(n).copy()
+            g.fresh[...] = False
         else:
             e, s = np.nonzero(g.acts)
             obs = g.obs[e, s]
             if masks is not None:
                 mask = masks[e, s]
-        first = g.fresh[e, s]
-        g.fresh[e, s] = False
+            first = g.fresh[e, s]
+            g.fresh[e, s] = False
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e, first=first,
                          memory=g.memory)
         agents = g.spec.agents

@@ -240,8 +240,10 @@ class TransitionBook:
                    terminated: np.ndarray, truncated: np.ndarray, step: int) -> Transitions:
         E, k = self.open.shape
         n = E * k
-        if self._every is None:
+        if self._every is None:  # read-only: every batch of whole slices shares them
             self._every = (np.repeat(np.arange(E), k), np.tile(np.arange(k), E))
+            for x in self._every:
+                x.flags.writeable = False
         e, s = self._every
 
         def rows(x: np.ndarray) -> np.ndarray:
@@ -251,7 +253,7 @@ class TransitionBook:
         out = Transitions(
             obs=rows(self.obs), action=rows(self.action), reward=rows(self.acc),
             next_obs=rows(next_obs), terminated=rows(terminated), truncated=rows(truncated),
-            env=e.copy(), slot=s.copy(), mask=None if self.mask is None else rows(self.mask),
+            env=e, slot=s, mask=None if self.mask is None else rows(self.mask),
             next_mask=None if next_mask is None else rows(next_mask),
             extras={k_: rows(v) for k_, v in self.extras.items()}, step=np.full(n, step),
             first=rows(self.first), state=None if self.at is None else rows(self.at),

@@ -11,10 +11,12 @@ from functools import partial
 
 import numpy as np
 import pytest
+from gymnasium import spaces
 
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import ActionBlocks
 from interplay.envs.native.spread import Spread
+from interplay.envs.spaces import ObservationError
 from interplay.envs.swarm import Swarm
 from interplay.envs.vector import SyncVecEnv
 
@@ -83,3 +85,40 @@ def test_a_second_runner_on_one_env_keeps_the_first_ones_groups():
     step = env.reset(seed=0)
     assert set(step.groups) == {"even", "odd"}
     _assert_groups_match(env, step, {"even": GROUPS["even"], "odd": GROUPS["odd"]})
+
+
+class _Views(Swarm):
+    """A swarm whose agents see 6x6x3 pictures (many agents: their block is written whole),
+    one of which, ``bee_9``'s at step 2, may be laid out wrong (``bad``)."""
+
+    def __init__(self, bad: str | None = None):
+        super().__init__(n_agents=40)
+        self._obs_space = spaces.Box(-9.0, 9.0, (6, 6, 3), np.float32)
+        self.bad = bad
+
+    def _observe(self):
+        obs, dist = super()._observe()
+        pics = {a: np.full((6, 6, 3), float(i % 7), np.float32) for i, a in enumerate(obs)}
+        if self.t == 2 and self.bad is not None:
+            pics["bee_9"] = {"transposed": np.zeros((6, 3, 6), np.float32),
+                             "short": np.zeros((5, 6, 3), np.float32)}[self.bad]
+        return pics, dist
+
+
+def test_a_block_of_pictures_is_written_whole_and_read_as_the_env_gave_it():
+    env = SyncVecEnv(_Views, 2)
+    env.group({"bees": tuple(env.agents)})
+    env.reset(seed=0)
+    step = env.step(ActionBlocks([(tuple(env.agents), np.zeros((2, 40), np.int64))]))
+    want = np.stack([np.full(108, float(i % 7), np.float32) for i in range(40)])
+    np.testing.assert_array_equal(step.groups["bees"].obs, np.stack([want, want]))
+
+
+@pytest.mark.parametrize("bad", ["transposed", "short"])
+def test_a_picture_laid_out_wrong_in_a_whole_block_is_named_with_its_agent(bad):
+    env = SyncVecEnv(lambda: _Views(bad), 1)
+    env.reset(seed=0)
+    actions = ActionBlocks([(tuple(env.agents), np.zeros((1, 40), np.int64))])
+    env.step(actions)
+    with pytest.raises(ObservationError, match=r"at step 2 of its episode: agent 'bee_9'"):
+        env.step(actions)

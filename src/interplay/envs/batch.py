@@ -447,9 +447,15 @@ def _write_run(block: np.ndarray, e: int, j0: int, j1: int, part: list[Any],
             return False
         rows[...] = arr.reshape(rows.shape)
         return True
-    try:  # stacking checks every shape, and the casting rule every dtype, before writing
-        np.stack(part, out=rows.reshape(j1 - j0, *shape),
-                 casting="no" if dtype is np.uint8 else "same_kind")
+    casting = "no" if dtype is np.uint8 else "same_kind"
+    try:
+        if shape and list(map(len, part)).count(shape[0]) == len(part):
+            # Joining along the first axis checks every other axis, and the lengths above the
+            # first: the same checks as stacking, at less than half its cost.
+            np.concatenate(part, axis=0, out=rows.reshape((j1 - j0) * shape[0], *shape[1:]),
+                           casting=casting)
+        else:  # stacking checks every shape, and the casting rule every dtype, before writing
+            np.stack(part, out=rows.reshape(j1 - j0, *shape), casting=casting)
     except (ValueError, TypeError):
         return False
     return True

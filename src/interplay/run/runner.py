@@ -82,16 +82,17 @@ def _finite(x: np.ndarray) -> bool:
 
     One number screens the whole array (NaN and inf carry into it); only when it is not finite
     does the exact elementwise test run. The cheapest screen depends on the size: a Python sum
-    for a handful of values, a dot product for small arrays, NumPy's sum beyond.
+    for a handful of values, a dot product (in the array's own precision: one that overflows
+    only sends it to the exact test) for arrays laid out in one piece, NumPy's sum otherwise.
     """
     if x.dtype.kind in "biu":  # integers (image bytes, say) are always finite
         return True
     if x.size <= 16:
         screen = sum(x.ravel().tolist())
-    elif x.size <= 4096:
+    elif x.size <= 4096 or x.flags.c_contiguous:
         flat = x.reshape(-1)
         screen = flat.dot(flat)
-    else:  # in the array's own precision: a sum that overflows only sends it to the exact test
+    else:
         screen = float(x.sum())
     return math.isfinite(screen) or bool(np.isfinite(x).all())
 

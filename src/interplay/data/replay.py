@@ -82,12 +82,20 @@ class ReplayBuffer(Prioritized):
         n = len(t)
         if n == 0:
             return
-        stream = t.env.astype(np.int64) * (int(t.slot.max()) + 1) + t.slot
-        if len(np.unique(stream)) < n:  # several rows of one stream (a whole episode, say)
-            rank = stream_order(stream)[1]  # 0 for a stream's first row in the batch, 1, ...
-            for r in range(int(rank.max()) + 1):  # in order, one row per stream at a time
-                self.add(t.select(rank == r), source)
-            return
+        if t.grid is not None:  # whole [E, k] slices: each (copy, slot) once per slice
+            if t.grid[0] > 1:
+                for part in t.slices():
+                    self.add(part, source)
+                return
+            copies, slots = t.grid[1], t.grid[2]
+        else:
+            copies, slots = int(t.env.max()) + 1, int(t.slot.max()) + 1
+            stream = t.env.astype(np.int64) * slots + t.slot
+            if len(np.unique(stream)) < n:  # several rows of one stream (a whole episode, say)
+                rank = stream_order(stream)[1]  # 0 for a stream's first row in the batch, 1, ...
+                for r in range(int(rank.max()) + 1):  # in order, one row per stream at a time
+                    self.add(t.select(rank == r), source)
+                return
         if n > self.capacity:  # more streams than rows: the newest overwrite the oldest
             for start in range(0, n, self.capacity):
                 part = np.zeros(n, bool)
@@ -110,7 +118,7 @@ class ReplayBuffer(Prioritized):
         self.added += n
         self._priorities_added(pos)
 
-        last = self._stream_table(source, int(t.env.max()) + 1, int(t.slot.max()) + 1)
+        last = self._stream_table(source, copies, slots)
         prev = last[t.env, t.slot]
         ppos = prev % self.capacity
         linked = (prev >= 0) & (self.serial[ppos] == prev)

@@ -153,6 +153,10 @@ class RolloutStorage:
             return
         k = self.agents[pid]
         count = self._count[pid]
+        if batch.grid is not None and tuple(batch.grid[1:]) == count.shape \
+                and count.min() == count.max():
+            self._add_slices(pid, batch)
+            return
         stream = batch.env.astype(np.int64) * k + batch.slot
         t = count[batch.env, batch.slot] + stream_order(stream)[1]
         arrays = self._room(pid, batch, int(t.max()) + 1)
@@ -172,6 +176,34 @@ class RolloutStorage:
             arrays["state"][t, e, j], arrays["next_state"][t, e, j] = self.states.add(batch)
         arrays["valid"][t, e, j] = True
         np.add.at(count, (e, j), 1)
+
+    def _add_slices(self, pid: str, batch: Transitions) -> None:
+        """Whole ``[E, k]`` slices where every agent's sequence is as long: ``buf[t] = slice``."""
+        assert batch.grid is not None
+        T, E, k = batch.grid
+        count = self._count[pid]
+        t0 = int(count[0, 0])
+        arrays = self._room(pid, batch, t0 + T)
+        at = slice(t0, t0 + T)
+
+        def block(x: np.ndarray) -> np.ndarray:
+            return x.reshape(T, E, k, *x.shape[1:])
+
+        for name in _FIELDS:
+            value = getattr(batch, name)
+            if value is not None and arrays[name] is not None:
+                arrays[name][at] = block(value)
+        for name, value in batch.extras.items():
+            store = arrays["extras"].get(name)
+            if store is None:
+                store = arrays["extras"][name] = np.zeros(
+                    (arrays["obs"].shape[0], E, k, *value.shape[1:]), value.dtype)
+            store[at] = block(value)
+        if batch.states is not None:
+            state, next_state = self.states.add(batch)
+            arrays["state"][at], arrays["next_state"][at] = block(state), block(next_state)
+        arrays["valid"][at] = True
+        count += T
 
     def _room(self, pid: str, batch: Transitions, length: int) -> dict[str, Any]:
         """The policy's arrays, made or grown so that ``length`` times fit."""

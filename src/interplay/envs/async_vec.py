@@ -318,6 +318,10 @@ class AsyncVecEnv:
         """The latest step, as :meth:`step` or :meth:`reset` returned it."""
         return self._buf.view()
 
+    def group(self, groups: dict[str, tuple[str, ...]]) -> None:
+        """Hand each group's ``[E, k, ...]`` blocks in ``VecStep.groups`` from now on."""
+        self._buf.group(groups)
+
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
         for a, chosen in actions.items():
             self._actions[a][...] = chosen

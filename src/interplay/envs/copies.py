@@ -95,8 +95,8 @@ class EnvCopies:
     def step(self, buf: StepBuffers, actions: dict[str, np.ndarray]) -> None:
         """Step every copy that has agents to move; copies whose episode ended reset."""
         buf.clear_step(self._slice, rewards=False)  # write_outcome writes each copy's row
-        env_actions = buf.env_actions(actions, self._slice)
         whole = buf.whole_actions(actions, self._slice)
+        env_actions = None  # per agent, worked out only when some copy needs them
         everyone = buf.agent_order
         i = 0
         try:
@@ -108,6 +108,8 @@ class EnvCopies:
                 if whole is not None and movers == everyone:
                     moves = dict(zip(movers, whole[i], strict=True))
                 else:
+                    if env_actions is None:
+                        env_actions = buf.env_actions(actions, self._slice)
                     moves = {a: env_actions[a][i] for a in movers}
                 try:
                     cs = self.copies[i].step(moves)

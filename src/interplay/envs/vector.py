@@ -81,6 +81,10 @@ class SyncVecEnv:
         """The step the copies are at now (what the last reset/step returned)."""
         return self._buf.view()
 
+    def group(self, groups: dict[str, tuple[str, ...]]) -> None:
+        """Hand each group's ``[E, k, ...]`` blocks in ``VecStep.groups`` from now on."""
+        self._buf.group(groups)
+
     def restored(self) -> None:
         """Rebuild what is derived from the copies and buffers after a snapshot was put back."""
         self._buf.recount()

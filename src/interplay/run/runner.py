@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import operator
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from interplay.envs.batch import ActionBlocks, FixedArrays, VecEnv, VecStep
+from interplay.envs.batch import ActionBlocks, VecEnv, VecStep
 from interplay.errors import NonFiniteError
 from interplay.run.actors import ActBatch, Actor
 from interplay.run.callbacks import CallbackList
@@ -39,23 +38,16 @@ from interplay.run.transitions import (
 @dataclass(slots=True)
 class _Group:
     spec: PolicySpec
-    cols: np.ndarray
     actor: Actor
     book: TransitionBook | None
     stack: FrameStack | None
     obs: np.ndarray  # [E, k, obs_dim] what the policy sees now
     mask: np.ndarray | None  # [E, k, mask_dim]
     acts: np.ndarray  # [E, k] which of its agents act now
-    cols_sel: slice | np.ndarray  # its columns in [E, A] arrays, a slice when contiguous
-    read_obs: Callable[[dict[str, np.ndarray]], np.ndarray]  # [E, k, obs_dim], preprocessed
-    read_final: Callable[[dict[str, np.ndarray]], np.ndarray]
-    read_mask: _Reader
-    read_final_mask: _Reader
     actions: np.ndarray  # [E, k, *action_shape]; the env reads per-agent views of it
     flat_actions: np.ndarray  # [E*k, *action_shape], a view of ``actions``
     every: tuple[np.ndarray, np.ndarray]  # (copy, slot) of every row, for when all act
     never: np.ndarray  # [E, k] False: the flags of transitions closed by a next turn
-    whole: bool  # its agents are all the env's agents, in the env's order
     fresh: np.ndarray  # [E, k] the agent's next action is its first of its episode
     memory: dict[str, np.ndarray]  # what the actor keeps per copy and agent (ActBatch.memory)
     # [E, k] which of its agents it controls in each copy's episode, for a policy that
@@ -63,35 +55,26 @@ class _Group:
     live: np.ndarray | None = None
 
 
-def _columns(cols: np.ndarray) -> slice | np.ndarray:
-    if len(cols) and (np.diff(cols) == 1).all():
-        return slice(int(cols[0]), int(cols[-1]) + 1)
-    return cols
+def _every(num_envs: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (copy, slot) of every row of an ``[E, k]`` block, in order; read-only, so that
+    every batch of whole blocks may share them."""
+    e, s = np.repeat(np.arange(num_envs), k), np.tile(np.arange(k), num_envs)
+    e.flags.writeable = s.flags.writeable = False
+    return e, s
 
 
-def _acting(g: _Group, acting: np.ndarray) -> np.ndarray:
-    """``[E, k]``: which of group ``g``'s agents act next, of the env's ``acting`` ``[E, A]``
-    (only those it controls in each copy's episode, where the mapping is per episode)."""
-    acts = acting if g.whole else acting[:, g.cols_sel]
+def _acting(g: _Group, step: VecStep) -> np.ndarray:
+    """``[E, k]``: which of group ``g``'s agents act next (only those it controls in each
+    copy's episode, where the mapping is per episode)."""
+    acts = step.groups[g.spec.id].acting
     return acts if g.live is None else acts & g.live
 
 
-def _even_view(arrays: list[np.ndarray]) -> np.ndarray | None:
-    """``[E, k, ...]`` over per-agent arrays evenly spaced in one buffer, without copying."""
-    first = arrays[0]
-    if any(x.shape != first.shape or x.dtype != first.dtype or x.strides != first.strides
-           for x in arrays):
-        return None
-    base = first.base if first.base is not None else first
-    if any((x.base if x.base is not None else x) is not base for x in arrays):
-        return None
-    starts = [x.__array_interface__["data"][0] for x in arrays]
-    step = starts[1] - starts[0]
-    if any(b - a != step for a, b in zip(starts, starts[1:], strict=False)):
-        return None
-    return np.lib.stride_tricks.as_strided(
-        first, shape=(first.shape[0], len(arrays), *first.shape[1:]),
-        strides=(first.strides[0], step, *first.strides[1:]), writeable=False)
+def _seen(g: _Group, obs: np.ndarray) -> np.ndarray:
+    """Group ``g``'s observations ``[E, k, ...]`` as its policy sees them (through its image
+    preprocessing, if it has one)."""
+    prep = g.spec.prep
+    return obs if prep is None else prep(obs)
 
 
 def _finite(x: np.ndarray) -> bool:
@@ -99,53 +82,19 @@ def _finite(x: np.ndarray) -> bool:
 
     One number screens the whole array (NaN and inf carry into it); only when it is not finite
     does the exact elementwise test run. The cheapest screen depends on the size: a Python sum
-    for a handful of values, a dot product for small arrays, NumPy's sum beyond.
+    for a handful of values, a dot product (in the array's own precision: one that overflows
+    only sends it to the exact test) for arrays laid out in one piece, NumPy's sum otherwise.
     """
     if x.dtype.kind in "biu":  # integers (image bytes, say) are always finite
         return True
     if x.size <= 16:
         screen = sum(x.ravel().tolist())
-    elif x.size <= 4096:
+    elif x.size <= 4096 or x.flags.c_contiguous:
         flat = x.reshape(-1)
         screen = flat.dot(flat)
-    else:  # in the array's own precision: a sum that overflows only sends it to the exact test
+    else:
         screen = float(x.sum())
     return math.isfinite(screen) or bool(np.isfinite(x).all())
-
-
-class _Reader:
-    """Reads one policy's agents from per-agent arrays as ``[E, k, ...]``.
-
-    When the env reuses evenly laid-out buffers (as the vector envs here do), this is a view
-    made once; otherwise the arrays are stacked each time. A view over :class:`FixedArrays`
-    is handed out again without looking at the arrays.
-    """
-
-    def __init__(self, agents: tuple[str, ...]):
-        self.agents = agents
-        self.src: list[np.ndarray] = []
-        self.view: np.ndarray | None = None
-        self.fixed: FixedArrays | None = None  # the arrays ``view`` is over, when fixed
-
-    def __call__(self, per_agent: dict[str, np.ndarray]) -> np.ndarray:
-        if per_agent is self.fixed:
-            return self.view
-        arrays = [per_agent[a] for a in self.agents]
-        if len(arrays) == 1:
-            self.view = arrays[0][:, None]
-        elif len(arrays) != len(self.src) or not all(map(operator.is_, arrays, self.src)):
-            self.src, self.view = arrays, _even_view(arrays)
-        if self.view is None:
-            self.fixed = None
-            return np.stack(arrays, axis=1)
-        self.fixed = per_agent if isinstance(per_agent, FixedArrays) else None
-        return self.view
-
-
-def _prepared(spec: PolicySpec) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
-    """A reader of the policy's observations, through its image preprocessing if it has one."""
-    read, prep = _Reader(spec.agents), spec.prep
-    return read if prep is None else lambda per_agent: prep(read(per_agent))
 
 
 class Runner:
@@ -157,16 +106,16 @@ class Runner:
         self.experiment: Any = None  # the experiment this runner trains for, if any (callbacks)
         self.callbacks = callbacks or CallbackList([])
         E = env.num_envs
-        col = {a: i for i, a in enumerate(env.agents)}
+        # From here on the env hands each policy's agents as [E, k, ...] blocks.
+        env.group({pid: tuple(spec.agents) for pid, spec in specs.items()})
         self.groups: list[_Group] = []
         for pid, spec in specs.items():
-            cols = np.array([col[a] for a in spec.agents])
             k, dim = len(spec.agents), spec.obs_view.dim
             size = spec.config.stack_size
             view = spec.action_view
             actions = np.zeros((E, k, *view.shape), view.dtype)
             self.groups.append(_Group(
-                spec=spec, cols=cols, actor=actors[pid],
+                spec=spec, actor=actors[pid],
                 book=TransitionBook(E, k, spec.obs_dim, view.shape, view.dtype, view.mask_dim,
                                     spec.obs_view.dtype)
                 if pid in collect else None,
@@ -174,11 +123,8 @@ class Runner:
                 obs=np.zeros((E, k, spec.obs_dim), spec.obs_view.dtype), mask=None,
                 acts=np.zeros((E, k), bool), actions=actions,
                 flat_actions=actions.reshape(E * k, *view.shape),
-                cols_sel=_columns(cols), read_obs=_prepared(spec),
-                read_final=_prepared(spec), read_mask=_Reader(spec.agents),
-                read_final_mask=_Reader(spec.agents),
-                every=(np.repeat(np.arange(E), k), np.tile(np.arange(k), E)),
-                never=np.zeros((E, k), bool), whole=list(cols) == list(range(len(env.agents))),
+                every=_every(E, k),
+                never=np.zeros((E, k), bool),
                 fresh=np.ones((E, k), bool), memory={},
                 live=np.zeros((E, k), bool) if spec.mapping is not None else None,
             ))
@@ -354,10 +300,11 @@ class Runner:
                 if g.book is not None:
                     g.book.at = np.full(g.book.open.shape, self.ticks)
         for g in self.groups:
-            g.acts = _acting(g, step.acting)
+            blocks = step.groups[g.spec.id]
+            g.acts = _acting(g, step)
             g.obs = (g.stack.buf.reshape(g.stack.buf.shape[0], g.stack.buf.shape[1], -1)
-                     if g.stack is not None else g.read_obs(step.obs))
-            g.mask = None if g.spec.action_view.mask_dim == 0 else g.read_mask(step.mask)
+                     if g.stack is not None else _seen(g, blocks.obs))
+            g.mask = blocks.mask
         self._step = step
 
     def step(self, explore: bool = True) -> dict[str, Transitions]:
@@ -427,13 +374,15 @@ class Runner:
             obs = g.obs.reshape(n, -1)
             if masks is not None:
                 mask = masks.reshape(n, -1)
+            first = g.fresh.reshape(n).copy()
+            g.fresh[...] = False
         else:
             e, s = np.nonzero(g.acts)
             obs = g.obs[e, s]
             if masks is not None:
                 mask = masks[e, s]
-        first = g.fresh[e, s]
-        g.fresh[e, s] = False
+            first = g.fresh[e, s]
+            g.fresh[e, s] = False
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e, first=first,
                          memory=g.memory)
         agents = g.spec.agents
@@ -442,7 +391,7 @@ class Runner:
             if step.raw_obs is not None:
                 batch.env_obs = [step.raw_obs[i][agents[j]] for i, j in zip(e, s, strict=True)]
             else:
-                flat = g.read_obs(step.obs)
+                flat = _seen(g, step.groups[g.spec.id].obs)
                 batch.env_obs = [g.spec.obs_view.unflatten(flat[i, j]) for i, j in zip(e, s, strict=True)]
         action, extras = g.actor.act(batch, explore)
         view = g.spec.action_view
@@ -480,8 +429,11 @@ class Runner:
         any_ended = ended_agents is not None and np.count_nonzero(ended_agents) > 0
         closed: dict[str, list[Transitions]] = {}
         for g in self.groups:
-            if any_ended and ended_agents is not None:
-                g.fresh |= ended_agents[:, g.cols_sel]
+            blocks = step.groups[g.spec.id]
+            ended = None
+            if any_ended:
+                ended = blocks.terminated | blocks.truncated
+                g.fresh |= ended
             if ends:
                 g.fresh[step.episode_end] = True
             book, stack = g.book, g.stack
@@ -489,16 +441,15 @@ class Runner:
                 continue
             if book is not None:
                 closed[g.spec.id] = []
-                book.add_rewards(step.reward[:, g.cols_sel])
-            ended = ended_agents[:, g.cols_sel] if any_ended and ended_agents is not None else None
+                book.add_rewards(blocks.reward)
             if ended is not None and np.count_nonzero(ended):
-                final = g.read_final(step.final_obs)
+                final = _seen(g, blocks.final_obs)
                 self._check_finite(g, np.where(ended[..., None], final, 0.0), "final observation")
                 view = stack.push(ended, final) if stack is not None else final
                 if book is not None:
-                    fmask = None if g.mask is None else g.read_final_mask(step.final_mask)
-                    t = book.close(ended, view, fmask, step.terminated[:, g.cols_sel],
-                                   step.truncated[:, g.cols_sel], self.steps)
+                    fmask = None if g.mask is None else blocks.final_mask
+                    t = book.close(ended, view, fmask, blocks.terminated, blocks.truncated,
+                                   self.steps)
                     if t is not None:
                         if step.final_state is not None:
                             self._attach_states(t, step.final_state, final=True)
@@ -515,11 +466,12 @@ class Runner:
     def _observe(self, step: VecStep, closed: dict[str, list[Transitions]] | None = None) -> None:
         """Take in the observations of the agents that act next; close their last transitions."""
         for g in self.groups:
-            acts = g.acts = _acting(g, step.acting)
-            obs = g.read_obs(step.obs)
+            blocks = step.groups[g.spec.id]
+            acts = g.acts = _acting(g, step)
+            obs = _seen(g, blocks.obs)
             self._check_finite(g, obs, "observation")
             g.obs = g.stack.push(acts, obs) if g.stack is not None else obs
-            g.mask = None if g.spec.action_view.mask_dim == 0 else g.read_mask(step.mask)
+            g.mask = blocks.mask
             if closed is not None and g.book is not None:
                 t = g.book.close(acts, g.obs, g.mask, g.never, g.never, self.steps)
                 if t is not None:

@@ -45,12 +45,17 @@ class Transitions:
     # [m, 2] int: each state's (when, copy): ``when`` is twice the runner's tick at which it
     # was seen, plus one for the final state of an episode; one state has one key everywhere.
     state_keys: np.ndarray | None = None
+    # ``(T, E, k)`` when the rows are T whole ``[E, k]`` slices of the policy's agents, one
+    # after another in (time, copy, slot) order, so that ``x.reshape(T, E, k, ...)`` is each
+    # field's block (storage writes them whole); None for rows in any other arrangement.
+    grid: tuple[int, int, int] | None = None
 
     def __len__(self) -> int:
         return int(self.reward.shape[0])
 
-    def select(self, keep: np.ndarray) -> Transitions:
-        """The rows where ``keep`` ([n] bool) is true, in order (sharing the states)."""
+    def select(self, keep: np.ndarray | slice) -> Transitions:
+        """The rows where ``keep`` ([n] bool) is true, or in ``keep`` (a slice), in order
+        (sharing the states)."""
         def pick(x: np.ndarray | None) -> np.ndarray | None:
             return None if x is None else x[keep]
 
@@ -64,13 +69,27 @@ class Transitions:
             states=self.states, state_keys=self.state_keys,
         )
 
+    def slices(self) -> list[Transitions]:
+        """These rows one ``[E, k]`` slice at a time (each a grid of one), when they are a grid."""
+        assert self.grid is not None
+        T, E, k = self.grid
+        if T == 1:
+            return [self]
+        n = E * k
+        out = []
+        for i in range(T):
+            part = self.select(slice(i * n, (i + 1) * n))
+            part.grid = (1, E, k)
+            out.append(part)
+        return out
+
     def shifted(self, copies: int) -> Transitions:
         """These rows with their env copies numbered ``copies`` on (a runner's copies after
         those of the runners before it)."""
         keys = self.state_keys
         if keys is not None:
             keys = keys + np.array([0, copies], keys.dtype)
-        return dataclasses.replace(self, env=self.env + copies, state_keys=keys)
+        return dataclasses.replace(self, env=self.env + copies, state_keys=keys, grid=None)
 
     def state_rows(self) -> tuple[np.ndarray, np.ndarray]:
         """``[n, state_dim]`` each: the env's global state when each row's agent acted, and at
@@ -221,8 +240,10 @@ class TransitionBook:
                    terminated: np.ndarray, truncated: np.ndarray, step: int) -> Transitions:
         E, k = self.open.shape
         n = E * k
-        if self._every is None:
+        if self._every is None:  # read-only: every batch of whole slices shares them
             self._every = (np.repeat(np.arange(E), k), np.tile(np.arange(k), E))
+            for x in self._every:
+                x.flags.writeable = False
         e, s = self._every
 
         def rows(x: np.ndarray) -> np.ndarray:
@@ -232,10 +253,11 @@ class TransitionBook:
         out = Transitions(
             obs=rows(self.obs), action=rows(self.action), reward=rows(self.acc),
             next_obs=rows(next_obs), terminated=rows(terminated), truncated=rows(truncated),
-            env=e.copy(), slot=s.copy(), mask=None if self.mask is None else rows(self.mask),
+            env=e, slot=s, mask=None if self.mask is None else rows(self.mask),
             next_mask=None if next_mask is None else rows(next_mask),
             extras={k_: rows(v) for k_, v in self.extras.items()}, step=np.full(n, step),
             first=rows(self.first), state=None if self.at is None else rows(self.at),
+            grid=(1, E, k),
         )
         self.acc[...] = 0.0
         return out
@@ -265,7 +287,7 @@ def concat(parts: list[Transitions]) -> Transitions:
         terminated=cat("terminated"), truncated=cat("truncated"), env=cat("env"),
         slot=cat("slot"), mask=cat("mask"), next_mask=cat("next_mask"),
         extras={k: np.concatenate([p.extras[k] for p in parts]) for k in parts[0].extras},
-        step=cat("step"), first=cat("first"),
+        step=cat("step"), first=cat("first"), grid=_stacked_grid(parts),
     )
     if parts[0].states is not None:  # each part's rows name its own states: renumber them
         at = np.cumsum([0] + [len(p.states) for p in parts[:-1]])  # type: ignore[arg-type]
@@ -273,6 +295,15 @@ def concat(parts: list[Transitions]) -> Transitions:
         out.next_state = np.concatenate([p.next_state + a for p, a in zip(parts, at, strict=True)])
         out.states, out.state_keys = cat("states"), cat("state_keys")
     return out
+
+
+def _stacked_grid(parts: list[Transitions]) -> tuple[int, int, int] | None:
+    """The grid of ``parts`` one after another: slices of one shape stay a grid."""
+    grids = [p.grid for p in parts]
+    first = grids[0]
+    if first is None or any(g is None or g[1:] != first[1:] for g in grids):
+        return None
+    return (sum(g[0] for g in grids if g is not None), first[1], first[2])
 
 
 def table_of_row_states(t: Transitions) -> Transitions:

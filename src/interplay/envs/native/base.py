@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from interplay.envs.batch import VecStep
+from interplay.envs.batch import VecStep, agent_blocks, group_blocks
+from interplay.envs.groups import GroupBlocks
 from interplay.envs.spaces import action_view, obs_view
 
 
@@ -96,13 +97,16 @@ class NativeEnv(FrameRecorder):
         self.obs_views = {a: obs_view(self.observation_spaces[a], a) for a in self.agents}
         self.action_views = {a: action_view(self.action_spaces[a], a) for a in self.agents}
 
-        def fresh() -> dict[str, np.ndarray]:
-            return {a: np.zeros((E, self.obs_views[a].dim), np.float32) for a in self.agents}
-
-        self._obs = obs_buffers if obs_buffers is not None else fresh()
-        self._final_obs = final_buffers if final_buffers is not None else fresh()
-        self._mask = {a: self._mask_array(a) for a in self.agents}
-        self._final_mask = {a: self._mask_array(a) for a in self.agents}
+        # Agents of one width sit side by side in one [E, n, dim] block, so a policy group's
+        # [E, k, dim] block is a view (see groups.GroupBlocks).
+        dims = {a: self.obs_views[a].dim for a in self.agents}
+        mask_dims = {a: self.action_views[a].mask_dim for a in self.agents}
+        self._obs = obs_buffers if obs_buffers is not None else agent_blocks(dims, E, np.float32)
+        self._final_obs = (final_buffers if final_buffers is not None
+                           else agent_blocks(dims, E, np.float32))
+        self._mask = agent_blocks(mask_dims, E, bool, fill=True)
+        self._final_mask = agent_blocks(mask_dims, E, bool, fill=True)
+        self._groups: GroupBlocks | None = None
         self._acting = np.ones((E, A), bool)
         self._reward = np.zeros((E, A), np.float64)
         self._terminated = np.zeros((E, A), bool)
@@ -117,10 +121,6 @@ class NativeEnv(FrameRecorder):
             final_mask=self._final_mask, episode_end=self._episode_end, raw_obs=None, infos=None,
             flagged=False, all_legal=True, all_acting=True,  # every action legal, every agent acts
         )
-
-    def _mask_array(self, agent: str) -> np.ndarray | None:
-        n = self.action_views[agent].mask_dim
-        return np.ones((self.num_envs, n), bool) if n else None
 
     # -- subclass hooks -------------------------------------------------------------------
     def _reset_rows(self, rows: np.ndarray | slice) -> None:
@@ -172,6 +172,8 @@ class NativeEnv(FrameRecorder):
         self._write_obs()
         self._view.flagged = False
         self._record("start")
+        if self._groups is not None:
+            self._groups.refresh()
         return self._view
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
@@ -196,6 +198,8 @@ class NativeEnv(FrameRecorder):
             self._truncated[rows] = True
             self._episode_end[rows] = True
             self._record("start", done)
+        if self._groups is not None:
+            self._groups.refresh(flagged)
         return self._view
 
     def stats(self) -> dict[str, int]:
@@ -207,7 +211,13 @@ class NativeEnv(FrameRecorder):
 
     def current_step(self) -> VecStep:
         """The step the copies are at now (what the last reset/step returned)."""
+        if self._groups is not None:  # a snapshot may have been put back since
+            self._groups.refresh()
         return self._view
+
+    def group(self, groups: dict[str, tuple[str, ...]]) -> None:
+        """Hand each group's ``[E, k, ...]`` blocks in ``VecStep.groups`` from now on."""
+        self._groups = group_blocks(self._view, self.agents, self._groups, groups)
 
     def close(self) -> None:
         pass

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from interplay.envs.batch import block_views
 from interplay.envs.native.base import NativeEnv, box, check_count, check_kwargs, check_limit
 from interplay.envs.native.particles import (
     DIM_P,
@@ -67,13 +68,14 @@ class Spread(NativeEnv):
         self.observation_spaces = {a: box(D) for a in self.agents}
         self.state_space = box(N * D)
 
-        # Observations of all agents live in one block [N, E, D]; agent i's is block[i].
-        # The comm slots are never written and stay zero.
-        self._obs_block = np.zeros((N, E, D), np.float32)
-        self._final_block = np.zeros((N, E, D), np.float32)
+        # Observations of all agents live in one block [E, N, D]: agent i's is block[:, i], a
+        # policy group's a run of its columns (named apart from the [N, E, D] block older
+        # snapshots hold). The comm slots are never written and stay zero.
+        self._obs_rows = np.zeros((E, N, D), np.float32)
+        self._final_rows = np.zeros((E, N, D), np.float32)
         self._setup(E, max_steps, max_cycles,
-                    obs_buffers={a: self._obs_block[i] for i, a in enumerate(self.agents)},
-                    final_buffers={a: self._final_block[i] for i, a in enumerate(self.agents)})
+                    obs_buffers=block_views(self._obs_rows, self.agents),
+                    final_buffers=block_views(self._final_rows, self.agents))
 
         self.bodies = Particles(E, [AGENT_SIZE] * N, collide=True)
         self.landmarks = np.zeros((N, DIM_P, E))
@@ -139,26 +141,26 @@ class Spread(NativeEnv):
 
     # -- observations ---------------------------------------------------------------------
     def _obs_into(self, block: np.ndarray) -> None:
-        """Write every agent's observation into ``block[N, E, D]`` (comm slots untouched)."""
+        """Write every agent's observation into ``block[E, N, D]`` (comm slots untouched)."""
         if not self._rel_fresh:
             self._relate()
         N, E = self.N, self.num_envs
-        out = block.transpose(0, 2, 1)  # [N, D, E]
+        out = block.transpose(1, 2, 0)  # [N, D, E]
         out[:, 0:2] = self.bodies.vel
         out[:, 2:4] = self.bodies.pos
         out[:, 4:4 + 2 * N] = self._rel_lm.reshape(N, 2 * N, E)
         out[:, 4 + 2 * N:4 + 4 * N - 2] = self._rel_ag.reshape(N, 2 * (N - 1), E)
 
     def _write_obs(self) -> None:
-        self._obs_into(self._obs_block)
+        self._obs_into(self._obs_rows)
 
     def _save_final(self, rows: np.ndarray | slice) -> None:
-        self._final_block[:, rows] = self._obs_block[:, rows]
+        self._final_rows[rows] = self._obs_rows[rows]
 
     def state(self) -> np.ndarray:
-        block = np.zeros_like(self._obs_block)
+        block = np.zeros_like(self._obs_rows)
         self._obs_into(block)
-        return block.transpose(1, 0, 2).reshape(self.num_envs, self.N * self.obs_dim)
+        return block.reshape(self.num_envs, self.N * self.obs_dim)
 
     def _bodies(self, e: int) -> list[tuple[float, float, float, tuple[float, float, float]]]:
         landmarks = [(*self.landmarks[i, :, e].tolist(), LANDMARK_SIZE, LANDMARK_COLOR)

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from interplay.envs.batch import FixedArrays, VecStep, agent_blocks
+from interplay.envs.batch import FixedArrays, VecStep, agent_blocks, group_blocks
+from interplay.envs.groups import GroupBlocks
 from interplay.envs.native.base import FrameRecorder
 from interplay.envs.registry import EnvSpecError, register_native_family
 from interplay.envs.spaces import action_view, obs_view
@@ -125,7 +126,9 @@ class VmasEnv(FrameRecorder):
         # Each block of agents of one width, with the torch view VMAS's tensors are stacked into.
         self._blocks = _blocks(self._obs, self.agents)
         self._final_blocks = [block for block, _, _ in _blocks(self._final_obs, self.agents)]
-        self._mask = {a: self._all_legal(a) for a in self.agents}
+        mask_dims = {a: v.mask_dim for a, v in self.action_views.items()}
+        self._mask = agent_blocks(mask_dims, E, bool, fill=True)
+        self._groups: GroupBlocks | None = None
         self._reward = np.zeros((E, len(self.agents)), np.float64)
         self._terminated = np.zeros((E, len(self.agents)), bool)
         self._truncated = np.zeros((E, len(self.agents)), bool)
@@ -138,7 +141,7 @@ class VmasEnv(FrameRecorder):
         self._view = VecStep(
             obs=self._obs, mask=self._mask, acting=np.ones((E, len(self.agents)), bool),
             reward=self._reward, terminated=self._terminated, truncated=self._truncated,
-            final_obs=self._final_obs, final_mask={a: self._all_legal(a) for a in self.agents},
+            final_obs=self._final_obs, final_mask=agent_blocks(mask_dims, E, bool, fill=True),
             episode_end=self._episode_end, flagged=False, all_legal=True, all_acting=True,
         )
 
@@ -182,10 +185,6 @@ class VmasEnv(FrameRecorder):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return env
 
-    def _all_legal(self, agent: str) -> np.ndarray | None:
-        n = self.action_views[agent].mask_dim
-        return np.ones((self.num_envs, n), bool) if n else None
-
     # -- the VecEnv interface -------------------------------------------------------------
     def reset(self, seed: int | None = None) -> VecStep:
         with self._own_streams():
@@ -195,6 +194,8 @@ class VmasEnv(FrameRecorder):
         self._view.flagged = False
         self._started = True
         self._record("start")
+        if self._groups is not None:
+            self._groups.refresh()
         return self._view
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
@@ -213,6 +214,8 @@ class VmasEnv(FrameRecorder):
         self._record("step")
         if flagged:
             self._end_episodes(done.cpu().numpy(), terminated.cpu().numpy())
+        if self._groups is not None:
+            self._groups.refresh(flagged)
         return self._view
 
     def stats(self) -> dict[str, int]:
@@ -224,7 +227,13 @@ class VmasEnv(FrameRecorder):
 
     def current_step(self) -> VecStep:
         """The step the copies are at now (what the last reset/step returned)."""
+        if self._groups is not None:  # a snapshot may have been put back since
+            self._groups.refresh()
         return self._view
+
+    def group(self, groups: dict[str, tuple[str, ...]]) -> None:
+        """Hand each group's ``[E, k, ...]`` blocks in ``VecStep.groups`` from now on."""
+        self._groups = group_blocks(self._view, self.agents, self._groups, groups)
 
     def close(self) -> None:
         viewer = getattr(self._env, "viewer", None)

@@ -6,7 +6,7 @@ steps = 20_000 if "--smoke" in sys.argv else 1_000_000  # --smoke: the quick che
 cfg = interplay.load_config(overrides=[                  # or load_config(["my.yaml", ...])
     "env.id=spread",              # built-in simple_spread; or mpe2.simple_spread_v3, any module
     "env.num_envs=128",           # copies stepped together
-    "algo.name=mappo",            # ippo, mappo, dqn, vdn, qmix, maddpg, matd3, isac, masac, random, or module:Class
+    "algo.name=mappo",            # ippo, mappo, a2c, dqn, vdn, qmix, maddpg, matd3, isac, masac, random, or module:Class
     f"train.steps={steps}",       # env steps, all copies together
     f"train.test_frequency={steps // 2}",
     "train.test_episodes=100",

@@ -43,7 +43,7 @@ def split_source(text: str, where: str) -> tuple[Path, str | None]:
 class Loaded:
     cfg: Config
     specs: dict[str, PolicySpec]
-    learners: Any
+    algo: Any
     checkpoint: Path
     trained: list[str] = field(default_factory=list)
 
@@ -69,7 +69,7 @@ def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_po
     :mod:`interplay.experiment.run_store.trust`) before anything is imported."""
     from interplay.experiment.build import (
         env_state_space,
-        make_learners,
+        make_algorithms,
         make_specs,
         make_vec_env,
     )
@@ -99,11 +99,11 @@ def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_po
     env, _ = make_vec_env(cfg, num_envs=1)
     try:
         specs = make_specs(cfg, env)
-        learners = make_learners(cfg, specs, "cpu", env.turn_based, env_state_space(env))
+        algo = make_algorithms(cfg, specs, "cpu", env.turn_based, env_state_space(env))
     finally:
         env.close()
     try:
-        learners.load_state_dict(state["algo"])
+        algo.load_state_dict(state["algo"])
     except (KeyError, ValueError, RuntimeError, TypeError) as err:
         raise PolicyLoadError(
             f"{where}: checkpoint {path} does not fit the algorithm its config builds "
@@ -111,7 +111,7 @@ def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_po
         ) from None
     except CheckpointError as err:
         raise PolicyLoadError(f"{where}: {err}") from None
-    return Loaded(cfg, specs, learners, path, [p for p, s in specs.items() if s.trainable])
+    return Loaded(cfg, specs, algo, path, [p for p, s in specs.items() if s.trainable])
 
 
 def pick_policy(loaded: Loaded, pid: str | None, where: str) -> str:
@@ -149,7 +149,7 @@ def frozen_actor(spec: PolicySpec, source: str, where: str) -> FrozenActor:
     loaded = load_run(path, where=where)
     pid = pick_policy(loaded, pid, where)
     check_same_policy(loaded.specs[pid], spec, f"{where}: policy {pid!r} of {path}")
-    return FrozenActor(loaded.learners.actor(pid))
+    return FrozenActor(loaded.algo.actor(pid))
 
 
 def check_same_policy(theirs: PolicySpec, spec: PolicySpec, what: str) -> None:
@@ -173,7 +173,7 @@ class Policy:
 
         self.id = pid
         self.spec = loaded.specs[pid]
-        self.actor = loaded.learners.actor(pid)
+        self.actor = loaded.algo.actor(pid)
         self.checkpoint = loaded.checkpoint
         agent = self.spec.agents[0]
         self.view = obs_view(self.spec.obs_space, agent)

@@ -163,7 +163,7 @@ class League(Attachment):
                 f"train.self_play: true, or one policy for all agents); this run maps {agents} "
                 f"to {[(p, list(s.agents)) for p, s in exp.specs.items()]}")
         self.pid = trained[0]
-        if lg.learn_from_members and not exp.algo.learner(self.pid).learns_from_members:
+        if lg.learn_from_members and not exp.algo.of(self.pid).learns_from_members:
             raise ConfigError(
                 f"league.learn_from_members: algo.name {cfg.algo.name!r} learns only from its "
                 "own play (on-policy); use an off-policy algorithm (dqn, isac) or set it false")
@@ -288,8 +288,8 @@ class League(Attachment):
         self.pending = kept
 
     def _frozen(self, state: dict[str, Any]) -> tuple[Actor, Any]:
-        from interplay.experiment.build import env_state_space, make_learners
-        algo = make_learners(self.cfg, self.exp.specs, "cpu", self.exp.env.turn_based,
+        from interplay.experiment.build import env_state_space, make_algorithms
+        algo = make_algorithms(self.cfg, self.exp.specs, "cpu", self.exp.env.turn_based,
                              env_state_space(self.exp.env))
         algo.load_state_dict(state)
         return FrozenActor(algo.actor(self.pid), explore=True), algo

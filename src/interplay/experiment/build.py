@@ -25,7 +25,7 @@ from interplay.config.distributions import first, varied
 from interplay.config.model import check_models
 from interplay.config.schema import Config
 from interplay.config.validation import policy_settings, validate_section
-from interplay.data.memory import check_fits, human
+from interplay.data.ram import check_fits, human
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
 from interplay.envs.registry import env_factory, make_native, native_env_class

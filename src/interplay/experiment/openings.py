@@ -93,6 +93,7 @@ def rows_of(batch: ActBatch, keep: np.ndarray) -> ActBatch:
 
     rows = np.flatnonzero(keep)
     return ActBatch(obs=batch.obs[keep], mask=pick(batch.mask), slot=pick(batch.slot),
-                    env=pick(batch.env), first=pick(batch.first), memory=batch.memory,
+                    env=pick(batch.env), first=pick(batch.first),
+                    recurrent_state=batch.recurrent_state,
                     agent_ids=[batch.agent_ids[i] for i in rows] if batch.agent_ids else (),
                     env_obs=[batch.env_obs[i] for i in rows] if batch.env_obs else ())

@@ -190,7 +190,7 @@ class Policy:
         """The action for one env observation (as the env gives it: a Dict observation may
         carry its ``action_mask``), or actions for a list or array of them. ``mask`` is the
         legal actions when the env gives them elsewhere; ``state`` (from
-        :meth:`initial_state`) carries memory between the steps of an episode."""
+        :meth:`initial_state`) carries recurrent state between the steps of an episode."""
         single = self._single(observation)
         batch = [observation] if single else self._observations(observation)
         n = len(batch)
@@ -213,11 +213,12 @@ class Policy:
             rows = self.spec.prep(rows[:, None])[:, 0]
         state = {} if state is None else state
         rows = self._stacked(rows, state)
-        memory = state.setdefault("memory", {})
+        recurrent_state = state.setdefault("recurrent_state", {})
         first = np.full(n, not state.get("started", False))
         state["started"] = True
         action, _ = self.actor.act(ActBatch(obs=rows, mask=masks, slot=np.zeros(n, np.int64),
-                                            env=np.arange(n), first=first, memory=memory),
+                                            env=np.arange(n), first=first,
+                                            recurrent_state=recurrent_state),
                                    explore)
         view = self.spec.action_view
         out = view.to_env(view.to_env_batch(action, self.actor.squashed))

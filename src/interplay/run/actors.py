@@ -24,7 +24,7 @@ class ActBatch:
     first: np.ndarray | None = None  # [n] bool: the agent's first action of its episode
     # What the actor keeps per env copy and agent between steps (a recurrent policy's hidden
     # state, say): arrays it makes itself, ``[E, k, ...]``, owned and saved by the runner.
-    memory: dict[str, np.ndarray] | None = None
+    recurrent_state: dict[str, np.ndarray] | None = None
     # Filled in only for actors that want them (``wants_env_obs``):
     agent_ids: Sequence[str] = ()
     env_obs: Sequence[Any] = ()  # the env's own observations

@@ -49,7 +49,8 @@ class _Group:
     every: tuple[np.ndarray, np.ndarray]  # (copy, slot) of every row, for when all act
     never: np.ndarray  # [E, k] False: the flags of transitions closed by a next turn
     fresh: np.ndarray  # [E, k] the agent's next action is its first of its episode
-    memory: dict[str, np.ndarray]  # what the actor keeps per copy and agent (ActBatch.memory)
+    # what the actor keeps per copy and agent (ActBatch.recurrent_state)
+    recurrent_state: dict[str, np.ndarray]
     # [E, k] which of its agents it controls in each copy's episode, for a policy that
     # train.policy_mapping_fn gives agents per episode (None: all of them, always)
     live: np.ndarray | None = None
@@ -125,7 +126,7 @@ class Runner:
                 flat_actions=actions.reshape(E * k, *view.shape),
                 every=_every(E, k),
                 never=np.zeros((E, k), bool),
-                fresh=np.ones((E, k), bool), memory={},
+                fresh=np.ones((E, k), bool), recurrent_state={},
                 live=np.zeros((E, k), bool) if spec.mapping is not None else None,
             ))
         self.mapping = next((s.mapping for s in specs.values() if s.mapping is not None), None)
@@ -212,7 +213,7 @@ class Runner:
         groups = {}
         for g in self.groups:
             entry: dict = {"fresh": g.fresh.copy(),
-                           "memory": {k: v.copy() for k, v in g.memory.items()}}
+                           "memory": {k: v.copy() for k, v in g.recurrent_state.items()}}
             if g.book is not None:
                 b = g.book
                 entry["book"] = {"open": b.open, "acc": b.acc, "pending": b.pending, "obs": b.obs,
@@ -270,7 +271,7 @@ class Runner:
             entry = state["groups"][g.spec.id]
             if "fresh" in entry:
                 g.fresh[...] = entry["fresh"]
-                g.memory = {k: np.array(v) for k, v in entry["memory"].items()}
+                g.recurrent_state = {k: np.array(v) for k, v in entry["memory"].items()}
             if g.book is not None:
                 b, saved = g.book, entry["book"]
                 b.open[...], b.acc[...], b.pending[...] = saved["open"], saved["acc"], saved["pending"]
@@ -384,7 +385,7 @@ class Runner:
             first = g.fresh[e, s]
             g.fresh[e, s] = False
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e, first=first,
-                         memory=g.memory)
+                         recurrent_state=g.recurrent_state)
         agents = g.spec.agents
         if getattr(g.actor, "wants_env_obs", False):
             batch.agent_ids = [agents[j] for j in s]

@@ -69,7 +69,7 @@ class Member:
     env_steps: int  # when the snapshot was taken (0 for fixed members)
     actor: Actor
     file: str | None = None
-    memory: dict[str, np.ndarray] = field(default_factory=dict)
+    recurrent_state: dict[str, np.ndarray] = field(default_factory=dict)
     algo: Any = None  # a snapshot's own algorithm (its sampling RNGs move on as it plays)
     retired: bool = False  # out of the pool: it plays out the games it is in, then goes
 
@@ -105,7 +105,7 @@ class LeagueActor:
             rows = theirs & (lg.assign[env] == m)
             member = lg.members[int(m)]
             sub = rows_of(batch, rows)
-            sub.memory = member.memory
+            sub.recurrent_state = member.recurrent_state
             a, _ = member.actor.act(sub, explore)
             if action is None:
                 action = np.zeros((n, *a.shape[1:]), a.dtype)
@@ -414,8 +414,9 @@ class League(Attachment):
     # -- checkpoint -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         def moving(m: Member) -> dict[str, Any]:
-            """What changes in a member as it plays: its sampling RNGs and memory."""
-            out: dict[str, Any] = {"memory": {k: v.copy() for k, v in m.memory.items()}}
+            """What changes in a member as it plays: its sampling RNGs and recurrent state."""
+            out: dict[str, Any] = {"memory": {k: v.copy()
+                                               for k, v in m.recurrent_state.items()}}
             if m.algo is not None:
                 out["rngs"] = _rngs(m.algo.state_dict())
             elif hasattr(m.actor, "state_dict"):
@@ -501,7 +502,7 @@ class League(Attachment):
         else:
             return None
         member.retired = bool(saved.get("retired", False))
-        member.memory = {k: np.array(v) for k, v in saved.get("memory", {}).items()}
+        member.recurrent_state = {k: np.array(v) for k, v in saved.get("memory", {}).items()}
         return member
 
     def _reassign(self, state: dict[str, Any], now: dict[int, int], left: list[str],

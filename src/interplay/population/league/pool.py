@@ -202,10 +202,8 @@ class League(Attachment):
             leftover.unlink(missing_ok=True)
         for entry in lg.fixed:
             self._add(self._fixed(entry, spec))
-        learner = exp.actors[self.pid]
-        self.actor = LeagueActor(self, learner)
+        self.actor = exp.wrap_actor(self.pid, lambda learner: LeagueActor(self, learner))
         self.actor.wants_env_obs = any(m.kind == "scripted" for m in self.members)
-        exp.actors[self.pid] = self.actor
         self.log_extras: list[Any] = []
         # Members of other kinds that other parts of the league put back on resume, by kind
         # (an exploiter's league: the main learner, its copies of the main pool).

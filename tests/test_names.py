@@ -1,16 +1,19 @@
-"""What parts beside the loop reach through the experiment: an attachment wraps a policy's
-actor with :meth:`Experiment.wrap_actor` instead of writing into the loop's actors."""
+"""What parts beside the loop reach through the experiment (an attachment wraps a policy's
+actor with :meth:`Experiment.wrap_actor` instead of writing into the loop's actors), and the
+facts an actor declares (an actor of one's own that leaves them out gets the defaults)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import tiny_cfg
+from custom_algo import Greedy
+from helpers import read_metrics, tiny_cfg
 
+from interplay import evaluate, load_policy
 from interplay.experiment import attach
 from interplay.experiment.attach import register_attachment
 from interplay.experiment.loop import train
-from interplay.run.actors import ActBatch, Actor
+from interplay.run.actors import ActBatch, Actor, declared
 
 
 class Counting:
@@ -51,3 +54,43 @@ def test_an_attachment_wraps_a_policys_actor_for_training_only(tmp_path, wrapped
     assert exp.eval_actors[pid] is actor.inner  # test phases play the policy itself
     with pytest.raises(RuntimeError, match="only while the run is built"):
         exp.wrap_actor(pid, Counting)
+
+
+class _Plain:
+    """An actor of one's own that declares neither ``squashed`` nor ``wants_env_obs``."""
+
+    def act(self, batch: ActBatch, explore: bool = True):
+        return np.ones(len(batch.obs), np.int64), {}
+
+
+class Plain(Greedy):
+    """``custom_algo:Greedy`` with an actor that leaves the Actor protocol's facts out."""
+
+    name = "plain"
+
+    def actor(self, pid: str):
+        return _Plain()
+
+
+def test_an_actor_that_leaves_its_facts_out_gets_the_protocols_defaults():
+    assert declared(_Plain(), "squashed") is False and declared(_Plain(), "wants_env_obs") is False
+    assert Actor.squashed is False and Actor.wants_env_obs is False
+
+    class Declares(Actor):
+        squashed = True
+
+        def act(self, batch, explore):
+            raise NotImplementedError
+
+    assert declared(Declares(), "squashed") is True and Declares().wants_env_obs is False
+
+
+def test_an_algorithm_whose_actor_declares_no_facts_trains_evaluates_and_loads(tmp_path):
+    run = tmp_path / "run"
+    train(tiny_cfg("algo.name=test_names:Plain", "env.id=pettingzoo.classic.rps_v2",
+                   "train.steps=20", "log.every=10"), run)
+    assert read_metrics(run)[-1]["env_steps"] == 20
+    report = evaluate(run, episodes=2, vs="random", opening=1)
+    assert report
+    policy = load_policy(run)
+    assert policy.act(policy.observation_space.sample()) == 1

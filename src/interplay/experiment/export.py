@@ -26,6 +26,7 @@ from torch import nn
 from interplay.envs.spaces import ActionView
 from interplay.errors import UserError
 from interplay.experiment.policies import PolicyLoadError, load_run, pick_policy
+from interplay.run.actors import declared
 
 
 class ExportError(UserError):
@@ -106,7 +107,8 @@ def exported_module(run_dir: str | Path, policy_id: str | None = None,
     except UserError as err:
         raise ExportError(f"{where}: policy {pid!r}: {err}") from None
     actor = loaded.algo.actor(pid)
-    module = Exported(greedy, spec.action_view, actor.squashed, spec.action_view.mask_dim)
+    module = Exported(greedy, spec.action_view, declared(actor, "squashed"),
+                      spec.action_view.mask_dim)
     module.eval().requires_grad_(False)  # a deployed policy only acts
     info = {"policy": pid, "run": str(path), "checkpoint": str(loaded.checkpoint),
             "algorithm": algo.name, "inputs": module.inputs(), "outputs": module.outputs(),

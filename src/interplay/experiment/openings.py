@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from interplay.run.actors import ActBatch, Actor, RandomActor
+from interplay.run.actors import ActBatch, Actor, RandomActor, declared
 from interplay.run.callbacks import Callbacks
 from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
@@ -59,8 +59,8 @@ class OpeningActor:
     def __init__(self, inner: Actor, spec: PolicySpec, openings: Openings):
         self.inner = inner
         self.openings = openings
-        self.squashed = inner.squashed
-        self.wants_env_obs = inner.wants_env_obs
+        self.squashed = declared(inner, "squashed")
+        self.wants_env_obs = declared(inner, "wants_env_obs")
         self.random = RandomActor(spec, np.random.default_rng(0))
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -19,7 +19,7 @@ import torch
 from interplay.config.schema import Config
 from interplay.errors import UserError
 from interplay.experiment.run_store.run_folder import is_snapshot, source_run_dir
-from interplay.run.actors import ActBatch, Actor
+from interplay.run.actors import ActBatch, Actor, declared
 from interplay.run.mapping import PolicySpec
 
 
@@ -135,8 +135,8 @@ class FrozenActor:
     def __init__(self, actor: Actor, explore: bool = False):
         self.actor = actor
         self.explore = explore
-        self.squashed = actor.squashed
-        self.wants_env_obs = actor.wants_env_obs
+        self.squashed = declared(actor, "squashed")
+        self.wants_env_obs = declared(actor, "wants_env_obs")
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         action, _ = self.actor.act(batch, self.explore and explore)
@@ -221,7 +221,7 @@ class Policy:
                                             recurrent_state=recurrent_state),
                                    explore)
         view = self.spec.action_view
-        out = view.to_env(view.to_env_batch(action, self.actor.squashed))
+        out = view.to_env(view.to_env_batch(action, declared(self.actor, "squashed")))
         return out[0] if single else out
 
     def _observations(self, observation: Any) -> list[Any]:

@@ -31,12 +31,22 @@ class ActBatch:
 
 
 class Actor(Protocol):
-    squashed: bool  # Box actions come in [-1, 1] and are mapped onto the space's bounds
-    wants_env_obs: bool  # needs ``agent_ids`` and ``env_obs`` filled in
+    """What acts for a policy. A class that subclasses it gets the defaults of the facts below;
+    one that does not and leaves a fact out (a user algorithm's actor) is read with
+    :func:`declared`, which gives it the same default."""
+
+    squashed: bool = False  # Box actions come in [-1, 1] and are mapped onto the space's bounds
+    wants_env_obs: bool = False  # needs ``agent_ids`` and ``env_obs`` filled in
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Actions ``[n, *action_shape]`` and extras to keep with the transition."""
         ...
+
+
+def declared(actor: Any, fact: str) -> bool:
+    """An actor's fact (``squashed`` or ``wants_env_obs``), or the :class:`Actor` protocol's
+    default for an actor that does not declare it."""
+    return bool(getattr(actor, fact, getattr(Actor, fact)))
 
 
 class RandomActor:

@@ -21,7 +21,7 @@ import numpy as np
 
 from interplay.envs.batch import ActionBlocks, VecEnv, VecStep
 from interplay.errors import NonFiniteError
-from interplay.run.actors import ActBatch, Actor
+from interplay.run.actors import ActBatch, Actor, declared
 from interplay.run.callbacks import CallbackList
 from interplay.run.episodes import EpisodeTracker, Window
 from interplay.run.mapping import PolicySpec
@@ -387,7 +387,7 @@ class Runner:
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e, first=first,
                          recurrent_state=g.recurrent_state)
         agents = g.spec.agents
-        if getattr(g.actor, "wants_env_obs", False):
+        if declared(g.actor, "wants_env_obs"):
             batch.agent_ids = [agents[j] for j in s]
             if step.raw_obs is not None:
                 batch.env_obs = [step.raw_obs[i][agents[j]] for i, j in zip(e, s, strict=True)]
@@ -401,7 +401,7 @@ class Runner:
                 f"policy {g.spec.id!r} returned actions of shape {action.shape}; expected "
                 f"{(n, *view.shape)} for action space {g.spec.action_space}"
             )
-        env_action = view.to_env_batch(action, g.actor.squashed) if view.kind == "box" else action
+        env_action = view.to_env_batch(action, declared(g.actor, "squashed")) if view.kind == "box" else action
         if n == g.acts.size:
             g.flat_actions[...] = env_action
         else:

@@ -48,7 +48,7 @@ from interplay.experiment.run_store.checkpoint import checkpoint_steps
 from interplay.experiment.run_store.run_folder import LEAGUE_FOLDER as FOLDER
 from interplay.experiment.run_store.statecodec import encode
 from interplay.population.ratings import Elo, OpenSkill, Rater
-from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor
+from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor, declared
 from interplay.run.mapping import load_callable
 from interplay.run.transitions import Transitions
 from interplay.seeding import rng_for
@@ -80,7 +80,7 @@ class LeagueActor:
     def __init__(self, league: League, learner: Actor):
         self.league = league
         self.learner = learner
-        self.squashed = learner.squashed
+        self.squashed = declared(learner, "squashed")
         # Scripted members are handed the env's own observations, like scripted policies.
         self.wants_env_obs = any(m.actor.wants_env_obs
                                  for m in league.members)
@@ -288,7 +288,7 @@ class League(Attachment):
     def _frozen(self, state: dict[str, Any]) -> tuple[Actor, Any]:
         from interplay.experiment.build import env_state_space, make_algorithms
         algo = make_algorithms(self.cfg, self.exp.specs, "cpu", self.exp.env.turn_based,
-                             env_state_space(self.exp.env))
+                               env_state_space(self.exp.env))
         algo.load_state_dict(state)
         return FrozenActor(algo.actor(self.pid), explore=True), algo
 

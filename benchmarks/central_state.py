@@ -92,7 +92,7 @@ from interplay.experiment.loop import Experiment
 register_env("scene_state", SceneState)
 spec = json.loads(sys.argv[1])
 exp = Experiment(config.validate(spec["cfg"]), spec["run_dir"])
-algo = exp.algo.learner("eye")
+algo = exp.algo.of("eye")
 tables = []
 update = algo.update
 

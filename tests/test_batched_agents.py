@@ -231,7 +231,7 @@ def test_a_short_run_with_per_agent_networks_learns_loads_and_exports(tmp_path, 
     assert learned and all(np.isfinite(v) for r in learned for v in r.values()
                            if isinstance(v, float))
     loaded = load_run(run)
-    learner = loaded.learners.learner("agent")
+    learner = loaded.algo.of("agent")
     nets = learner.policies["agent"]
     net = nets.actor if hasattr(nets, "actor") else nets.online
     assert isinstance(net, AgentStack) and net.agents == 3
@@ -251,8 +251,8 @@ def test_a_warm_start_copies_every_agents_network(tmp_path):
     train(load([], ["env.id=spread", "env.num_envs=2", "train.steps=16", "algo.name=ippo",
                     "algo.rollout=32", "algo.model.hidden=[16]", "algo.share_params=false",
                     f"policies.agent.init_from={source}", *QUIET]), run)
-    theirs = load_run(source).learners.learner("agent").policies["agent"].actor
-    ours = load_run(run).learners.learner("agent").policies["agent"].actor
+    theirs = load_run(source).algo.of("agent").policies["agent"].actor
+    ours = load_run(run).algo.of("agent").policies["agent"].actor
     for a, b in zip(theirs.parameters(), ours.parameters(), strict=True):
         assert torch.equal(a, b)  # no update yet: the weights as they came
 

@@ -33,7 +33,7 @@ def central(algo: str, *extra: str) -> list[str]:
     return [f"algo.name={algo}", *FAST[algo], *QUIET, *extra]
 
 
-def learner(exp: Experiment):
+def the_algorithm(exp: Experiment):
     (algo, _), = exp.algo.parts
     return algo
 
@@ -58,7 +58,7 @@ def test_the_critics_read_the_envs_state_in_place_of_the_joined_observations(tmp
         exp = Experiment(load([], central(algo, GOAL, f"algo.state={state}", "env.num_envs=2",
                                           "train.steps=96")), tmp_path / state)
         try:
-            a = learner(exp)
+            a = the_algorithm(exp)
             seen: list[np.ndarray] = []
             a.policies["agent"].critics[0].register_forward_hook(
                 lambda m, args, out, seen=seen: seen.append(args[0].detach().numpy().copy()))
@@ -91,7 +91,7 @@ def test_on_mpe2_spread_the_critics_read_its_state(tmp_path, algo):
     exp = Experiment(load([], central(algo, SPREAD, "algo.state=env")), tmp_path / "built")
     try:
         # own observation 18 + own action 5 + slot 3 + the state 54 + three agents' actions 15
-        assert critic_width(learner(exp), "agent") == 18 + 5 + 3 + 54 + 15
+        assert critic_width(the_algorithm(exp), "agent") == 18 + 5 + 3 + 54 + 15
     finally:
         exp.close()
 
@@ -105,7 +105,7 @@ def test_on_mpe2_spread_the_critics_read_its_state(tmp_path, algo):
 def test_auto_takes_the_envs_flat_state_where_there_is_one(tmp_path, extra, env_state):
     exp = Experiment(load([], central("masac", "algo.state=auto", *extra)), tmp_path / "run")
     try:
-        assert (learner(exp).env_state is not None) is env_state
+        assert (the_algorithm(exp).env_state is not None) is env_state
         assert (exp.env.current_step().state is not None) is env_state
     finally:
         exp.close()
@@ -115,7 +115,7 @@ def test_the_default_keeps_the_joined_observations(tmp_path):
     for algo in ("maddpg", "matd3", "masac"):
         exp = Experiment(load([], central(algo, GOAL)), tmp_path / algo)
         try:
-            assert learner(exp).env_state is None and exp.env.current_step().state is None
+            assert the_algorithm(exp).env_state is None and exp.env.current_step().state is None
         finally:
             exp.close()
 
@@ -299,7 +299,7 @@ def test_a_recurrent_mappo_keeps_its_own_state_beside_the_envs(tmp_path):
         r = exp.storage.rollout("agent")
         assert r.extras["state"].shape[-1] == 4
         check_rollout(r, 2)
-        metrics = learner(exp).update(exp.storage)  # sequences start from the actor's states
+        metrics = the_algorithm(exp).update(exp.storage)  # sequences start from the actor's states
     finally:
         exp.close()
     assert np.isfinite(metrics["value_loss/agent"])

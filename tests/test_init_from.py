@@ -39,7 +39,7 @@ def _tensors(module) -> dict[str, torch.Tensor]:
 
 
 def _parts(exp, pid="agent"):
-    return exp.algo.learner(pid).warm_parts(pid)
+    return exp.algo.of(pid).warm_parts(pid)
 
 
 def _experiment(tmp_path, overrides, name="dst"):
@@ -65,7 +65,7 @@ def test_every_algorithm_starts_from_another_runs_actor_with_a_fresh_optimiser(t
         assert all(torch.equal(saved[k], v) for k, v in _tensors(ours.rest[part]).items()), part
     assert record[0]["policy_id"] == "agent" and record[0]["copied"] == list(ours.actor)
     assert json.loads((child.run_dir / "init_from.json").read_text()) == record
-    learner = child.algo.learner("agent")
+    learner = child.algo.of("agent")
     optimisers = [v for v in vars(learner.policies["agent"]).values()
                   if isinstance(v, torch.optim.Optimizer)] or [learner.optimizer]
     assert all(not opt.state for opt in optimisers)  # no moments came with the weights
@@ -151,7 +151,7 @@ def test_a_searchs_first_generation_starts_from_a_run(tmp_path):
     search.populate()
     parent = load_checkpoint(latest_valid(source))[0]["algo"]["policies"]["agent"]["online"]
     for member in search.members:
-        ours = member.exp.algo.learner("agent").policies["agent"].online.state_dict()
+        ours = member.exp.algo.of("agent").policies["agent"].online.state_dict()
         assert all(torch.equal(parent[k], ours[k]) for k in parent)
         assert (member.exp.run_dir / "init_from.json").is_file()
         member.exp.close()

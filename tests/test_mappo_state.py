@@ -37,7 +37,7 @@ def test_the_critic_learns_the_returns_from_the_envs_state_and_not_from_observat
 
 def test_with_state_env_the_critic_is_built_on_the_envs_state(tmp_path):
     exp = Experiment(load([], mappo("algo.state=env", "train.steps=64")), tmp_path / "run")
-    algo = exp.algo.learner("agent")
+    algo = exp.algo.of("agent")
     assert algo.env_state is not None
     assert algo.joint_dim == 3 + 2  # [episode, t, goal, two cells]
     exp.close()
@@ -45,7 +45,7 @@ def test_with_state_env_the_critic_is_built_on_the_envs_state(tmp_path):
 
 def test_mappo_keeps_its_joined_observations_unless_asked(tmp_path):
     exp = Experiment(load([], mappo("train.steps=64")), tmp_path / "run")
-    algo = exp.algo.learner("agent")
+    algo = exp.algo.of("agent")
     assert algo.env_state is None and algo.joint_dim == 2  # two agents' one-number views
     exp.close()
 

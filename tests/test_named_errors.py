@@ -15,8 +15,8 @@ from interplay.cli import main
 from interplay.config.algo import SETTINGS
 from interplay.config.loading import load
 from interplay.config.schema import SECTIONS
-from interplay.data import memory
-from interplay.data.memory import StorageSizeError
+from interplay.data import ram
+from interplay.data.ram import StorageSizeError
 from interplay.errors import ConfigError
 from interplay.experiment.loop import train
 from interplay.experiment.policies import PolicyLoadError
@@ -71,7 +71,7 @@ def test_search_ranges_refuse_values_no_setting_takes(value):
 @pytest.fixture
 def little_memory(monkeypatch):
     """A machine with 256 MiB free, whatever this one has."""
-    monkeypatch.setattr(memory, "available_bytes", lambda: 256 * 2**20)
+    monkeypatch.setattr(ram, "available_bytes", lambda: 256 * 2**20)
 
 
 @pytest.mark.parametrize(("settings", "key"), [

@@ -60,8 +60,12 @@ def recorder(monkeypatch):
 
 
 def test_the_loop_tells_attached_parts_of_rows_reports_checkpoints_and_its_end(tmp_path, recorder):
-    result = train(tiny_cfg("env.id=spread", "env.num_envs=2", "train.steps=40", "log.every=20",
-                            "checkpoint.every=20", "algo.name=ippo", "algo.rollout=10",
+    # two copies of a two-agent spread, a one-layer net and one pass per update: what is
+    # asserted is what the loop tells the part, not what the policy learns
+    result = train(tiny_cfg("env.id=spread", "env.kwargs={N: 2}", "env.num_envs=2",
+                            "train.steps=20", "log.every=10", "checkpoint.every=10",
+                            "algo.name=ippo", "algo.rollout=5", "algo.epochs=1",
+                            "algo.minibatches=1", "algo.model.hidden=[16]",
                             "train.batch_mode=truncate_episodes"),
                   tmp_path / "run")
     (part,) = recorder

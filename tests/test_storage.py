@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from interplay import config, train
-from interplay.data.memory import StorageSizeError, available_bytes
+from interplay.data.ram import StorageSizeError, available_bytes
 from interplay.errors import UserError
 from interplay.experiment.run_store.statecodec import decode
 
@@ -67,9 +67,9 @@ def test_available_memory_is_known_on_this_machine():
 
 
 def test_a_centralised_critic_too_wide_for_memory_is_refused_before_any_step(tmp_path, monkeypatch):
-    import interplay.data.memory as memory
+    import interplay.data.ram as ram
 
-    monkeypatch.setattr(memory, "available_bytes", lambda: 50 * 2**20)  # a 50 MiB machine
+    monkeypatch.setattr(ram, "available_bytes", lambda: 50 * 2**20)  # a 50 MiB machine
     env = {"id": "interplay.envs.swarm", "num_envs": 4, "kwargs": {"n_agents": 60}}
     with pytest.raises(StorageSizeError) as err:
         run(tmp_path / "mappo", {"name": "mappo", "rollout": 64}, env=env)

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from interplay.data.memory import check_fits, row_bytes
 from interplay.data.priority import Prioritized
+from interplay.data.ram import check_fits, row_bytes
 from interplay.errors import ConfigError
 from interplay.run.mapping import PolicySpec
 from interplay.run.transitions import Transitions, stream_order

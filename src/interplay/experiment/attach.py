@@ -4,7 +4,8 @@ the run and heard by the loop at fixed points without the loop knowing what they
 A package above the experiment registers a builder once (:func:`register_attachment`); every
 :class:`~interplay.experiment.loop.Experiment` calls each builder with its config and itself,
 and what they return are runner callbacks that also keep rows out of storage, add figures to
-train rows, hear of checkpoints and end with the run.
+train rows, hear of checkpoints and end with the run. A builder that acts for a policy (a
+league's opponents) wraps its actor through ``Experiment.wrap_actor``.
 """
 
 from __future__ import annotations

@@ -19,13 +19,13 @@ import torch
 from interplay.algos import algorithm_class
 from interplay.algos.actor_critic import CentralCritics
 from interplay.algos.base import Algorithm
-from interplay.algos.learners import Learners
+from interplay.algos.policy_algorithms import PolicyAlgorithms
 from interplay.config.code import names_code
 from interplay.config.distributions import first, varied
 from interplay.config.model import check_models
 from interplay.config.schema import Config
 from interplay.config.validation import policy_settings, validate_section
-from interplay.data.memory import check_fits, human
+from interplay.data.ram import check_fits, human
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
 from interplay.envs.registry import env_factory, make_native, native_env_class
@@ -256,16 +256,16 @@ def _env_state_arg(settings: Any, state_space: Any) -> dict[str, Any]:
     return {"state_space": state_space} if getattr(settings, "uses_env_state", False) else {}
 
 
-def make_learners(cfg: Config, specs: dict[str, PolicySpec], device: str,
-                  turn_based: bool = False, state_space: Any = None) -> Learners:
+def make_algorithms(cfg: Config, specs: dict[str, PolicySpec], device: str,
+                    turn_based: bool = False, state_space: Any = None) -> PolicyAlgorithms:
     """Every trained policy's learner: one algorithm for the policies whose resolved settings
     (``algo`` and ``policies.<pid>.algo``) match, as one run without per-policy settings has,
     and ``train.policies_to_train`` set. What cannot share the run is refused here."""
     trained = [pid for pid, spec in specs.items() if spec.trainable]
     training = policies_to_train(cfg, trained)
     if not any(specs[pid].config.algo for pid in trained):
-        return Learners([(make_algorithm(cfg, specs, device, turn_based, state_space), trained)],
-                        training)
+        return PolicyAlgorithms(
+            [(make_algorithm(cfg, specs, device, turn_based, state_space), trained)], training)
     groups: dict[str, tuple[Any, list[str]]] = {}
     for pid in trained:
         settings = policy_settings(cfg, pid)
@@ -294,7 +294,7 @@ def make_learners(cfg: Config, specs: dict[str, PolicySpec], device: str,
             settings = validate_section(cls.Settings, settings.model_dump(), where[:-5])
         parts.append((cls(settings, own, device, cfg.train.seed,
                           **_env_state_arg(settings, state_space)), pids))
-    return Learners(parts, training)
+    return PolicyAlgorithms(parts, training)
 
 
 def _untrained(spec: PolicySpec) -> PolicySpec:

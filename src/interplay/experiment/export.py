@@ -26,6 +26,7 @@ from torch import nn
 from interplay.envs.spaces import ActionView
 from interplay.errors import UserError
 from interplay.experiment.policies import PolicyLoadError, load_run, pick_policy
+from interplay.run.actors import declared
 
 
 class ExportError(UserError):
@@ -100,16 +101,17 @@ def exported_module(run_dir: str | Path, policy_id: str | None = None,
         raise ExportError(f"{where}: policy {pid!r} stacks frames or resizes images before it "
                           "acts; export takes the observation as the network does and cannot "
                           "do that part yet (use interplay.load_policy)")
-    learner = loaded.learners.learner(pid)
+    algo = loaded.algo.of(pid)
     try:
-        greedy = learner.greedy_net(pid)
+        greedy = algo.greedy_net(pid)
     except UserError as err:
         raise ExportError(f"{where}: policy {pid!r}: {err}") from None
-    actor = loaded.learners.actor(pid)
-    module = Exported(greedy, spec.action_view, actor.squashed, spec.action_view.mask_dim)
+    actor = loaded.algo.actor(pid)
+    module = Exported(greedy, spec.action_view, declared(actor, "squashed"),
+                      spec.action_view.mask_dim)
     module.eval().requires_grad_(False)  # a deployed policy only acts
     info = {"policy": pid, "run": str(path), "checkpoint": str(loaded.checkpoint),
-            "algorithm": learner.name, "inputs": module.inputs(), "outputs": module.outputs(),
+            "algorithm": algo.name, "inputs": module.inputs(), "outputs": module.outputs(),
             "obs_dim": spec.obs_view.dim, "mask_dim": spec.action_view.mask_dim,
             "state_size": module.state_size, "action_space": str(spec.action_space),
             "observation_space": str(spec.obs_space)}

@@ -14,10 +14,10 @@ import json
 import random
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -64,11 +64,13 @@ from interplay.loggers.base import Logger
 from interplay.loggers.console import ConsoleLogger
 from interplay.loggers.curve import plot_curve
 from interplay.loggers.jsonl import JsonlLogger
+from interplay.run.actors import Actor
 from interplay.run.callbacks import Callbacks
 from interplay.run.runner import Runner
 from interplay.seeding import derived_seed
 
 STATE_FORMAT = 1
+WrappedActor = TypeVar("WrappedActor", bound=Actor)
 
 
 @dataclass
@@ -153,6 +155,19 @@ class Experiment:
         self.started = False
         self._stop: StopRequest | None = None
         self._no_video = False  # drawing failed once: no more videos this run
+
+    def wrap_actor(self, pid: str, wrap: Callable[[Actor], WrappedActor]) -> WrappedActor:
+        """Have ``wrap(actor)`` act for policy ``pid`` in training, in place of its actor, and
+        return it: for attachments (a league's pool acting on the learner's opponent seats),
+        while the run is built. Test phases keep the policy's own actor."""
+        if "runner" in self.__dict__:
+            raise RuntimeError(f"policy {pid!r}: its actor can be wrapped only while the run is "
+                               "built (by an attachment); the runner already holds it")
+        if pid not in self.actors:
+            raise ValueError(f"no policy is called {pid!r}; policies are {sorted(self.actors)}")
+        wrapped = wrap(self.actors[pid])
+        self.actors[pid] = wrapped
+        return wrapped
 
     def set_policies_to_train(self, pids: Sequence[str]) -> None:
         """Train only ``pids`` (ids or glob patterns) from now on; the other trained policies

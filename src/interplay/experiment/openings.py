@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from interplay.run.actors import ActBatch, Actor, RandomActor
+from interplay.run.actors import ActBatch, Actor, RandomActor, declared
 from interplay.run.callbacks import Callbacks
 from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
@@ -59,8 +59,8 @@ class OpeningActor:
     def __init__(self, inner: Actor, spec: PolicySpec, openings: Openings):
         self.inner = inner
         self.openings = openings
-        self.squashed = inner.squashed
-        self.wants_env_obs = inner.wants_env_obs
+        self.squashed = declared(inner, "squashed")
+        self.wants_env_obs = declared(inner, "wants_env_obs")
         self.random = RandomActor(spec, np.random.default_rng(0))
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -93,6 +93,7 @@ def rows_of(batch: ActBatch, keep: np.ndarray) -> ActBatch:
 
     rows = np.flatnonzero(keep)
     return ActBatch(obs=batch.obs[keep], mask=pick(batch.mask), slot=pick(batch.slot),
-                    env=pick(batch.env), first=pick(batch.first), memory=batch.memory,
+                    env=pick(batch.env), first=pick(batch.first),
+                    recurrent_state=batch.recurrent_state,
                     agent_ids=[batch.agent_ids[i] for i in rows] if batch.agent_ids else (),
                     env_obs=[batch.env_obs[i] for i in rows] if batch.env_obs else ())

@@ -9,15 +9,15 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from interplay.algos.learners import Learners
+from interplay.algos.policy_algorithms import PolicyAlgorithms
 from interplay.backends.ray.runners import RunnerParts
 from interplay.config.schema import Config
 from interplay.envs.batch import VecEnv
 from interplay.experiment.build import (
     env_state_space,
     make_actors,
+    make_algorithms,
     make_callbacks,
-    make_learners,
     make_specs,
     make_vec_env,
 )
@@ -34,7 +34,7 @@ class Parts:
     env: VecEnv
     copies: Sequence[Any] | None  # the PettingZoo copies behind ``env`` (None if native)
     specs: dict[str, PolicySpec]
-    algo: Learners
+    algo: PolicyAlgorithms
     actors: dict[str, Actor]
 
 
@@ -46,7 +46,7 @@ def build_parts(cfg: Config, device: str, num_envs: int | None = None) -> Parts:
     env, copies = make_vec_env(cfg, num_envs=num_envs)
     try:
         specs = make_specs(cfg, env)
-        algo = make_learners(cfg, specs, device, env.turn_based, env_state_space(env))
+        algo = make_algorithms(cfg, specs, device, env.turn_based, env_state_space(env))
         actors = make_actors(cfg, specs, algo, frozen_actor)
     except BaseException:
         env.close()

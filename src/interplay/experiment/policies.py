@@ -19,7 +19,7 @@ import torch
 from interplay.config.schema import Config
 from interplay.errors import UserError
 from interplay.experiment.run_store.run_folder import is_snapshot, source_run_dir
-from interplay.run.actors import ActBatch, Actor
+from interplay.run.actors import ActBatch, Actor, declared
 from interplay.run.mapping import PolicySpec
 
 
@@ -43,7 +43,7 @@ def split_source(text: str, where: str) -> tuple[Path, str | None]:
 class Loaded:
     cfg: Config
     specs: dict[str, PolicySpec]
-    learners: Any
+    algo: Any
     checkpoint: Path
     trained: list[str] = field(default_factory=list)
 
@@ -69,7 +69,7 @@ def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_po
     :mod:`interplay.experiment.run_store.trust`) before anything is imported."""
     from interplay.experiment.build import (
         env_state_space,
-        make_learners,
+        make_algorithms,
         make_specs,
         make_vec_env,
     )
@@ -99,11 +99,11 @@ def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_po
     env, _ = make_vec_env(cfg, num_envs=1)
     try:
         specs = make_specs(cfg, env)
-        learners = make_learners(cfg, specs, "cpu", env.turn_based, env_state_space(env))
+        algo = make_algorithms(cfg, specs, "cpu", env.turn_based, env_state_space(env))
     finally:
         env.close()
     try:
-        learners.load_state_dict(state["algo"])
+        algo.load_state_dict(state["algo"])
     except (KeyError, ValueError, RuntimeError, TypeError) as err:
         raise PolicyLoadError(
             f"{where}: checkpoint {path} does not fit the algorithm its config builds "
@@ -111,7 +111,7 @@ def load_run(source: Path, checkpoint: Path | None = None, where: str = "load_po
         ) from None
     except CheckpointError as err:
         raise PolicyLoadError(f"{where}: {err}") from None
-    return Loaded(cfg, specs, learners, path, [p for p, s in specs.items() if s.trainable])
+    return Loaded(cfg, specs, algo, path, [p for p, s in specs.items() if s.trainable])
 
 
 def pick_policy(loaded: Loaded, pid: str | None, where: str) -> str:
@@ -135,8 +135,8 @@ class FrozenActor:
     def __init__(self, actor: Actor, explore: bool = False):
         self.actor = actor
         self.explore = explore
-        self.squashed = actor.squashed
-        self.wants_env_obs = actor.wants_env_obs
+        self.squashed = declared(actor, "squashed")
+        self.wants_env_obs = declared(actor, "wants_env_obs")
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         action, _ = self.actor.act(batch, self.explore and explore)
@@ -149,7 +149,7 @@ def frozen_actor(spec: PolicySpec, source: str, where: str) -> FrozenActor:
     loaded = load_run(path, where=where)
     pid = pick_policy(loaded, pid, where)
     check_same_policy(loaded.specs[pid], spec, f"{where}: policy {pid!r} of {path}")
-    return FrozenActor(loaded.learners.actor(pid))
+    return FrozenActor(loaded.algo.actor(pid))
 
 
 def check_same_policy(theirs: PolicySpec, spec: PolicySpec, what: str) -> None:
@@ -173,7 +173,7 @@ class Policy:
 
         self.id = pid
         self.spec = loaded.specs[pid]
-        self.actor = loaded.learners.actor(pid)
+        self.actor = loaded.algo.actor(pid)
         self.checkpoint = loaded.checkpoint
         agent = self.spec.agents[0]
         self.view = obs_view(self.spec.obs_space, agent)
@@ -190,7 +190,7 @@ class Policy:
         """The action for one env observation (as the env gives it: a Dict observation may
         carry its ``action_mask``), or actions for a list or array of them. ``mask`` is the
         legal actions when the env gives them elsewhere; ``state`` (from
-        :meth:`initial_state`) carries memory between the steps of an episode."""
+        :meth:`initial_state`) carries recurrent state between the steps of an episode."""
         single = self._single(observation)
         batch = [observation] if single else self._observations(observation)
         n = len(batch)
@@ -213,14 +213,15 @@ class Policy:
             rows = self.spec.prep(rows[:, None])[:, 0]
         state = {} if state is None else state
         rows = self._stacked(rows, state)
-        memory = state.setdefault("memory", {})
+        recurrent_state = state.setdefault("recurrent_state", {})
         first = np.full(n, not state.get("started", False))
         state["started"] = True
         action, _ = self.actor.act(ActBatch(obs=rows, mask=masks, slot=np.zeros(n, np.int64),
-                                            env=np.arange(n), first=first, memory=memory),
+                                            env=np.arange(n), first=first,
+                                            recurrent_state=recurrent_state),
                                    explore)
         view = self.spec.action_view
-        out = view.to_env(view.to_env_batch(action, self.actor.squashed))
+        out = view.to_env(view.to_env_batch(action, declared(self.actor, "squashed")))
         return out[0] if single else out
 
     def _observations(self, observation: Any) -> list[Any]:

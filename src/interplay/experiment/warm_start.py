@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from interplay.algos.learners import Learners
+from interplay.algos.policy_algorithms import PolicyAlgorithms
 from interplay.config.schema import Config
 from interplay.experiment.policies import (
     PolicyLoadError,
@@ -54,11 +54,11 @@ def requests(cfg: Config, specs: dict[str, PolicySpec], search: bool = False) ->
     return asked
 
 
-def warm_start(learners: Learners, specs: dict[str, PolicySpec], asked: list[WarmStart],
+def warm_start(algos: PolicyAlgorithms, specs: dict[str, PolicySpec], asked: list[WarmStart],
                run_dir: Path | None = None) -> list[dict[str, Any]]:
     """Copy each asked-for policy's weights in; all are checked before any is copied. Returns
     (and writes into ``run_dir``) the record of what came from where."""
-    plans = [_plan(learners, specs, w) for w in asked]
+    plans = [_plan(algos, specs, w) for w in asked]
     for copies, _ in plans:
         for theirs, ours in copies:
             _copy(theirs, ours)
@@ -69,7 +69,7 @@ def warm_start(learners: Learners, specs: dict[str, PolicySpec], asked: list[War
     return record
 
 
-def _plan(learners: Learners, specs: dict[str, PolicySpec],
+def _plan(algos: PolicyAlgorithms, specs: dict[str, PolicySpec],
           w: WarmStart) -> tuple[list[tuple[Any, Any]], dict[str, Any]]:
     spec = specs.get(w.pid)
     if spec is None or not spec.trainable:
@@ -80,7 +80,7 @@ def _plan(learners: Learners, specs: dict[str, PolicySpec],
         pid = w.pid  # the policy of the same id, when the source trained several
     pid = pick_policy(loaded, pid, w.where)
     check_same_policy(loaded.specs[pid], spec, f"{w.where}: policy {pid!r} of {path}")
-    theirs_algo, ours_algo = loaded.learners.learner(pid), learners.learner(w.pid)
+    theirs_algo, ours_algo = loaded.algo.of(pid), algos.of(w.pid)
     if theirs_algo.family_name() != ours_algo.family_name():
         raise PolicyLoadError(
             f"{w.where}: policy {pid!r} of {path} was trained by {theirs_algo.name}, whose "

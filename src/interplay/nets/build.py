@@ -29,7 +29,7 @@ from torch import nn
 
 from interplay.config.code import load_callable
 from interplay.config.model import ModelSettings, model_for
-from interplay.data.memory import check_fits
+from interplay.data.ram import check_fits
 from interplay.envs.images import frame_shape, image_layout, in_layout, is_image
 from interplay.errors import ConfigError
 from interplay.nets.cnn import conv_out, conv_stack

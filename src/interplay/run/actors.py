@@ -24,19 +24,29 @@ class ActBatch:
     first: np.ndarray | None = None  # [n] bool: the agent's first action of its episode
     # What the actor keeps per env copy and agent between steps (a recurrent policy's hidden
     # state, say): arrays it makes itself, ``[E, k, ...]``, owned and saved by the runner.
-    memory: dict[str, np.ndarray] | None = None
+    recurrent_state: dict[str, np.ndarray] | None = None
     # Filled in only for actors that want them (``wants_env_obs``):
     agent_ids: Sequence[str] = ()
     env_obs: Sequence[Any] = ()  # the env's own observations
 
 
 class Actor(Protocol):
-    squashed: bool  # Box actions come in [-1, 1] and are mapped onto the space's bounds
-    wants_env_obs: bool  # needs ``agent_ids`` and ``env_obs`` filled in
+    """What acts for a policy. A class that subclasses it gets the defaults of the facts below;
+    one that does not and leaves a fact out (a user algorithm's actor) is read with
+    :func:`declared`, which gives it the same default."""
+
+    squashed: bool = False  # Box actions come in [-1, 1] and are mapped onto the space's bounds
+    wants_env_obs: bool = False  # needs ``agent_ids`` and ``env_obs`` filled in
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Actions ``[n, *action_shape]`` and extras to keep with the transition."""
         ...
+
+
+def declared(actor: Any, fact: str) -> bool:
+    """An actor's fact (``squashed`` or ``wants_env_obs``), or the :class:`Actor` protocol's
+    default for an actor that does not declare it."""
+    return bool(getattr(actor, fact, getattr(Actor, fact)))
 
 
 class RandomActor:

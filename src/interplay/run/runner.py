@@ -21,7 +21,7 @@ import numpy as np
 
 from interplay.envs.batch import ActionBlocks, VecEnv, VecStep
 from interplay.errors import NonFiniteError
-from interplay.run.actors import ActBatch, Actor
+from interplay.run.actors import ActBatch, Actor, declared
 from interplay.run.callbacks import CallbackList
 from interplay.run.episodes import EpisodeTracker, Window
 from interplay.run.mapping import PolicySpec
@@ -49,7 +49,8 @@ class _Group:
     every: tuple[np.ndarray, np.ndarray]  # (copy, slot) of every row, for when all act
     never: np.ndarray  # [E, k] False: the flags of transitions closed by a next turn
     fresh: np.ndarray  # [E, k] the agent's next action is its first of its episode
-    memory: dict[str, np.ndarray]  # what the actor keeps per copy and agent (ActBatch.memory)
+    # what the actor keeps per copy and agent (ActBatch.recurrent_state)
+    recurrent_state: dict[str, np.ndarray]
     # [E, k] which of its agents it controls in each copy's episode, for a policy that
     # train.policy_mapping_fn gives agents per episode (None: all of them, always)
     live: np.ndarray | None = None
@@ -125,7 +126,7 @@ class Runner:
                 flat_actions=actions.reshape(E * k, *view.shape),
                 every=_every(E, k),
                 never=np.zeros((E, k), bool),
-                fresh=np.ones((E, k), bool), memory={},
+                fresh=np.ones((E, k), bool), recurrent_state={},
                 live=np.zeros((E, k), bool) if spec.mapping is not None else None,
             ))
         self.mapping = next((s.mapping for s in specs.values() if s.mapping is not None), None)
@@ -212,7 +213,7 @@ class Runner:
         groups = {}
         for g in self.groups:
             entry: dict = {"fresh": g.fresh.copy(),
-                           "memory": {k: v.copy() for k, v in g.memory.items()}}
+                           "memory": {k: v.copy() for k, v in g.recurrent_state.items()}}
             if g.book is not None:
                 b = g.book
                 entry["book"] = {"open": b.open, "acc": b.acc, "pending": b.pending, "obs": b.obs,
@@ -270,7 +271,7 @@ class Runner:
             entry = state["groups"][g.spec.id]
             if "fresh" in entry:
                 g.fresh[...] = entry["fresh"]
-                g.memory = {k: np.array(v) for k, v in entry["memory"].items()}
+                g.recurrent_state = {k: np.array(v) for k, v in entry["memory"].items()}
             if g.book is not None:
                 b, saved = g.book, entry["book"]
                 b.open[...], b.acc[...], b.pending[...] = saved["open"], saved["acc"], saved["pending"]
@@ -384,9 +385,9 @@ class Runner:
             first = g.fresh[e, s]
             g.fresh[e, s] = False
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e, first=first,
-                         memory=g.memory)
+                         recurrent_state=g.recurrent_state)
         agents = g.spec.agents
-        if getattr(g.actor, "wants_env_obs", False):
+        if declared(g.actor, "wants_env_obs"):
             batch.agent_ids = [agents[j] for j in s]
             if step.raw_obs is not None:
                 batch.env_obs = [step.raw_obs[i][agents[j]] for i, j in zip(e, s, strict=True)]
@@ -400,7 +401,7 @@ class Runner:
                 f"policy {g.spec.id!r} returned actions of shape {action.shape}; expected "
                 f"{(n, *view.shape)} for action space {g.spec.action_space}"
             )
-        env_action = view.to_env_batch(action, g.actor.squashed) if view.kind == "box" else action
+        env_action = view.to_env_batch(action, declared(g.actor, "squashed")) if view.kind == "box" else action
         if n == g.acts.size:
             g.flat_actions[...] = env_action
         else:

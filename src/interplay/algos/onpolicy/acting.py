@@ -21,7 +21,8 @@ class OnPolicyActor:
         self.policy = policy
         self.rng = rng
         self.device = device
-        self._memory: dict[str, np.ndarray] = {}  # for callers that keep no memory of their own
+        # for callers that keep no recurrent state of their own
+        self._recurrent_state: dict[str, np.ndarray] = {}
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         p = self.policy
@@ -31,9 +32,10 @@ class OnPolicyActor:
             obs = tensor(p.observe(batch.obs), self.device)
             slot = slots(batch, p)
             if p.recurrent:
-                memory = batch.memory if batch.memory is not None else self._memory
+                held = (batch.recurrent_state if batch.recurrent_state is not None
+                        else self._recurrent_state)
                 out, extras["state"] = recurrent_act(p.actor, batch, slot, len(p.spec.agents),
-                                                     obs, memory, self.device)
+                                                     obs, held, self.device)
             else:
                 out = p.actor(obs, tensor(slot, self.device))
             mask = mask_tensor(batch.mask, self.device)

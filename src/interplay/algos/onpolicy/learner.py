@@ -43,7 +43,7 @@ from interplay.algos.onpolicy.samples import (
 )
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
-from interplay.data.memory import check_fits
+from interplay.data.ram import check_fits
 from interplay.data.returns import gae
 from interplay.data.rollout import RolloutStorage
 from interplay.envs.batch import state_dim

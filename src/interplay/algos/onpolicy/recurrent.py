@@ -21,21 +21,21 @@ from interplay.run.actors import ActBatch
 
 
 def recurrent_act(actor: Any, batch: ActBatch, slot: np.ndarray, agents: int,
-                  obs: torch.Tensor, memory: dict[str, np.ndarray],
+                  obs: torch.Tensor, kept: dict[str, np.ndarray],
                   device: str) -> tuple[torch.Tensor, np.ndarray]:
-    """The actor's output from each agent's remembered state (``memory["state"]``,
+    """The actor's output from each agent's remembered state (``kept["state"]``,
     ``[E, agents, S]``), which it then advances; and the state each action was taken from
     (reset where an agent's episode starts)."""
     n = obs.shape[0]
     env = batch.env if batch.env is not None else np.zeros(n, np.int64)
     size = actor.state_size
-    held = memory.get("state")
+    held = kept.get("state")
     copies = int(env.max(initial=0)) + 1
     if held is None or held.shape[0] < copies:
         grown = np.zeros((copies, agents, size), np.float32)
         if held is not None:
             grown[:held.shape[0]] = held
-        held = memory["state"] = grown
+        held = kept["state"] = grown
     state = held[env, slot]
     if batch.first is not None:
         state[batch.first] = 0.0

@@ -48,7 +48,7 @@ from interplay.experiment.run_store.checkpoint import checkpoint_steps
 from interplay.experiment.run_store.run_folder import LEAGUE_FOLDER as FOLDER
 from interplay.experiment.run_store.statecodec import encode
 from interplay.population.ratings import Elo, OpenSkill, Rater
-from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor
+from interplay.run.actors import ActBatch, Actor, RandomActor, ScriptedActor, declared
 from interplay.run.mapping import load_callable
 from interplay.run.transitions import Transitions
 from interplay.seeding import rng_for
@@ -69,7 +69,7 @@ class Member:
     env_steps: int  # when the snapshot was taken (0 for fixed members)
     actor: Actor
     file: str | None = None
-    memory: dict[str, np.ndarray] = field(default_factory=dict)
+    recurrent_state: dict[str, np.ndarray] = field(default_factory=dict)
     algo: Any = None  # a snapshot's own algorithm (its sampling RNGs move on as it plays)
     retired: bool = False  # out of the pool: it plays out the games it is in, then goes
 
@@ -80,7 +80,7 @@ class LeagueActor:
     def __init__(self, league: League, learner: Actor):
         self.league = league
         self.learner = learner
-        self.squashed = learner.squashed
+        self.squashed = declared(learner, "squashed")
         # Scripted members are handed the env's own observations, like scripted policies.
         self.wants_env_obs = any(m.actor.wants_env_obs
                                  for m in league.members)
@@ -105,7 +105,7 @@ class LeagueActor:
             rows = theirs & (lg.assign[env] == m)
             member = lg.members[int(m)]
             sub = rows_of(batch, rows)
-            sub.memory = member.memory
+            sub.recurrent_state = member.recurrent_state
             a, _ = member.actor.act(sub, explore)
             if action is None:
                 action = np.zeros((n, *a.shape[1:]), a.dtype)
@@ -163,7 +163,7 @@ class League(Attachment):
                 f"train.self_play: true, or one policy for all agents); this run maps {agents} "
                 f"to {[(p, list(s.agents)) for p, s in exp.specs.items()]}")
         self.pid = trained[0]
-        if lg.learn_from_members and not exp.algo.learner(self.pid).learns_from_members:
+        if lg.learn_from_members and not exp.algo.of(self.pid).learns_from_members:
             raise ConfigError(
                 f"league.learn_from_members: algo.name {cfg.algo.name!r} learns only from its "
                 "own play (on-policy); use an off-policy algorithm (dqn, isac) or set it false")
@@ -202,10 +202,8 @@ class League(Attachment):
             leftover.unlink(missing_ok=True)
         for entry in lg.fixed:
             self._add(self._fixed(entry, spec))
-        learner = exp.actors[self.pid]
-        self.actor = LeagueActor(self, learner)
+        self.actor = exp.wrap_actor(self.pid, lambda learner: LeagueActor(self, learner))
         self.actor.wants_env_obs = any(m.kind == "scripted" for m in self.members)
-        exp.actors[self.pid] = self.actor
         self.log_extras: list[Any] = []
         # Members of other kinds that other parts of the league put back on resume, by kind
         # (an exploiter's league: the main learner, its copies of the main pool).
@@ -288,9 +286,9 @@ class League(Attachment):
         self.pending = kept
 
     def _frozen(self, state: dict[str, Any]) -> tuple[Actor, Any]:
-        from interplay.experiment.build import env_state_space, make_learners
-        algo = make_learners(self.cfg, self.exp.specs, "cpu", self.exp.env.turn_based,
-                             env_state_space(self.exp.env))
+        from interplay.experiment.build import env_state_space, make_algorithms
+        algo = make_algorithms(self.cfg, self.exp.specs, "cpu", self.exp.env.turn_based,
+                               env_state_space(self.exp.env))
         algo.load_state_dict(state)
         return FrozenActor(algo.actor(self.pid), explore=True), algo
 
@@ -414,8 +412,9 @@ class League(Attachment):
     # -- checkpoint -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         def moving(m: Member) -> dict[str, Any]:
-            """What changes in a member as it plays: its sampling RNGs and memory."""
-            out: dict[str, Any] = {"memory": {k: v.copy() for k, v in m.memory.items()}}
+            """What changes in a member as it plays: its sampling RNGs and recurrent state."""
+            out: dict[str, Any] = {"memory": {k: v.copy()
+                                               for k, v in m.recurrent_state.items()}}
             if m.algo is not None:
                 out["rngs"] = _rngs(m.algo.state_dict())
             elif hasattr(m.actor, "state_dict"):
@@ -501,7 +500,7 @@ class League(Attachment):
         else:
             return None
         member.retired = bool(saved.get("retired", False))
-        member.memory = {k: np.array(v) for k, v in saved.get("memory", {}).items()}
+        member.recurrent_state = {k: np.array(v) for k, v in saved.get("memory", {}).items()}
         return member
 
     def _reassign(self, state: dict[str, Any], now: dict[int, int], left: list[str],

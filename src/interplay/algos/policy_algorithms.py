@@ -1,11 +1,11 @@
-"""Several learners in one run: each trained policy's algorithm, and which policies learn.
+"""Each trained policy's algorithm, and which policies learn.
 
 Policies whose resolved settings (``algo`` and ``policies.<pid>.algo``) are the same learn
 together in one algorithm instance, as a run without per-policy settings always does; others
-get an instance each. :class:`Learners` puts them behind the one :class:`Algorithm`
-interface the loop drives: transitions go to the storage of the policy's learner, each
-learner decides when it learns, and its metrics keep their names (with several learners,
-a learner metric that names no policy, such as ``lr``, gets each of its policies' ids:
+get an instance each. :class:`PolicyAlgorithms` puts them behind the one :class:`Algorithm`
+interface the loop drives: transitions go to the storage of the policy's algorithm, each
+algorithm decides when it learns, and its metrics keep their names (with several algorithm
+instances, a metric that names no policy, such as ``lr``, gets each of its policies' ids:
 ``lr/<pid>``). ``train.policies_to_train`` freezes the others: they act with their current
 weights, are saved and restored like the rest, and are not updated.
 """
@@ -23,7 +23,7 @@ from interplay.run.transitions import Transitions
 
 
 class StorageGroup:
-    """The storages of several learners, as one: each policy's transitions go to its learner's."""
+    """The storages of several algorithms, as one: each policy's transitions go to its algorithm's."""
 
     def __init__(self, parts: list[Storage | None], owner: dict[str, int]):
         self.parts = parts
@@ -51,11 +51,12 @@ class StorageGroup:
                 part.load_state_dict(s)
 
 
-class Learners(Algorithm):
-    """Learners for disjoint sets of trained policies, driven as one algorithm.
+class PolicyAlgorithms(Algorithm):
+    """The algorithms of disjoint sets of trained policies, driven as one algorithm;
+    :meth:`of` names the one that trains a policy.
 
-    With one learner it is that learner, unchanged: its storage, state and metrics are the
-    learner's own, and attributes not found here are the learner's.
+    With one algorithm instance it is that instance, unchanged: its storage, state and
+    metrics are its own, and attributes not found here are its.
     """
 
     def __init__(self, parts: list[tuple[Algorithm, list[str]]], training: Iterable[str]):
@@ -75,7 +76,7 @@ class Learners(Algorithm):
 
     @property
     def name(self) -> str:  # type: ignore[override]
-        """The algorithm's name; with several learners, theirs joined by ``+``."""
+        """The algorithm's name; with several algorithms, theirs joined by ``+``."""
         return "+".join(dict.fromkeys(type(a).name for a, _ in self.parts))
 
     @property
@@ -87,7 +88,7 @@ class Learners(Algorithm):
         return sorted(self.training)
 
     def set_training(self, pids: Iterable[str]) -> None:
-        """Train ``pids`` from now on; every other trained policy keeps its weights. A learner
+        """Train ``pids`` from now on; every other trained policy keeps its weights. An algorithm
         that starts training again begins a fresh on-policy rollout (what it stored while
         frozen is not learned from)."""
         pids = set(pids)
@@ -109,12 +110,12 @@ class Learners(Algorithm):
         return self.storage
 
     # -- the Algorithm interface ----------------------------------------------------------
-    def learner(self, pid: str) -> Algorithm:
+    def of(self, pid: str) -> Algorithm:
         """The algorithm that trains ``pid``."""
         return self.parts[self.owner[pid]][0]
 
     def actor(self, pid: str) -> Actor:
-        return self.learner(pid).actor(pid)
+        return self.of(pid).actor(pid)
 
     def make_storage(self, num_envs: int) -> StorageGroup | Storage | None:
         made = [algo.make_storage(num_envs) for algo, _ in self.parts]
@@ -126,7 +127,7 @@ class Learners(Algorithm):
 
     def collect(self, pid: str, batch: Transitions) -> None:
         if pid in self.owner:
-            self.learner(pid).collect(pid, batch)
+            self.of(pid).collect(pid, batch)
 
     def ready(self, storage: Any, env_steps: int) -> bool:
         self._due = []
@@ -136,11 +137,11 @@ class Learners(Algorithm):
                 self._due.append(i)
             elif (set(own) <= algo.frozen and isinstance(part, RolloutStorage)
                   and algo.rollout_full(part)):
-                part.clear()  # a frozen learner's rollout is never learned from
+                part.clear()  # a frozen algorithm's rollout is never learned from
         return bool(self._due)
 
     def steps_to_update(self, storage: Any) -> int | None:
-        """The nearest of the learners' next updates; None when any cannot say."""
+        """The nearest of the algorithms' next updates; None when any cannot say."""
         due = []
         for i, (algo, _) in enumerate(self.parts):
             part = storage.parts[i] if isinstance(storage, StorageGroup) else storage
@@ -166,6 +167,7 @@ class Learners(Algorithm):
     def state_dict(self) -> dict[str, Any]:
         if len(self.parts) == 1:
             return self.parts[0][0].state_dict()
+        # the key keeps its old name, so checkpoints written before still load
         return {"learners": [algo.state_dict() for algo, _ in self.parts]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""How much memory storage will take, checked against what the machine has before allocating.
+"""How much RAM storage will take, checked against what the machine has before allocating.
 
 NumPy hands out zeroed arrays lazily, so an impossible buffer is not refused when it is made:
 it fills up until the machine swaps or the process is killed, hours into a run. Storage says

@@ -65,7 +65,42 @@ class FrameRecorder:
             self._frames.append((kind, self.render_rgb(self._frames_of)))
 
 
-class NativeEnv(FrameRecorder):
+class BlockEnv(FrameRecorder):
+    """What the batched envs share: one :class:`VecStep` view over their own arrays, and each
+    policy group's ``[E, k, ...]`` blocks over it."""
+
+    agents: list[str]
+    _view: VecStep
+    _groups: GroupBlocks | None = None
+
+    def _begun(self) -> VecStep:
+        """The view once every copy was reset: nothing flagged, the first frame kept."""
+        self._started = True
+        self._view.flagged = False
+        self._record("start")
+        if self._groups is not None:
+            self._groups.refresh()
+        return self._view
+
+    def stats(self) -> dict[str, int]:
+        """No faults to count: the arrays are the env."""
+        return {}
+
+    def restored(self) -> None:
+        """Nothing to rebuild: every array is the env's own data."""
+
+    def current_step(self) -> VecStep:
+        """The step the copies are at now (what the last reset/step returned)."""
+        if self._groups is not None:  # a snapshot may have been put back since
+            self._groups.refresh()
+        return self._view
+
+    def group(self, groups: dict[str, tuple[str, ...]]) -> None:
+        """Hand each group's ``[E, k, ...]`` blocks in ``VecStep.groups`` from now on."""
+        self._groups = group_blocks(self._view, self.agents, self._groups, groups)
+
+
+class NativeEnv(BlockEnv):
     """Base of the batched envs: every agent acts at every step and episodes have a fixed length.
 
     A subclass sets ``agents``, ``observation_spaces``, ``action_spaces`` and ``state_space``,
@@ -166,15 +201,10 @@ class NativeEnv(FrameRecorder):
     def reset(self, seed: int | None = None) -> VecStep:
         self._rng = np.random.default_rng(seed)
         self._reset_rows(slice(None))
-        self._started = True
         self._t[:] = 0
         self._clear()
         self._write_obs()
-        self._view.flagged = False
-        self._record("start")
-        if self._groups is not None:
-            self._groups.refresh()
-        return self._view
+        return self._begun()
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
         if not self._started:
@@ -201,23 +231,6 @@ class NativeEnv(FrameRecorder):
         if self._groups is not None:
             self._groups.refresh(flagged)
         return self._view
-
-    def stats(self) -> dict[str, int]:
-        """No faults to count: the arrays are the env."""
-        return {}
-
-    def restored(self) -> None:
-        """Nothing to rebuild: every array is the env's own data."""
-
-    def current_step(self) -> VecStep:
-        """The step the copies are at now (what the last reset/step returned)."""
-        if self._groups is not None:  # a snapshot may have been put back since
-            self._groups.refresh()
-        return self._view
-
-    def group(self, groups: dict[str, tuple[str, ...]]) -> None:
-        """Hand each group's ``[E, k, ...]`` blocks in ``VecStep.groups`` from now on."""
-        self._groups = group_blocks(self._view, self.agents, self._groups, groups)
 
     def close(self) -> None:
         pass

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from interplay.envs.batch import FixedArrays, VecStep, agent_blocks, group_blocks
+from interplay.envs.batch import FixedArrays, VecStep, agent_blocks
 from interplay.envs.groups import GroupBlocks
-from interplay.envs.native.base import FrameRecorder
+from interplay.envs.native.base import BlockEnv
 from interplay.envs.registry import EnvSpecError, register_native_family
 from interplay.envs.spaces import action_view, obs_view
 from interplay.errors import UserError
@@ -81,7 +81,7 @@ def vmas_class(scenario: str) -> type:
     return _CLASSES[scenario]
 
 
-class VmasEnv(FrameRecorder):
+class VmasEnv(BlockEnv):
     """``num_envs`` copies of the VMAS scenario ``scenario`` on ``device``, as a vector env.
 
     ``kwargs`` (``env.kwargs``) go to ``vmas.make_env``: the scenario's own (``n_agents``...)
@@ -191,12 +191,7 @@ class VmasEnv(FrameRecorder):
             obs = self._env.reset(seed=seed)
         self._write_obs(obs)
         self._clear()
-        self._view.flagged = False
-        self._started = True
-        self._record("start")
-        if self._groups is not None:
-            self._groups.refresh()
-        return self._view
+        return self._begun()
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
         if not self._started:
@@ -217,23 +212,6 @@ class VmasEnv(FrameRecorder):
         if self._groups is not None:
             self._groups.refresh(flagged)
         return self._view
-
-    def stats(self) -> dict[str, int]:
-        """No faults to count."""
-        return {}
-
-    def restored(self) -> None:
-        """Nothing: no snapshot is put back into VMAS's simulation."""
-
-    def current_step(self) -> VecStep:
-        """The step the copies are at now (what the last reset/step returned)."""
-        if self._groups is not None:  # a snapshot may have been put back since
-            self._groups.refresh()
-        return self._view
-
-    def group(self, groups: dict[str, tuple[str, ...]]) -> None:
-        """Hand each group's ``[E, k, ...]`` blocks in ``VecStep.groups`` from now on."""
-        self._groups = group_blocks(self._view, self.agents, self._groups, groups)
 
     def close(self) -> None:
         viewer = getattr(self._env, "viewer", None)

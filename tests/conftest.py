@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 # Float results that tests compare with records (tests/test_determinism.py) must not depend on
 # which vector instructions this machine's CPU has: MKL and oneDNN pick kernels by CPU, and
@@ -12,6 +13,18 @@ os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def signals_left_as_found():
+    """A test that leaves SIGINT or SIGTERM ignored fails: every process started after it in
+    the same worker would inherit the ignored signal (and a child that should stop on it
+    would not)."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    ignored = [signal.Signals(s).name for s, was in before.items()
+               if signal.getsignal(s) == signal.SIG_IGN and was != signal.SIG_IGN]
+    assert not ignored, f"the test left {', '.join(ignored)} ignored in the test process"
 
 
 @pytest.fixture(autouse=True, scope="session")

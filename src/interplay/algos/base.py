@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, NamedTuple
 
+import numpy as np
+import torch
+
 from interplay.config.algo import AlgoSettings, register_settings, settings_class
 from interplay.config.code import load_callable
 from interplay.data.storage import Storage
@@ -201,3 +204,8 @@ class LearnSchedule:
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.env_steps, self.rounds = int(state["env_steps"]), int(state["rounds"])
 
+
+def tensor(x: np.ndarray, device: str) -> torch.Tensor:
+    """``x`` as a tensor on ``device``. The runner hands read-only views of its buffers
+    (masks, say); torch wants memory it may write to, so those alone are copied."""
+    return torch.from_numpy(np.require(x, requirements=("C", "W"))).to(device)

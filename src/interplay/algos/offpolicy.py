@@ -17,7 +17,7 @@ from pydantic import Field
 from pydantic.fields import FieldInfo
 from torch import nn
 
-from interplay.algos.base import Algorithm, LearnSchedule
+from interplay.algos.base import Algorithm, LearnSchedule, tensor
 from interplay.config.algo import AlgoSettings, PrioritySettings
 from interplay.config.limits import MAX_COUNT, MAX_SIZE, MAX_STEPS
 from interplay.errors import NonFiniteError
@@ -160,9 +160,3 @@ def follow_all(pairs: list[tuple[nn.Module, nn.Module]], tau: float) -> None:
     """:func:`follow` for each ``(target, online)`` pair."""
     for target, online in pairs:
         follow(target, online, tau)
-
-
-def tensor(x: np.ndarray, device: str) -> torch.Tensor:
-    """``x`` as a tensor on ``device``. The runner hands read-only views of its buffers
-    (masks, say); torch wants memory it may write to, so those alone are copied."""
-    return torch.from_numpy(np.require(x, requirements=("C", "W"))).to(device)

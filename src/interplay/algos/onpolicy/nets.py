@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from interplay.algos.base import tensor
 from interplay.envs.images import is_image
 from interplay.errors import ConfigError
 from interplay.nets.agents import agent_nets, stacked_optimizer_state
@@ -102,12 +103,6 @@ class ActorCritic:
         for norm, key in ((self.obs_norm, "obs_norm"), (self.ret_norm, "ret_norm")):
             if norm is not None:
                 norm.load_state_dict(state[key])
-
-
-def tensor(x: np.ndarray, device: str) -> torch.Tensor:
-    # The runner hands read-only views of its buffers (masks, say); torch wants memory it
-    # may write to, so those alone are copied.
-    return torch.from_numpy(np.require(x, requirements=("C", "W"))).to(device)
 
 
 def mask_tensor(mask: np.ndarray | None, device: str) -> torch.Tensor | None:

@@ -362,7 +362,12 @@ def _default_signals() -> None:
         signal.signal(signum, signal.SIG_DFL)
 
 
-@pytest.mark.parametrize("how", ["raise", "SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("how", [
+    "SIGTERM",
+    # The same clean-up through other ends; each starts Python, torch and two workers.
+    pytest.param("raise", marks=pytest.mark.slow),
+    pytest.param("SIGINT", marks=pytest.mark.slow),
+])
 def test_a_dying_main_process_leaves_nothing_behind(how):
     # On a loaded machine Python, torch and two workers take many seconds to start, and as
     # long to exit: the limits below are far beyond what a run needs, and cost nothing when

@@ -223,6 +223,7 @@ def test_elo_and_openskill_ratings_move_as_the_games_say():
     assert da[0] == pytest.approx(db[0]) == pytest.approx(a[0]) and da[1] < a[1]
 
 
+@pytest.mark.slow  # exact resume of a league is checked in the quick suite with Elo
 def test_an_openskill_league_rates_on_its_scale_and_resumes_exactly(tmp_path):
     common = [*LEAGUE, *HALF_LEAGUE, "league.rating=openskill", "train.test_frequency=-1"]
     a, b = straight_and_resumed(common, 1200, tmp_path)

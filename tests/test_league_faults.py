@@ -53,7 +53,12 @@ def straight(tmp_path_factory):
     return run
 
 
-@pytest.mark.parametrize("killed_at", [500, 700, 1000])
+@pytest.mark.parametrize("killed_at", [
+    500,
+    # Later stops, after more snapshots have come and gone: the same resume, longer runs.
+    pytest.param(700, marks=pytest.mark.slow),
+    pytest.param(1000, marks=pytest.mark.slow),
+])
 def test_a_league_stopped_without_a_last_checkpoint_resumes_as_a_straight_run(
         straight, tmp_path, killed_at):
     # A crash after the checkpoints at 400, 800: no checkpoint at the end. A snapshot is

@@ -7,6 +7,13 @@ run's wall time (sampling and learning, Ray's start-up excluded: it is measured 
 first report on). Prints one JSON line per configuration with ``ratio`` over local, and the
 machine's load average before the run (other work on the same cores lowers the Ray figures
 most). Needs the ``ray`` and ``mpe2`` extras.
+
+Beside the rate, each Ray line says where the learner's time went (the means of the train
+rows' ``ray/*`` figures after the first row): ``sample_share``, the share of the wall time it
+waited for the runners' steps; ``sample_wait_s`` and ``learn_s``, the seconds it waited and
+learned per update. A share near 1 (waits much longer than learning) says more runners, or
+more copies per runner, would help; near 0 says the learner is the bottleneck, and more
+runners would only wait for it. ``python benchmarks/ray_scaling.py STEPS`` sets the budget.
 """
 
 from __future__ import annotations
@@ -43,6 +50,17 @@ def rate(rows: list[dict]) -> float:
     return (last["env_steps"] - first["env_steps"]) / (last["wall_s"] - first["wall_s"])
 
 
+def learner_time(rows: list[dict]) -> dict[str, float]:
+    """Means of the train rows' ``ray/*`` timings after the first row (warm-up left out)."""
+    train_rows = [r for r in rows if r["phase"] == "train"][1:]
+    out = {}
+    for key in ("sample_share", "sample_wait_s", "learn_s"):
+        values = [r[f"ray/{key}"] for r in train_rows if f"ray/{key}" in r]
+        if values:
+            out[key] = round(sum(values) / len(values), 4)
+    return out
+
+
 def main() -> None:
     load_before = os.getloadavg()
     started = connect(BackendConfig(name="ray"), num_cpus=os.cpu_count())
@@ -52,12 +70,13 @@ def main() -> None:
             for name, extra in CASES.items():
                 t = time.perf_counter()
                 result = train(load([], [*COMMON, *extra]), Path(tmp) / name)
-                results[name] = (rate(result.rows), time.perf_counter() - t)
+                results[name] = (rate(result.rows), time.perf_counter() - t,
+                                 learner_time(result.rows))
         base = results["local"][0]
-        for name, (r, wall) in results.items():
+        for name, (r, wall, spent) in results.items():
             print(json.dumps({"bench": "ray_scaling", "config": name, "env_steps": STEPS,
                               "env_steps_per_s": round(r, 1), "ratio": round(r / base, 3),
-                              "wall_s": round(wall, 1), "cpus": os.cpu_count(),
+                              **spent, "wall_s": round(wall, 1), "cpus": os.cpu_count(),
                               "load_avg_before": [round(x, 2) for x in load_before]}))
     finally:
         disconnect(started)

@@ -28,7 +28,8 @@ from interplay.experiment.loop import Experiment, resume, train  # noqa: E402
 from interplay.run.callbacks import Callbacks  # noqa: E402
 
 TIMING = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
-RAY_ONLY = {"runner_restarts", "policy_lag"}
+RAY_ONLY = {"runner_restarts", "policy_lag", "ray/runners_lost", "ray/episodes_dropped",
+            "ray/sample_wait_s", "ray/learn_s", "ray/sample_share"}
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false", "train.device=cpu"]
 IPPO = ["env.id=spread", "env.num_envs=4", "algo.name=ippo", "algo.rollout=16", "algo.epochs=1",
         "algo.minibatches=2", "train.seed=3", "train.test_frequency=192", "train.test_episodes=2",
@@ -136,7 +137,7 @@ def test_a_killed_runner_is_replaced_and_counted(tmp_path):
 
 
 def test_past_max_restarts_the_run_stops_naming_the_runner(tmp_path):
-    with pytest.raises(RunnerFailedError, match=r"(?s)env runner 1 died .*killed by `ray.kill`.*backend.max_restarts: 0"):
+    with pytest.raises(RunnerFailedError, match=r"(?s)env runner 1 on node .* died .*killed by `ray.kill`.*backend.max_restarts: 0.*checkpoint"):
         _run_with(tmp_path, _KillRunner(1), "backend.max_restarts=0")
 
 
@@ -182,6 +183,14 @@ def test_no_ray_server_listens_beyond_loopback():
                 if not _loopback(addr):
                     exposed.append((pid, addr))
     assert not exposed
+
+
+def test_the_local_ray_is_one_node_on_loopback():
+    import ray
+
+    nodes = [n for n in ray.nodes() if n["Alive"]]
+    assert len(nodes) == 1 and nodes[0]["NodeManagerAddress"] == "127.0.0.1"
+    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
 
 
 def test_map_members_on_ray_keeps_the_order():

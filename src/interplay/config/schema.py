@@ -483,12 +483,19 @@ class BackendConfig(Section):
     ``env.num_envs`` copies on it is the local run, step for step."""
     cpus_per_runner: float = Field(1.0, gt=0, le=MAX_THREADS)
     """CPUs Ray reserves for each runner."""
+    placement: Literal["pack", "spread"] = "pack"
+    """Where Ray puts the env runners and search members: ``pack`` fills the nodes with room
+    (this one first, as Ray does by default); ``spread`` puts each on another node where it
+    can, so that losing a node loses few of them."""
     gpus_for_learner: float = Field(0.0, ge=0, le=MAX_THREADS)
-    """GPUs the learner (this process, on ``train.device``) needs: more than 0 stops a run
-    that would learn on the CPU. Env runners act on the CPU and are given no GPU."""
+    """GPUs the learner (this process, on ``train.device``) needs: more than 0 reserves them on
+    this node through Ray (refused before any step where the cluster or this node has too few)
+    and stops a run that would learn on the CPU. Env runners act on CPU copies of the
+    weights, sent once per update, and are given no GPU."""
     max_restarts: int = Field(3, ge=0, le=MAX_COUNT)
-    """Runner actors that may die and be replaced in a run; one more stops the run, naming the
-    runner and its last error."""
+    """Runner actors (and search members' tasks) that may die, their node lost with them, and be
+    started again in a run; one more stops the run in a checkpoint, naming the runner, its
+    node and its last error."""
     @field_validator("address")
     @classmethod
     def _an_address(cls, value: str) -> str:

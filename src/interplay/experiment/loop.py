@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from interplay.backends.ray.cluster import require_ray
+from interplay.backends.ray.cluster import check_learner_device, require_ray
 from interplay.backends.ray.env_runner import num_copies, ray_runners
-from interplay.backends.ray.runners import RayRunners
+from interplay.backends.ray.runners import RayRunners, RunnerFailedError
 from interplay.config.code import load_callable
 from interplay.config.describe import to_yaml
 from interplay.config.distributions import varied
@@ -108,10 +108,7 @@ class Experiment:
         remote = cfg.backend.name == "ray"
         if remote:
             require_ray()
-            if cfg.backend.gpus_for_learner > 0 and self.device != "cuda":
-                raise ConfigError(f"backend.gpus_for_learner is {cfg.backend.gpus_for_learner}, "
-                                  f"but the learner runs on {self.device} (train.device: "
-                                  f"{cfg.train.device})")
+            check_learner_device(cfg.backend, self.device, cfg.train.device)
         # With Ray env runners the copies live in the runners: this env is a probe of one.
         built = build_parts(cfg, self.device, 1 if remote else None)
         self.env = built.env
@@ -264,9 +261,10 @@ class Experiment:
             self.storage.end_step(runner.env_steps)
         if self.algo.ready(self.storage, runner.env_steps):
             self.callbacks.on_sample_end(runner=runner, env_steps=runner.env_steps)
+            began = time.perf_counter()
             self.update_means.add(self.algo.update(self.storage))
             if self.remote is not None:
-                self.remote.learned()
+                self.remote.learned(time.perf_counter() - began)
 
     def run(self, stop: StopRequest | None = None) -> Result:
         """Train to ``train.steps``; a signal that ``stop`` defers ends the run in a checkpoint."""
@@ -321,6 +319,11 @@ class Experiment:
                 self._report(loggers, result, start)
             if c["next_test"] > 0 and not c["stopped_early"] and loggers.last_step.get("test") != steps:
                 self._test(loggers, result)
+        except RunnerFailedError as err:
+            result.checkpoint = self.save()  # the learner as it is; no episodes under way
+            raise RunnerFailedError(
+                f"{err}; the run stopped in checkpoint {result.checkpoint}, which "
+                f"`interplay resume {self.run_dir}` continues") from None
         finally:
             loggers.close(result.last, list(self.specs), self.env.agents)
         if cfg.log.curve:

@@ -221,7 +221,8 @@ class Search:
         rebuilt from that checkpoint (a resumed run equals an uninterrupted one)."""
         todo = self.members[self.next_member:]  # a new member is built there as it was here
         metric = self.hpo.metric if self.hpo.fitness == "return" else None
-        jobs = [(str(m.exp.run_dir), until, metric) for m in todo]
+        # A member whose worker or node is lost is run again from where this generation began.
+        jobs = [(str(m.exp.run_dir), m.exp.runner.env_steps, until, metric) for m in todo]
         scores = map_members(_train_member, jobs, self.cfg.backend,
                              num_cpus=self.cfg.backend.cpus_per_runner)
         for i, (m, score) in enumerate(zip(todo, scores, strict=True)):
@@ -491,10 +492,11 @@ def read_state(run_dir: Path) -> _SavedSearch:
         raise HPOError(f"cannot read {path}: {err.strerror or err}") from None
 
 
-def _load_member(folder: Path, mid: str) -> Experiment:
-    """Member ``mid`` as its folder's latest checkpoint left it (as built, before training)."""
+def _load_member(folder: Path, mid: str, upto: int | None = None) -> Experiment:
+    """Member ``mid`` as its folder's latest checkpoint left it (as built, before training);
+    with ``upto``, the latest at that env step or before (where its generation began)."""
     written = list_checkpoints(folder)
-    checkpoint = latest_valid(folder) if written else None
+    checkpoint = latest_valid(folder, upto) if written else None
     if written and checkpoint is None:
         raise HPOError(f"member {mid}: none of its checkpoints in {folder / 'checkpoints'} can "
                        "be read (each is damaged), so the search cannot go on where it was; "
@@ -523,11 +525,12 @@ def finish_member(exp: Experiment, metric: str | None) -> float | None:
     return score
 
 
-def _train_member(job: tuple[str, int, str | None]) -> float | None:
-    """One member's generation in a worker: built from its folder, trained to ``until`` env
-    steps, scored and saved there."""
-    folder, until, metric = job
-    exp = _load_member(Path(folder), Path(folder).name)
+def _train_member(job: tuple[str, int, int, str | None]) -> float | None:
+    """One member's generation in a worker: built from its folder as the generation found it
+    (``start`` env steps; a run of it lost with its node left later checkpoints), trained to
+    ``until`` env steps, scored and saved there."""
+    folder, start, until, metric = job
+    exp = _load_member(Path(folder), Path(folder).name, upto=start)
     try:
         exp.cfg.train.steps = until
         exp.run()

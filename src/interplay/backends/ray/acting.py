@@ -64,3 +64,10 @@ def to_cpu(tree: Any) -> Any:
     if isinstance(tree, list | tuple):
         return type(tree)(to_cpu(v) for v in tree)
     return tree
+
+
+def cpu_weights(algo: Any, actors: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """What the runners take in after an update: the algorithm's state and each actor's that
+    has one, every tensor on the CPU (runners act there, whatever the learner's device)."""
+    return (to_cpu(algo.state_dict()),
+            {p: to_cpu(a.state_dict()) for p, a in actors.items() if hasattr(a, "state_dict")})

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from interplay.config.schema import BackendConfig
-from interplay.errors import ConfigError
+from interplay.errors import ConfigError, UserError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -24,8 +24,17 @@ INSTALL = "pip install 'interplay[ray]'"
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
+LEARNER_READY_S = 60.0
+"""Seconds the learner's GPUs may take to be reserved on this node before the run stops."""
+
+
 class RayMissingError(ConfigError):
     """``backend.name: ray`` on a machine without Ray."""
+
+
+class WorkLostError(UserError, RuntimeError):
+    """Work on Ray (an env runner, a search member) was lost more often than
+    ``backend.max_restarts`` allows: its process or its node died."""
 
 
 def require_ray() -> None:
@@ -103,25 +112,104 @@ def disconnect(started: bool) -> None:
         ray.shutdown()
 
 
+def scheduling(cfg: BackendConfig) -> dict[str, Any]:
+    """The Ray options that place runners and members as ``backend.placement`` says."""
+    return {"scheduling_strategy": "SPREAD"} if cfg.placement == "spread" else {}
+
+
+def node_address() -> tuple[str, str]:
+    """(node id, IP address) of the Ray node this process runs on."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+
+
+def check_learner_device(cfg: BackendConfig, device: str, asked: str) -> None:
+    """Refuse GPUs for a learner that would learn on the CPU (``device``, resolved from
+    ``train.device: asked``), before anything is built."""
+    if cfg.gpus_for_learner <= 0 or device == "cuda":
+        return
+    import torch
+
+    seen = "" if torch.cuda.is_available() else "; torch sees no CUDA device here"
+    raise ConfigError(
+        f"backend.gpus_for_learner is {cfg.gpus_for_learner:g}, but the learner would run on "
+        f"{device} (train.device: {asked}{seen}); start the run on a node with a GPU and "
+        "train.device: cuda (or auto), or set backend.gpus_for_learner: 0")
+
+
+def reserve_learner(cfg: BackendConfig) -> Any:
+    """Reserve ``backend.gpus_for_learner`` GPUs on this node (where the learner runs) as a Ray
+    resource request, so that nothing else Ray places takes them; None when it asks for none.
+    Refused, before any step, where the cluster or this node has too few."""
+    if cfg.gpus_for_learner <= 0:
+        return None
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    asked = cfg.gpus_for_learner
+    total = ray.cluster_resources().get("GPU", 0)
+    if total < asked:
+        raise ConfigError(
+            f"backend.gpus_for_learner: the learner asks for {asked:g} GPU(s) and the Ray "
+            f"cluster has {total:g}; start the run on a node with a GPU (in a cluster whose "
+            "Ray sees it), or set backend.gpus_for_learner: 0 to learn on the CPU")
+    node, address = node_address()
+    slot: Any = ray.remote(num_cpus=0, num_gpus=asked)(_LearnerSlot).options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False)).remote()
+    ready, _ = ray.wait([slot.ready.remote()], timeout=LEARNER_READY_S)
+    if not ready:
+        ray.kill(slot)
+        raise ConfigError(
+            f"backend.gpus_for_learner: this node ({address}, node {node[:12]}) has no "
+            f"{asked:g} free GPU(s) for the learner within {LEARNER_READY_S:.0f} s (the cluster "
+            f"has {total:g} in all); start the run on a node with free GPUs")
+    return slot
+
+
+class _LearnerSlot:
+    """Holds the learner's GPUs on its node for as long as the run lives."""
+
+    def ready(self) -> bool:
+        return True
+
+
 def map_members(fn: Callable[[T], R], items: Iterable[T], cfg: BackendConfig,
                 **options: Any) -> list[R]:
     """``fn(item)`` for each item as Ray tasks, one per worker; results in the items' order.
-    An item's error is raised as the error ``fn`` raised."""
+    An item's error is raised as the error ``fn`` raised. A task whose worker or node dies is
+    run again from its start, up to ``backend.max_restarts`` times; past that the work stops
+    with :class:`WorkLostError`."""
     started = connect(cfg)
     import ray
 
     try:
-        task: Any = ray.remote(**options)(_call) if options else ray.remote(_call)
+        options = {**scheduling(cfg), "max_retries": cfg.max_restarts, **options}
+        task: Any = ray.remote(**options)(_call)
         refs = [task.remote(fn, item) for item in items]
-        try:
-            return ray.get(refs)
-        except ray.exceptions.RayTaskError as err:
-            cause = err.cause if isinstance(err.cause, BaseException) else None
-            if cause is not None:
-                raise cause from err
-            raise
+        out: list[R] = []
+        for i, ref in enumerate(refs):
+            try:
+                out.append(ray.get(ref))
+            except ray.exceptions.RayTaskError as err:
+                cause = err.cause if isinstance(err.cause, BaseException) else None
+                if cause is not None:
+                    raise cause from err
+                raise
+            except ray.exceptions.RayError as err:  # its worker or node died
+                raise WorkLostError(
+                    f"backend: job {i} of {len(refs)} was lost {cfg.max_restarts + 1} time(s) "
+                    f"({type(err).__name__}: {brief(err)}); backend.max_restarts: "
+                    f"{cfg.max_restarts}") from None
+        return out
     finally:
         disconnect(started)
+
+
+def brief(err: BaseException, limit: int = 400) -> str:
+    """Ray's message for ``err`` on one line (it names the node of a lost actor or task)."""
+    text = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    return (text[:limit] + " ...") if len(text) > limit else text or type(err).__name__
 
 
 def _call(fn: Callable[[T], R], item: T) -> R:

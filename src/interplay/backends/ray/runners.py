@@ -17,8 +17,16 @@ per remote call:
 
 No block passes a checkpoint or the end of training, so checkpoints hold the runners' state
 at the step the loop is at. The learner's state goes to the runners through Ray's object
-store once per update. A runner whose actor dies is replaced (``runner_restarts``): its
-in-flight block and its episodes under way are dropped, as with an env copy that raised.
+store once per update, as CPU tensors whatever the learner's device. A runner whose actor
+dies (its process, or its whole node) is started again on a node with room
+(``runner_restarts``, ``ray/runners_lost``): its in-flight block and its episodes under way are
+dropped (``ray/episodes_dropped``), as with an env copy that raised. Past
+``backend.max_restarts`` the run stops with :class:`RunnerFailedError`, and what is saved
+then holds no episodes under way (a resume starts fresh ones).
+
+Each row also says where the learner's time went since the row before: waiting for the
+runners' steps (``ray/sample_wait_s`` per update, ``ray/sample_share`` of the wall time) and
+learning (``ray/learn_s`` per update).
 """
 
 from __future__ import annotations
@@ -26,15 +34,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from interplay.backends.ray.acting import generators, set_states, states, to_cpu
+from interplay.backends.ray.acting import cpu_weights, generators, set_states, states
+from interplay.backends.ray.cluster import WorkLostError, brief, scheduling
 from interplay.config.schema import BackendConfig
 from interplay.envs.snapshot import capture, restore
-from interplay.errors import UserError
 from interplay.run.episodes import Episode, Window
 from interplay.run.runner import Runner
 from interplay.run.transitions import Transitions, concat
@@ -50,10 +59,23 @@ RUNNER_DOCS = {
                        "since the run began",
     "policy_lag": "`backend.name: ray`: the most learner updates the runners' acting weights "
                   "lagged behind since the previous row (0 for on-policy learners)",
+    "ray/runners_lost": "`backend.name: ray`: env runners lost since the run began (their "
+                        "process or their node died); each lost one is started again while "
+                        "`backend.max_restarts` allows",
+    "ray/episodes_dropped": "`backend.name: ray`: episodes under way on lost env runners, "
+                            "dropped since the run began (never counted as finished)",
+    "ray/sample_wait_s": "`backend.name: ray`: seconds the learner waited for the runners' "
+                         "steps, per update, since the previous row (its idle time: near 0 "
+                         "when the runners keep up)",
+    "ray/learn_s": "`backend.name: ray`: seconds the learner spent learning, per update, since "
+                   "the previous row",
+    "ray/sample_share": "`backend.name: ray`: the share of the wall time since the previous "
+                        "row that the learner spent waiting for the runners (near 1: more "
+                        "runners would help; near 0: the learner is the bottleneck)",
 }
 
 
-class RunnerFailedError(UserError, RuntimeError):
+class RunnerFailedError(WorkLostError):
     """Env runners died more often than ``backend.max_restarts`` allows."""
 
 
@@ -100,6 +122,12 @@ class EnvRunner:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def where(self) -> tuple[int, str, str]:
+        """(process id, node id, node address) of this runner."""
+        from interplay.backends.ray.cluster import node_address
+
+        return (os.getpid(), *node_address())
 
     def reset(self, seed: int, steps: int) -> None:
         self.runner.reset(seed)
@@ -186,7 +214,7 @@ class RayRunners:
                  per_runner: int, seed: int, learner: tuple[Any, dict[str, Any]],
                  collecting: bool, steps_to_update: Callable[[], int | None],
                  marks: Callable[[], list[int]], owner: dict[str, str]):
-        from interplay.backends.ray.cluster import connect
+        from interplay.backends.ray.cluster import connect, reserve_learner
 
         self.cfg = cfg
         self.build = build
@@ -206,7 +234,12 @@ class RayRunners:
         self.window = Window(owner)
         self.env_steps = self.agent_steps = self.episodes = self.steps = 0
         self.restarts = 0
+        self.lost = self.dropped = 0  # runners lost, and the episodes under way on them
+        self.broken: str | None = None  # why the runners cannot go on, once they cannot
         self.updates = 0  # updates the learner made (told by the loop)
+        # Where the learner's time goes, since the last row: waiting for steps, learning.
+        self._wait_s = self._learn_s = 0.0
+        self._row = (time.perf_counter(), 0)  # (time, updates) at the last row
         self._sent = -1  # the update count of the weights the runners hold; -1: none yet
         self._lag = 0  # the largest policy lag since the last report
         self._queue: deque[tuple[Step, int]] = deque()  # (merged step, weights' update count)
@@ -222,7 +255,10 @@ class RayRunners:
         self._actor_cls = ray.remote(num_cpus=cfg.cpus_per_runner, num_gpus=0,
                                      max_restarts=0)(EnvRunner)
         self.handles: list[Any] = []
+        self.where: list[tuple[int, str, str]] = [(0, "", "")] * cfg.num_env_runners
+        self._learner_slot: Any = None
         try:
+            self._learner_slot = reserve_learner(cfg)
             self.handles = [self._new(r, 0) for r in range(cfg.num_env_runners)]
             self._wait_ready(self.handles)
         except BaseException:
@@ -231,11 +267,12 @@ class RayRunners:
 
     # -- runners --------------------------------------------------------------------------
     def _new(self, index: int, restarts: int) -> Any:
-        return self._actor_cls.options(name=None).remote(self.build, index, restarts)
+        return self._actor_cls.options(name=None, **scheduling(self.cfg)).remote(
+            self.build, index, restarts)
 
     def _wait_ready(self, handles: list[Any]) -> None:
         ray = self._ray
-        refs = [h.pid.remote() for h in handles]
+        refs = [h.where.remote() for h in handles]
         ready, pending = ray.wait(refs, num_returns=len(refs), timeout=RUNNER_READY_S)
         if pending:
             need = self.cfg.cpus_per_runner * len(pending)
@@ -245,11 +282,15 @@ class RayRunners:
                 f"{self.cfg.cpus_per_runner} CPUs ({need} in all) and the Ray cluster has "
                 f"{ray.cluster_resources().get('CPU', 0)} CPUs")
         for ref in ready:
-            self._get(ref, None)
+            self.where[self.handles.index(handles[refs.index(ref)])] = self._get(ref, None)
 
     def pids(self) -> list[int]:
         """The runner actors' process ids."""
         return self._ray.get([h.pid.remote() for h in self.handles])
+
+    def nodes(self) -> list[str]:
+        """The id of the Ray node each runner is on."""
+        return [node for _, node, _ in self.where]
 
     def _runner_seed(self, index: int, restarts: int = 0, base: int | None = None) -> int:
         """The seed of runner ``index``'s env copies: the run's for the first, so that one
@@ -258,12 +299,18 @@ class RayRunners:
         return runner_seed(base, index, restarts)
 
     def _restart(self, index: int, err: BaseException) -> None:
+        """Start runner ``index`` again (on any node with room) after its actor died; its
+        episodes under way are dropped."""
         self.restarts += 1
+        self.lost += 1
+        self.dropped += self.per_runner  # every copy holds one episode under way
+        _, node, address = self.where[index]
         if self.restarts > self.cfg.max_restarts:
-            raise RunnerFailedError(
-                f"env runner {index} died ({type(err).__name__}: {err}), and "
-                f"{self.restarts - 1} runner(s) were already replaced in this run "
-                f"(backend.max_restarts: {self.cfg.max_restarts})") from err
+            self.broken = (
+                f"env runner {index} on node {node[:12] or '?'} ({address or '?'}) died "
+                f"({type(err).__name__}: {brief(err)}), and {self.restarts - 1} runner(s) were "
+                f"already replaced in this run (backend.max_restarts: {self.cfg.max_restarts})")
+            raise RunnerFailedError(self.broken) from None
         for k, v in self._stats[index].items():
             self._dead_stats[k] = self._dead_stats.get(k, 0) + v
         self._stats[index] = {}
@@ -296,16 +343,21 @@ class RayRunners:
         refs = [h.reset.remote(self._runner_seed(r, base=base), 0)
                 for r, h in enumerate(self.handles)]
         for r, ref in enumerate(refs):
-            self._get(ref, r)
+            try:
+                self._get(ref, r)
+            except self._ray.exceptions.RayActorError as err:
+                self._restart(r, err)  # the new runner starts fresh episodes of its own
 
     @property
     def settled(self) -> bool:
         """No step was taken ahead of the loop: the runners are where the loop is."""
         return not self._queue and self._inflight is None
 
-    def learned(self) -> None:
-        """The learner updated: its new state goes to the runners with their next block."""
+    def learned(self, seconds: float = 0.0) -> None:
+        """The learner updated (in ``seconds``): its new state goes to the runners with their
+        next block."""
         self.updates += 1
+        self._learn_s += seconds
 
     def step(self, explore: bool = True) -> dict[str, Transitions]:
         if not self._queue:
@@ -335,9 +387,7 @@ class RayRunners:
         if self._sent == self.updates:
             return None
         self._sent = self.updates
-        state = (to_cpu(self.algo.state_dict()),
-                 {p: a.state_dict() for p, a in self.actors.items() if hasattr(a, "state_dict")})
-        return self._ray.put(state)
+        return self._ray.put(cpu_weights(self.algo, self.actors))
 
     def _submit(self, n: int, explore: bool) -> list[Any]:
         weights = self._weights()
@@ -353,12 +403,14 @@ class RayRunners:
         refs, version = self._inflight, self._inflight_version
         self._inflight = None
         blocks: list[dict[str, Any] | None] = []
+        waited = time.perf_counter()
         for r, ref in enumerate(refs):
             try:
                 blocks.append(self._get(ref, r))
             except self._ray.exceptions.RayActorError as err:
                 self._restart(r, err)
                 blocks.append(None)
+        self._wait_s += time.perf_counter() - waited
         if any(b is None for b in blocks):  # a replaced runner needs the weights again
             self._sent = -1
         self._merge(blocks, version)
@@ -413,6 +465,20 @@ class RayRunners:
         out["runner_restarts"] = self.restarts
         out["policy_lag"] = self._lag
         self._lag = 0
+        out.update(self._timings())
+        out["ray/runners_lost"] = self.lost
+        out["ray/episodes_dropped"] = self.dropped
+        return out
+
+    def _timings(self) -> dict[str, float]:
+        """Where the learner's time went since the last row, per update and as a share."""
+        now = time.perf_counter()
+        since, updates = self._row
+        per = max(self.updates - updates, 1)
+        out = {"ray/sample_wait_s": self._wait_s / per, "ray/learn_s": self._learn_s / per,
+               "ray/sample_share": min(self._wait_s / max(now - since, 1e-9), 1.0)}
+        self._row = (now, self.updates)
+        self._wait_s = self._learn_s = 0.0
         return out
 
     # -- checkpoints ----------------------------------------------------------------------------
@@ -421,8 +487,12 @@ class RayRunners:
         runner's own, with the counters and window of all."""
         if not self.settled:
             raise RuntimeError("a checkpoint of the env runners is taken between blocks only")
-        saved = [self._get(h.state.remote(), r) for r, h in enumerate(self.handles)]
         counters = [self.env_steps, self.agent_steps, self.episodes, self.steps]
+        if self.broken is not None:  # the runners' episodes are lost: only the counts remain
+            return {"counters": counters, "window": window_state(self.window),
+                    "layout": self.layout, "tracker": {"ids": [-1] * self.num_envs},
+                    "runners": None, "lost": self.broken}
+        saved = [self._state(r) for r in range(len(self.handles))]
         if len(saved) == 1:
             state = saved[0]["state"]
             state.update(counters=counters, window=window_state(self.window), layout=self.layout)
@@ -431,9 +501,20 @@ class RayRunners:
         return {"counters": counters, "window": window_state(self.window), "layout": self.layout,
                 "tracker": {"ids": ids}, "runners": saved}
 
+    def _state(self, index: int) -> dict[str, Any]:
+        """Runner ``index``'s state; a runner lost since its last block is started again
+        first (its episodes then start afresh)."""
+        try:
+            return self._get(self.handles[index].state.remote(), index)
+        except self._ray.exceptions.RayActorError as err:
+            self._restart(index, err)
+            self._sent = -1
+            return self._get(self.handles[index].state.remote(), index)
+
     def env_state(self) -> Any:
-        """The env copies' data, for one runner; None for several (kept in ``state_dict``)."""
-        if len(self.handles) != 1:
+        """The env copies' data, for one runner; None for several (kept in ``state_dict``) or
+        when the runners were lost."""
+        if len(self.handles) != 1 or self.broken is not None:
             return None
         return self._get(self.handles[0].env_state.remote(), 0)
 
@@ -475,4 +556,7 @@ class RayRunners:
                 except Exception:  # noqa: BLE001 - already gone
                     pass
             self.handles = []
+            if getattr(self, "_learner_slot", None) is not None:
+                ray.kill(self._learner_slot)
+                self._learner_slot = None
         disconnect(getattr(self, "_started", False))

@@ -194,9 +194,12 @@ def checkpoint_steps(run_dir: Path) -> list[int]:
     return [int(p.name.removeprefix("step_")) for p in list_checkpoints(run_dir)]
 
 
-def latest_valid(run_dir: Path) -> Path | None:
-    """The newest checkpoint that passes verification, warning about each one skipped."""
+def latest_valid(run_dir: Path, upto: int | None = None) -> Path | None:
+    """The newest checkpoint that passes verification (of those at env step ``upto`` or
+    before, when given), warning about each one skipped."""
     for path in reversed(list_checkpoints(run_dir)):
+        if upto is not None and int(path.name.removeprefix("step_")) > upto:
+            continue
         try:
             verify_checkpoint(path)
         except CheckpointError as err:

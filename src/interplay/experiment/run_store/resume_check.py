@@ -160,6 +160,9 @@ def fresh_reasons(state: dict[str, Any], exp: Any, changes: dict[str, tuple[Any,
         reasons.append(getattr(exp.env, "no_snapshot_reason",
                                "env.vectorization is async: the env copies live in worker "
                                "processes, whose state a checkpoint cannot hold"))
+    if state["runner"].get("lost"):
+        reasons.append(f"the run stopped when its env runners were lost ({state['runner']['lost']}), "
+                       "so the checkpoint holds no episodes under way")
     saved_copies = len(state["runner"]["tracker"]["ids"])
     # Copies per runner: one local runner, or backend.num_env_runners Ray env runners.
     saved_layout = state["runner"].get("layout", [saved_copies])

@@ -88,7 +88,9 @@ class LeagueOnRay(Attachment):
 
     def _spec(self, m: Member) -> dict[str, Any]:
         spec: dict[str, Any] = {"name": m.name, "kind": m.kind, "env_steps": m.env_steps}
-        if m.algo is None:  # a fixed member: each runner builds it from its entry
+        if m.algo is None:  # a fixed member: each runner builds it from its entry, as it is now
+            if hasattr(m.actor, "state_dict"):
+                spec["actor"] = m.actor.state_dict()
             return spec
         if m.name not in self.refs:
             import ray
@@ -220,7 +222,10 @@ class LeagueRider(Rider):
 
     def _member(self, spec: dict[str, Any]) -> Member:
         if "state" not in spec:
-            return fixed_member(spec["name"], self.spec, self.seed)
+            member = fixed_member(spec["name"], self.spec, self.seed)
+            if "actor" in spec:
+                member.actor.load_state_dict(spec["actor"])  # type: ignore[attr-defined]
+            return member
         import ray
 
         state = spec["state"]

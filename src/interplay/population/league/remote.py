@@ -73,6 +73,8 @@ class LeagueOnRay(Attachment):
         if fresh or restored:
             out["results"] = {k: list(v) for k, v in lg.results.items()}
             out["rng"] = self._rng_state(runner)
+            if runner == 0:  # scripted members draw from NumPy's global generator
+                out["numpy"] = np.random.get_state()
         else:
             out["games"] = [(name, slot) for r, name, slot in self.games[self.told[runner]:]
                             if r != runner]
@@ -142,6 +144,8 @@ class LeagueOnRay(Attachment):
         if runner == 0:  # the learner's sampler and members go on where the first runner is
             if "rng" in said:
                 lg.rng.bit_generator.state = said["rng"]
+            if "numpy" in said:
+                np.random.set_state(said["numpy"])
             for name, moved in said.get("member_rngs", {}).items():
                 if name in index:
                     member = lg.members[index[name]]
@@ -169,6 +173,7 @@ class LeagueRider(Rider):
         self.pending: list[int] = []  # copies whose episodes began before the pool was known
         self.said: list[tuple[Any, ...]] = []
         self._rng_state: Any = None
+        self._numpy_state: Any = None  # NumPy's global state, told when scripted members move it
         self._member_states: dict[str, list[dict[str, Any]]] = {}
 
     def install(self, parts: Any, index: int, restarts: int) -> None:
@@ -193,6 +198,9 @@ class LeagueRider(Rider):
         if "rng" in orders:
             self.rng.bit_generator.state = orders["rng"]
             self._rng_state = orders["rng"]
+        if "numpy" in orders:
+            np.random.set_state(orders["numpy"])
+            self._numpy_state = orders["numpy"]
         if "seats" in orders:  # a checkpoint's: what was drawn here before is void
             self._seat(orders["seats"])
         self.ready = True
@@ -285,4 +293,9 @@ class LeagueRider(Rider):
                 self._member_states[m.name] = now
         if moved:
             out["member_rngs"] = moved
+        if any(m.kind == "scripted" for m in self.members):
+            now = np.random.get_state()
+            was = self._numpy_state
+            if was is None or now[2] != was[2] or not np.array_equal(now[1], was[1]):
+                out["numpy"] = self._numpy_state = now
         return out or None

@@ -276,7 +276,7 @@ class League(Attachment):
         for entry in lg.fixed:
             self._add(self._fixed(entry, spec))
         # On Ray the learner's actor stays as it is: runners act with theirs, each wrapped there.
-        self.actor = None if self.remote else exp.wrap_actor(
+        self.actor: Any = None if self.remote else exp.wrap_actor(
             self.pid, lambda learner: LeagueActor(self, learner))
         self._scripted_obs()
         self.restores = 0  # times a checkpoint was loaded (Ray runners then take its seats)

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from interplay.backends.ray.riders import Passenger
 from interplay.backends.ray.runners import RayRunners, RunnerParts
 from interplay.config.schema import Config
 from interplay.run.callbacks import Callbacks
@@ -49,10 +50,12 @@ def num_copies(cfg: Config) -> int:
 def ray_runners(cfg: Config, exp: Any, collect: Collection[str], extra: Sequence[Callbacks],
                 marks: Callable[[], list[int]], build: Build) -> RayRunners:
     """The Ray env runners of experiment ``exp`` (its env is a probe of one copy), each built
-    by ``build``."""
-    build_one = functools.partial(build_env_runner, build, cfg, list(extra), set(collect))
+    by ``build``; the parts attached to ``exp`` that are passengers ride along."""
+    passengers = [p for p in getattr(exp, "attached", []) if isinstance(p, Passenger)]
+    riders = [p.rider() for p in passengers]
+    build_one = functools.partial(build_env_runner, build, cfg, [*extra, *riders], set(collect))
     owner = {a: pid for pid, s in exp.specs.items() for a in s.agents}
     storage = exp.storage
     return RayRunners(cfg.backend, build_one, exp.env, per_runner(cfg), cfg.train.seed,
                       (exp.algo, exp.actors), bool(collect),
-                      lambda: exp.algo.steps_to_update(storage), marks, owner)
+                      lambda: exp.algo.steps_to_update(storage), marks, owner, passengers)

@@ -42,6 +42,7 @@ from typing import Any
 
 from interplay.backends.ray.acting import cpu_weights, generators, set_states, states
 from interplay.backends.ray.cluster import WorkLostError, brief, scheduling
+from interplay.backends.ray.riders import Passenger, Rider
 from interplay.config.schema import BackendConfig
 from interplay.envs.snapshot import capture, restore
 from interplay.run.episodes import Episode, Window
@@ -96,6 +97,8 @@ class Step:
     env_steps: int
     agent_steps: int
     episodes: list[Episode] = field(default_factory=list)
+    # What the riders said after it: (the first copy's index, one entry per rider) per runner.
+    said: list[tuple[int, list[Any]]] = field(default_factory=list)
 
 
 class _RecordingWindow(Window):
@@ -119,6 +122,10 @@ class EnvRunner:
         self.window = self.runner.window = _RecordingWindow(self.runner.window.owner)
         self.gens = generators(self.algo, self.actors)
         self.own_rngs = index > 0  # the first runner draws on from the learner's generators
+        # Installed after the generators are listed: the learner lists the same ones.
+        self.riders = [c for c in self.runner.callbacks.callbacks if isinstance(c, Rider)]
+        for rider in self.riders:
+            rider.install(parts, index, restarts)
 
     def pid(self) -> int:
         return os.getpid()
@@ -134,10 +141,14 @@ class EnvRunner:
         self.runner.steps = steps  # the step numbers go on from the other runners'
         self.window.ended = []
 
-    def run(self, n: int, explore: bool, weights: Any) -> dict[str, Any]:
-        """Step ``n`` times (after taking in ``weights``, when given)."""
+    def run(self, n: int, explore: bool, weights: Any,
+            orders: list[Any] | None = None) -> dict[str, Any]:
+        """Step ``n`` times (after taking in ``weights``, when given, and the riders'
+        ``orders``)."""
         if weights is not None:
             self._learn(weights)
+        for rider, order in zip(self.riders, orders or [], strict=False):
+            rider.begin(order)
         before = states(self.gens)
         runner, steps = self.runner, []
         for _ in range(n):
@@ -145,8 +156,9 @@ class EnvRunner:
             out = runner.step(explore)
             for pid, batch in out.items():
                 self.algo.collect(pid, batch)
+            said = [(0, [r.after_step() for r in self.riders])] if self.riders else []
             steps.append(Step(out, runner.env_steps - env_steps,
-                              runner.agent_steps - agent_steps, self.window.ended))
+                              runner.agent_steps - agent_steps, self.window.ended, said))
             self.window.ended = []
         after = states(self.gens)
         return {"steps": steps, "stats": dict(runner.env.stats()),
@@ -213,7 +225,8 @@ class RayRunners:
     def __init__(self, cfg: BackendConfig, build: Callable[[int, int], RunnerParts], env: Any,
                  per_runner: int, seed: int, learner: tuple[Any, dict[str, Any]],
                  collecting: bool, steps_to_update: Callable[[], int | None],
-                 marks: Callable[[], list[int]], owner: dict[str, str]):
+                 marks: Callable[[], list[int]], owner: dict[str, str],
+                 passengers: list[Passenger] | None = None):
         from interplay.backends.ray.cluster import connect, reserve_learner
 
         self.cfg = cfg
@@ -227,6 +240,8 @@ class RayRunners:
         self.collecting = collecting
         self.steps_to_update = steps_to_update
         self.marks = marks
+        self.passengers = list(passengers or [])
+        self._told: set[int] = set()  # runners told since they were built or reset
         # The env as the loop knows it: agents, spaces, whether turn-based.
         self.agents = env.agents
         self.turn_based = env.turn_based
@@ -320,6 +335,7 @@ class RayRunners:
             pass
         handle = self._new(index, self.restarts)
         self.handles[index] = handle
+        self._told.discard(index)
         self._wait_ready([handle])
         self._get(handle.reset.remote(self._runner_seed(index, self.restarts), self.steps), index)
 
@@ -339,6 +355,7 @@ class RayRunners:
         """Fresh episodes in every runner, with the counters at zero."""
         self._drain()
         self.env_steps = self.agent_steps = self.episodes = self.steps = 0
+        self._told.clear()
         base = self.seed if seed is None else seed
         refs = [h.reset.remote(self._runner_seed(r, base=base), 0)
                 for r, h in enumerate(self.handles)]
@@ -370,6 +387,9 @@ class RayRunners:
         for ep in step.episodes:
             self.episodes += 1
             self.window.add(ep)
+        for offset, said in step.said:
+            for passenger, what in zip(self.passengers, said, strict=True):
+                passenger.arrived(offset // self.per_runner, offset, what)
         return step.out
 
     def _block(self, ahead: int = 0) -> int:
@@ -392,7 +412,16 @@ class RayRunners:
     def _submit(self, n: int, explore: bool) -> list[Any]:
         weights = self._weights()
         self._inflight_version = self.updates
-        return [h.run.remote(n, explore, weights) for h in self.handles]
+        return [h.run.remote(n, explore, weights, self._orders(r))
+                for r, h in enumerate(self.handles)]
+
+    def _orders(self, index: int) -> list[Any] | None:
+        """The passengers' orders for runner ``index``'s next block."""
+        if not self.passengers:
+            return None
+        fresh = index not in self._told
+        self._told.add(index)
+        return [p.orders(index, fresh) for p in self.passengers]
 
     def _fetch(self, explore: bool) -> None:
         if self._inflight is None:
@@ -434,14 +463,16 @@ class RayRunners:
                 continue
             out: dict[str, list[Transitions]] = {}
             episodes: list[Episode] = []
+            said: list[tuple[int, list[Any]]] = []
             for offset, s in parts:
+                said += [(offset + first, what) for first, what in s.said]
                 for pid, t in s.out.items():
                     out.setdefault(pid, []).append(t.shifted(offset) if offset else t)
                 episodes += [dataclasses.replace(ep, env_index=ep.env_index + offset)
                              for ep in s.episodes]
             merged = Step({pid: concat(ts) for pid, ts in out.items()},
                           sum(s.env_steps for _, s in parts),
-                          sum(s.agent_steps for _, s in parts), episodes)
+                          sum(s.agent_steps for _, s in parts), episodes, said)
             self._queue.append((merged, version))
 
     def _drain(self) -> None:

@@ -33,13 +33,14 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
+from interplay.backends.ray.env_runner import num_copies
 from interplay.config.code import names_code
-from interplay.config.schema import Config
+from interplay.config.schema import Config, LeagueConfig
 from interplay.errors import ConfigError, WriteError
 from interplay.experiment.attach import Attachment
 from interplay.experiment.openings import rows_of
@@ -74,10 +75,19 @@ class Member:
     retired: bool = False  # out of the pool: it plays out the games it is in, then goes
 
 
+class Seats(Protocol):
+    """Who plays where: each copy's member (an index into ``members``) and learner's side."""
+
+    side_of: np.ndarray
+    learner_side: np.ndarray
+    assign: np.ndarray
+    members: list[Member]
+
+
 class LeagueActor:
     """Acts for the learner's policy: the learner on its side, each copy's member elsewhere."""
 
-    def __init__(self, league: League, learner: Actor):
+    def __init__(self, league: Seats, learner: Actor):
         self.league = league
         self.learner = learner
         self.squashed = declared(learner, "squashed")
@@ -145,6 +155,66 @@ def without_league_rows(batch: Transitions, keep_members: bool = False) -> Trans
     return kept
 
 
+def draw(settings: LeagueConfig, rng: np.random.Generator, pool: list[Member],
+         results: dict[str, list[int]]) -> int:
+    """The position in ``pool`` of the member one episode is played against, by
+    ``league.opponent_sampling`` (``results``: the learner's wins, draws, losses by member)."""
+    how = settings.opponent_sampling
+    if how == "latest":
+        snaps = [i for i, m in enumerate(pool) if m.kind == "snapshot"]
+        return snaps[-1] if snaps else int(rng.integers(len(pool)))
+    if how == "uniform":
+        return int(rng.integers(len(pool)))
+    # Prioritised fictitious self-play: members the learner does worse against come more.
+    weights = np.array([_hardness(settings, results.get(m.name, [0, 0, 0])) for m in pool])
+    return int(rng.choice(len(pool), p=weights / weights.sum()))
+
+
+def _hardness(settings: LeagueConfig, result: list[int]) -> float:
+    w, d, losses = result
+    games = w + d + losses
+    score = (w + 0.5 * d + 1.0) / (games + 2.0)  # the learner's score, shrunk towards 1/2
+    if settings.pfsp_weighting == "variance":
+        return score * (1.0 - score) + 1e-3
+    return (1.0 - score) ** settings.pfsp_power + 1e-3
+
+
+def side_totals(returns: dict[str, float], agents: tuple[str, ...] | list[str],
+                side_of: np.ndarray, n_sides: int) -> np.ndarray:
+    """Each side's return in one episode."""
+    totals = np.zeros(n_sides)
+    for j, agent in enumerate(agents):
+        totals[side_of[j]] += returns.get(agent, 0.0)
+    return totals
+
+
+def outcome(totals: np.ndarray, side: int) -> int:
+    """The learner's game on ``side``: 0 won, 1 drawn, 2 lost (its slot in the results), as
+    its side's return is above, equal to or below the best other side's."""
+    mine, best_other = totals[side], np.delete(totals, side).max()
+    return 0 if mine > best_other else 1 if mine == best_other else 2
+
+
+def fixed_member(entry: str, spec: Any, seed: int) -> Member:
+    """A ``league.fixed`` member: ``random``, a scripted player or a frozen policy."""
+    if entry == "random":
+        return Member("random", "random", 0, RandomActor(spec, rng_for(seed, "league", "random")))
+    if names_code(entry):
+        fn = load_callable(entry, "league.fixed")
+        return Member(entry, "scripted", 0, ScriptedActor(spec, fn, legal_only=True))
+    return Member(entry, "frozen", 0, frozen_actor(spec, entry, "league.fixed"))
+
+
+def frozen_algo(cfg: Config, specs: dict[str, Any], env_facts: tuple[bool, Any], pid: str,
+                state: dict[str, Any]) -> tuple[Actor, Any]:
+    """A snapshot's actor and algorithm, from its state (``env_facts``: whether the env is
+    turn-based, and the global state it keeps)."""
+    from interplay.experiment.build import make_algorithms
+    algo = make_algorithms(cfg, specs, "cpu", *env_facts)
+    algo.load_state_dict(state)
+    return FrozenActor(algo.actor(pid), explore=True), algo
+
+
 class League(Attachment):
     def __init__(self, cfg: Config, exp: Any):
         lg = cfg.league
@@ -182,7 +252,10 @@ class League(Attachment):
         self.n_sides = len(sides)
         if self.n_sides < 2:
             raise ConfigError("league.sides: a league needs at least two sides")
-        E = exp.env.num_envs
+        E = num_copies(cfg)  # (on Ray the env here is a probe of one copy)
+        self.remote = cfg.backend.name == "ray"  # members act in the env runners
+        from interplay.experiment.build import env_state_space
+        self.env_facts = (exp.env.turn_based, env_state_space(exp.env))
         self.rng = rng_for(cfg.train.seed, "league")
         self.assign = np.zeros(E, np.int64)
         self.learner_side = np.zeros(E, np.int64)
@@ -202,8 +275,11 @@ class League(Attachment):
             leftover.unlink(missing_ok=True)
         for entry in lg.fixed:
             self._add(self._fixed(entry, spec))
-        self.actor = exp.wrap_actor(self.pid, lambda learner: LeagueActor(self, learner))
-        self.actor.wants_env_obs = any(m.kind == "scripted" for m in self.members)
+        # On Ray the learner's actor stays as it is: runners act with theirs, each wrapped there.
+        self.actor: Any = None if self.remote else exp.wrap_actor(
+            self.pid, lambda learner: LeagueActor(self, learner))
+        self._scripted_obs()
+        self.restores = 0  # times a checkpoint was loaded (Ray runners then take its seats)
         self.log_extras: list[Any] = []
         # Members of other kinds that other parts of the league put back on resume, by kind
         # (an exploiter's league: the main learner, its copies of the main pool).
@@ -211,13 +287,12 @@ class League(Attachment):
 
     # -- the pool ----------------------------------------------------------------------------
     def _fixed(self, entry: str, spec: Any) -> Member:
-        if entry == "random":
-            return Member("random", "random", 0, RandomActor(spec, rng_for(
-                self.cfg.train.seed, "league", "random")))
-        if names_code(entry):
-            fn = load_callable(entry, "league.fixed")
-            return Member(entry, "scripted", 0, ScriptedActor(spec, fn, legal_only=True))
-        return Member(entry, "frozen", 0, frozen_actor(spec, entry, "league.fixed"))
+        return fixed_member(entry, spec, self.cfg.train.seed)
+
+    def _scripted_obs(self) -> None:
+        """Scripted members are handed the env's own observations, like scripted policies."""
+        if self.actor is not None:
+            self.actor.wants_env_obs = any(m.kind == "scripted" for m in self.members)
 
     def _add(self, member: Member) -> None:
         self.members.append(member)
@@ -286,32 +361,12 @@ class League(Attachment):
         self.pending = kept
 
     def _frozen(self, state: dict[str, Any]) -> tuple[Actor, Any]:
-        from interplay.experiment.build import env_state_space, make_algorithms
-        algo = make_algorithms(self.cfg, self.exp.specs, "cpu", self.exp.env.turn_based,
-                               env_state_space(self.exp.env))
-        algo.load_state_dict(state)
-        return FrozenActor(algo.actor(self.pid), explore=True), algo
+        return frozen_algo(self.cfg, self.exp.specs, self.env_facts, self.pid, state)
 
     def sample(self) -> int:
         """A member for one episode, by ``league.opponent_sampling``."""
-        how = self.settings.opponent_sampling
         pool = self._pool()
-        if how == "latest":
-            snaps = [i for i in pool if self.members[i].kind == "snapshot"]
-            return snaps[-1] if snaps else pool[int(self.rng.integers(len(pool)))]
-        if how == "uniform":
-            return pool[int(self.rng.integers(len(pool)))]
-        # Prioritised fictitious self-play: members the learner does worse against come more.
-        weights = np.array([self._hardness(self.members[i].name) for i in pool])
-        return pool[int(self.rng.choice(len(pool), p=weights / weights.sum()))]
-
-    def _hardness(self, name: str) -> float:
-        w, d, losses = self.results.get(name, [0, 0, 0])
-        games = w + d + losses
-        score = (w + 0.5 * d + 1.0) / (games + 2.0)  # the learner's score, shrunk towards 1/2
-        if self.settings.pfsp_weighting == "variance":
-            return score * (1.0 - score) + 1e-3
-        return (1.0 - score) ** self.settings.pfsp_power + 1e-3
+        return pool[draw(self.settings, self.rng, [self.members[i] for i in pool], self.results)]
 
     # -- callbacks ------------------------------------------------------------------------------
     def on_episode_start(self, *, episode: Any, env_index: int, runner: Any) -> None:
@@ -327,18 +382,21 @@ class League(Attachment):
     def on_episode_end(self, *, episode: Any, env_index: int, runner: Any) -> None:
         if runner is not self.exp.runner or self.void[env_index]:
             return
-        agents = self.exp.specs[self.pid].agents
-        totals = np.zeros(self.n_sides)
-        for j, agent in enumerate(agents):
-            totals[self.side_of[j]] += episode.returns.get(agent, 0.0)
-        mine = totals[self.learner_side[env_index]]
-        best_other = np.delete(totals, self.learner_side[env_index]).max()
-        score = 1.0 if mine > best_other else 0.5 if mine == best_other else 0.0
+        totals = side_totals(episode.returns, self.exp.specs[self.pid].agents, self.side_of,
+                             self.n_sides)
+        self.rate(self.members[int(self.assign[env_index])].name, totals,
+                  int(self.learner_side[env_index]))
+
+    def rate(self, name: str, totals: np.ndarray, side: int) -> int:
+        """Book a game against member ``name`` whose sides returned ``totals``, the learner
+        on ``side``; its outcome (0 won, 1 drawn, 2 lost)."""
+        slot = outcome(totals, side)
         self._watch_for_cooperation(totals)
-        member = self.members[int(self.assign[env_index])]
-        self.results[member.name][0 if score == 1.0 else 1 if score == 0.5 else 2] += 1
-        self.skill[LEARNER], self.skill[member.name] = self.rater.update(
-            self.skill[LEARNER], self.skill[member.name], score)
+        self.results.setdefault(name, [0, 0, 0])[slot] += 1
+        self.skill[LEARNER], self.skill[name] = self.rater.update(
+            self.skill[LEARNER], self.skill.setdefault(name, self.rater.new()),
+            1.0 - 0.5 * slot)
+        return slot
 
     def on_sample_end(self, *, runner: Any, env_steps: int) -> None:
         every = self.settings.snapshot_every
@@ -457,7 +515,8 @@ class League(Attachment):
             self._add(fixed[name])
         self._reassign(state, now, left, joined)
         self._retire_oldest(self.exp.runner.env_steps)  # league.max_snapshots may be lower now
-        self.actor.wants_env_obs = any(m.kind == "scripted" for m in self.members)
+        self._scripted_obs()
+        self.restores += 1
         if "logged" in state:  # lines written after the checkpoint are written again
             self.logged = state["logged"]
             _keep_lines(Path(self.exp.run_dir) / "league.jsonl", self.logged)

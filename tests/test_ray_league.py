@@ -1,0 +1,113 @@
+"""A self-play league on Ray env runners: the members act in the runners, the learner keeps
+the pool, the ratings and the sampler.
+
+The Ray runs need the ``ray`` extra and are marked slow (``make slow``); one local Ray (2 CPUs,
+bound to 127.0.0.1) serves them all.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import untimed_metrics
+
+from interplay.cli import main
+from interplay.config.loading import load
+from interplay.errors import ConfigError
+from interplay.experiment.loop import Experiment, resume, train
+
+QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false", "train.device=cpu"]
+LEAGUE = ["env.id=pettingzoo.classic.connect_four_v3", "train.self_play=true", "algo.name=ippo",
+          "env.num_envs=2", "algo.rollout=32", "algo.epochs=1", "algo.minibatches=2",
+          "algo.model.hidden=[16]", "train.seed=5", "train.test_frequency=-1",
+          "league.snapshot_every=96", "league.max_snapshots=2",
+          "league.opponent_sampling=pfsp",
+          "league.fixed=[random, 'interplay.envs.connect_four:one_ply']",
+          "log.every=96", "checkpoint.every=192", *QUIET]
+RAY_ONLY = {"runner_restarts", "policy_lag"}
+
+
+def _ray(runners: int = 1) -> list[str]:
+    return ["backend.name=ray", f"backend.num_env_runners={runners}"]
+
+
+def _lines(run) -> list[dict]:
+    return [json.loads(x) for x in (run / "league.jsonl").read_text().splitlines()]
+
+
+def _numbers(run) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in RAY_ONLY} for r in untimed_metrics(run)]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    pytest.importorskip("ray")
+    from interplay.backends.ray.cluster import connect, disconnect
+    from interplay.config.schema import BackendConfig
+
+    started = connect(BackendConfig(name="ray"), num_cpus=2)
+    yield
+    disconnect(started)
+
+
+@pytest.fixture(scope="module")
+def straight(local_ray, tmp_path_factory):
+    """The same league trained 384 env steps here and on one Ray runner."""
+    root = tmp_path_factory.mktemp("league")
+    train(load([], [*LEAGUE, "train.steps=384"]), root / "local")
+    train(load([], [*LEAGUE, "train.steps=384", *_ray(1)]), root / "ray")
+    return root
+
+
+@pytest.mark.slow
+def test_one_runner_plays_the_local_league_number_for_number(straight):
+    local, remote = _lines(straight / "local"), _lines(straight / "ray")
+    assert remote == local
+    assert _numbers(straight / "ray") == _numbers(straight / "local")
+    # every kind of member played: the scripted one, random, and the snapshots
+    games = {m["name"]: m["games"] for line in local for m in line["members"]}
+    assert games["random"] > 0 and games["interplay.envs.connect_four:one_ply"] > 0
+    assert any(n.startswith("snapshot_") and g > 0 for n, g in games.items())
+
+
+@pytest.mark.slow
+def test_a_league_on_ray_resumes_exactly(straight, tmp_path):
+    train(load([], [*LEAGUE, "train.steps=192", *_ray(1)]), tmp_path / "split")
+    resume(tmp_path / "split", ["train.steps=384"])
+    assert _lines(tmp_path / "split") == _lines(straight / "ray")
+    assert _numbers(tmp_path / "split") == _numbers(straight / "ray")
+
+
+@pytest.mark.slow
+def test_two_runners_rate_every_member(local_ray, tmp_path):
+    result = train(load([], [*LEAGUE, "train.steps=384", *_ray(2)]), tmp_path / "run")
+    lines = _lines(tmp_path / "run")
+    assert [line["env_steps"] for line in lines] == list(range(96, 385, 96))
+    last = lines[-1]
+    names = {m["name"] for m in last["members"]}
+    assert {"random", "interplay.envs.connect_four:one_ply"} <= names
+    assert names | {"learner"} <= set(last["ratings"])
+    games: dict[str, int] = {}
+    for line in lines:  # each member's games, the sum of its outcomes, only go up
+        for m in line["members"]:
+            assert sum(m["learner_win_draw_loss"]) == m["games"] >= games.get(m["name"], 0)
+            games[m["name"]] = m["games"]
+    assert games["random"] > 0 and games["interplay.envs.connect_four:one_ply"] > 0
+    assert any(g > 0 for n, g in games.items() if n.startswith("snapshot_"))
+    assert last["ratings"]["learner"] != 1000.0
+    assert 0 < sum(games.values()) <= result.episodes
+
+
+@pytest.mark.parametrize(("extra", "key"), [
+    ("league.exploiters=[{kind: main}]", "league.exploiters"),
+    ("league.exploit_every=100", "league.exploit_every"),
+])
+def test_exploiters_on_ray_are_refused_by_key(tmp_path, capsys, extra, key):
+    pytest.importorskip("ray")
+    with pytest.raises(ConfigError, match=f"^{key}: .*backend.name: local"):
+        Experiment(load([], [*LEAGUE, extra, *_ray(1)]), tmp_path / "run")
+    code = main(["train", "--run-dir", str(tmp_path / "cli"), *[
+        arg for s in [*LEAGUE, extra, *_ray(1)] for arg in ("-s", s)]])
+    err = capsys.readouterr().err
+    assert code == 2 and key in err and "Traceback" not in err

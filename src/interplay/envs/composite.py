@@ -252,3 +252,17 @@ def _parts(space: spaces.Dict | spaces.Tuple, source: Any, where: str) -> list[t
     raise ValueError(f"{at} is a {type(source).__name__}; for the action space {space} give a "
                      f"dict keyed by {keys}" + (" or a sequence of that length"
                                                  if isinstance(space, spaces.Tuple) else ""))
+
+
+def sample_mask(space: spaces.Space, leaves: tuple[Leaf, ...], row: np.ndarray) -> Any:
+    """A legal-action row as the mask the space's own ``sample(mask=...)`` takes: the space's
+    structure with int8 flags for Discrete leaves, a tuple of them for MultiDiscrete ones and
+    None for Box ones."""
+    masks: dict[tuple[str | int, ...], Any] = {}
+    for leaf in leaves:
+        flags = row[leaf.mask].astype(np.int8)
+        if leaf.kind == "multi_discrete":
+            masks[leaf.path] = tuple(np.split(flags, np.cumsum(leaf.sizes)[:-1]))
+        else:
+            masks[leaf.path] = flags if leaf.kind == "discrete" else None
+    return _assemble(space, {p: [m] for p, m in masks.items()}, 0, ())

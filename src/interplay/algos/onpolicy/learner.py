@@ -28,7 +28,6 @@ from pydantic import Field
 
 from interplay.algos.base import Algorithm, AlgoSettings, WarmParts, read_state
 from interplay.algos.onpolicy.acting import OnPolicyActor
-from interplay.errors import UserError
 from interplay.algos.onpolicy.nets import OBS_CLIP, ActorCritic, tensor
 from interplay.algos.onpolicy.recurrent import CriticPass, sequence_minibatches
 from interplay.algos.onpolicy.samples import (
@@ -48,6 +47,7 @@ from interplay.data.ram import check_fits
 from interplay.data.returns import gae
 from interplay.data.rollout import RolloutStorage
 from interplay.envs.batch import state_dim
+from interplay.errors import UserError
 from interplay.nets.build import model_key, obs_input, policy_model
 from interplay.nets.greedy import GreedyPolicy, Standardise
 from interplay.run.mapping import PolicySpec

@@ -87,7 +87,8 @@ def _shipped() -> dict[str, type[Algorithm]]:
             if cls.__module__.startswith("interplay.")}
 
 
-_KINDS = {"discrete": "Discrete", "multi_discrete": "MultiDiscrete", "box": "Box"}
+_KINDS = {"discrete": "Discrete", "multi_discrete": "MultiDiscrete", "box": "Box",
+          "composite": "Dict/Tuple"}
 
 
 def _yes(flag: bool) -> str:

@@ -10,6 +10,7 @@ from interplay.seeding import rng_for
 @register
 class RandomAlgorithm(Algorithm):
     name = "random"
+    action_kinds = Algorithm.action_kinds | {"composite"}
 
     def actor(self, pid: str) -> Actor:
         return RandomActor(self.specs[pid], rng_for(self.seed, "random", pid))

@@ -386,14 +386,10 @@ class StepBuffers:
             source = info.get(MASK_KEY) if info else None
         if source is None:
             return None
-        row = np.asarray(source, dtype=bool).reshape(-1)
-        width = self.mask[agent].shape[1]
-        if row.shape[0] != width:
-            raise ObservationError(
-                f"agent {agent!r}: action_mask has {row.shape[0]} entries but the action space "
-                f"{self.action_views[agent].space} needs {width}"
-            )
-        return row
+        try:
+            return self.action_views[agent].legal(source)
+        except ValueError as err:
+            raise ObservationError(f"agent {agent!r}: {err}") from None
 
     def group(self, groups: dict[str, tuple[str, ...]]) -> None:
         """Hand these groups' blocks in every step from now on (see ``VecEnv.group``)."""

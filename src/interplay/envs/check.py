@@ -9,6 +9,7 @@ import contextlib
 import io
 import warnings
 from collections.abc import Callable
+from copy import copy as shallow_copy
 from typing import Any
 
 import numpy as np
@@ -16,9 +17,10 @@ from gymnasium import spaces
 
 from interplay.config.schema import Config
 from interplay.envs.adapters import CopyStep, EnvContractError, adapt, is_aec
+from interplay.envs.composite import is_composite, sample_mask
 from interplay.envs.images import is_image
 from interplay.envs.registry import env_factory, make_native, native_env_class
-from interplay.envs.spaces import MASK_KEY, SpaceError, action_view, obs_view
+from interplay.envs.spaces import MASK_KEY, ActionView, SpaceError, action_view, obs_view
 from interplay.errors import ConfigError
 
 
@@ -147,6 +149,17 @@ class _ParallelTestView:
     def __init__(self, env: Any):
         self.__dict__["_env"] = env
         self.__dict__["_infos"] = {}
+        self.__dict__["_spaces"] = {}
+
+    def action_space(self, agent: str) -> Any:
+        """The env's space; a Dict or Tuple one reads the observation's ``action_mask`` in
+        either of the forms interplay takes (the test hands it to ``sample`` as it is)."""
+        space = self._env.action_space(agent)
+        if not is_composite(space):
+            return space
+        if agent not in self._spaces or self._spaces[agent][0] is not space:
+            self._spaces[agent] = (space, _mask_sampling(space, agent))
+        return self._spaces[agent][1]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._env, name)
@@ -181,6 +194,25 @@ class _ParallelTestView:
         return obs, rewards, terms, truncs, infos
 
 
+def _mask_sampling(space: spaces.Space, agent: str) -> spaces.Space:
+    """A copy of a composite ``space`` whose ``sample(mask=...)`` takes its mask as the env
+    gives it (a malformed one samples unmasked: interplay's own checks name it)."""
+    view = action_view(space, agent)
+    sampling = shallow_copy(space)
+
+    def sample(mask: Any = None, *args: Any, **kwargs: Any) -> Any:
+        try:
+            legal = None if mask is None else view.legal(mask)
+        except ValueError:
+            legal = None
+        if legal is None or not legal.any():
+            return space.sample()
+        return space.sample(mask=sample_mask(space, view.leaves, legal))
+
+    sampling.sample = sample  # type: ignore[method-assign]
+    return sampling
+
+
 def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem,
                 say: Callable[[str], None]) -> None:
     raw = make()
@@ -202,6 +234,8 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem,
     for a in agents:
         declared = obs_spaces[a][MASK_KEY] if views[a].has_mask_key else None
         width = actions[a].mask_dim
+        if isinstance(declared, spaces.Dict | spaces.Tuple):  # a mask per leaf: read per step
+            declared = None
         if declared is not None and width and int(np.prod(declared.shape)) != width:
             once(f"mask-{a}", f"the observation space of {a!r} declares an action_mask of "
                  f"{int(np.prod(declared.shape))} entries, its action space {act_spaces[a]} "
@@ -234,7 +268,12 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem,
                 once(f"dead-{a}", f"step {t}: {a!r} is asked to act after it was terminated or truncated",
                      "remove finished agents from env.agents (Parallel) or give them only their "
                      "dead step (AEC: _was_dead_step)")
-            mask = _mask_of(cs.obs[a], cs.infos.get(a, {}), views[a].has_mask_key)
+            try:
+                mask = _mask_of(cs.obs[a], cs.infos.get(a, {}), views[a].has_mask_key, actions[a])
+            except ValueError as err:
+                once(f"mask-{a}", f"step {t}: {a!r}: {err}", "give a mask per discrete leaf "
+                     "keyed like the action space, or one flat vector over them all")
+                continue
             if mask is not None:
                 if actions[a].mask_dim and mask.size != actions[a].mask_dim:
                     once(f"mask-{a}", f"step {t}: action_mask of {a!r} has {mask.size} entries, "
@@ -265,10 +304,17 @@ def _our_checks(make: Callable[[], Any], cycles: int, seed: int, problem,
                      "return the same space object for an agent every time (functools.lru_cache)")
         moves = {}
         for a, o in cs.obs.items():
-            mask = _mask_of(o, cs.infos.get(a, {}), views[a].has_mask_key)
-            usable = (mask is not None and actions[a].kind == "discrete"
-                      and mask.size == actions[a].mask_dim and mask.any())  # else named above
-            moves[a] = act_spaces[a].sample(mask=mask.astype(np.int8) if usable and mask is not None else None)
+            view = actions[a]
+            try:
+                mask = _mask_of(o, cs.infos.get(a, {}), views[a].has_mask_key, view)
+            except ValueError:  # named above
+                mask = None
+            usable = (mask is not None and view.kind in ("discrete", "composite")
+                      and mask.size == view.mask_dim and mask.any())  # else named above
+            if usable and mask is not None and view.kind == "composite":
+                moves[a] = act_spaces[a].sample(mask=sample_mask(view.space, view.leaves, mask))
+            else:
+                moves[a] = act_spaces[a].sample(mask=mask.astype(np.int8) if usable and mask is not None else None)
         cs = copy.step(moves)
         t += 1
         inspect(cs, t, done)
@@ -323,9 +369,15 @@ STILL_STEPS = 10
 """Steps within episodes after which an agent whose image never changed is named."""
 
 
-def _mask_of(obs: Any, info: dict, has_key: bool) -> np.ndarray | None:
+def _mask_of(obs: Any, info: dict, has_key: bool, view: ActionView) -> np.ndarray | None:
+    """The legal actions the env gave (ValueError for a composite space's mask that does not
+    fit it), or None when it gave none."""
     if has_key and isinstance(obs, dict) and MASK_KEY in obs:  # else: outside its space, named
-        return np.asarray(obs[MASK_KEY], bool).reshape(-1)
-    if isinstance(info, dict) and MASK_KEY in info:
-        return np.asarray(info[MASK_KEY], bool).reshape(-1)
-    return None
+        source = obs[MASK_KEY]
+    elif isinstance(info, dict) and MASK_KEY in info:
+        source = info[MASK_KEY]
+    else:
+        return None
+    if view.kind == "composite":
+        return view.legal(source)
+    return np.asarray(source, bool).reshape(-1)

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from interplay.envs import composite
+from interplay.envs.composite import Leaf
 from interplay.errors import UserError
 
 MASK_KEY = "action_mask"
@@ -180,38 +182,57 @@ class ActionView:
 
     Discrete actions are int64 indices counted from 0 (the space's ``start`` is added on the
     way out); MultiDiscrete actions are int64 rows; Box actions are float32 rows, clipped to
-    the bounds, or mapped from ``[-1, 1]`` onto them when the policy squashes.
+    the bounds, or mapped from ``[-1, 1]`` onto them when the policy squashes. Dict and Tuple
+    actions (``composite``) are float32 rows with fixed columns per leaf (see
+    :mod:`interplay.envs.composite`).
     """
 
     space: spaces.Space
-    kind: str  # "discrete" | "multi_discrete" | "box"
+    kind: str  # "discrete" | "multi_discrete" | "box" | "composite"
     shape: tuple[int, ...]
     dtype: type
     mask_dim: int  # 0 when actions cannot be masked
     start: int = 0  # a Discrete space's first action
+    leaves: tuple[Leaf, ...] = ()  # a composite space's leaves, in its order
+
+    @property
+    def has_box(self) -> bool:
+        """Some of its numbers are Box actions, which :meth:`to_env_batch` maps into bounds."""
+        return self.kind == "box" or any(leaf.kind == "box" for leaf in self.leaves)
 
     def to_env(self, rows: np.ndarray) -> np.ndarray:
         """The env's own actions for a batch of rows (``[n, *shape]``); row ``i`` is copy ``i``'s.
 
-        Indexing the result gives NumPy values, as the space's own ``sample()`` does.
+        Indexing the result gives NumPy values, as the space's own ``sample()`` does (a dict
+        or tuple of them for a composite space).
         """
         space = self.space
         if self.kind == "discrete":
             return rows + self.start if self.start else rows
         if self.kind == "multi_discrete":
             return rows.astype(space.dtype) + space.start
+        if self.kind == "composite":
+            return composite.to_env(space, self.leaves, rows)
         return rows.astype(space.dtype)
 
     def to_env_batch(self, actions: np.ndarray, squashed: bool) -> np.ndarray:
-        """Map a batch of policy actions into the space's bounds (Box; others pass through)."""
-        if self.kind != "box":
-            return actions
-        low, high = self.space.low, self.space.high
-        finite = np.isfinite(low) & np.isfinite(high)
-        if squashed:
-            unsquashed = low + (np.clip(actions, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
-            return np.where(finite, unsquashed, actions).astype(np.float32)
-        return np.clip(actions, low, high).astype(np.float32)
+        """Map a batch of policy actions into the space's bounds (Box numbers; the rest pass
+        through)."""
+        if self.kind == "box":
+            return composite.bounded(self.space, actions, squashed)
+        if self.kind == "composite" and self.has_box:
+            return composite.rows_in_bounds(self.leaves, actions, squashed)
+        return actions
+
+    def legal(self, source: Any) -> np.ndarray:
+        """The legal-action row of an env's ``action_mask``; ValueError when it does not fit."""
+        if self.kind == "composite":
+            return composite.legal_row(self.space, self.leaves, source)
+        row = np.asarray(source, dtype=bool).reshape(-1)
+        if row.shape[0] != self.mask_dim:
+            raise ValueError(f"action_mask has {row.shape[0]} entries but the action space "
+                             f"{self.space} needs {self.mask_dim}")
+        return row
 
 
 def action_view(space: spaces.Space, agent: str) -> ActionView:
@@ -223,9 +244,16 @@ def action_view(space: spaces.Space, agent: str) -> ActionView:
         return ActionView(space, "multi_discrete", space.shape, np.int64, int(space.nvec.sum()))
     if isinstance(space, spaces.Box):
         return ActionView(space, "box", space.shape, np.float32, 0)
+    if composite.is_composite(space):
+        try:
+            leaves = composite.composite_leaves(space)
+        except ValueError as err:
+            raise SpaceError(f"agent {agent!r}: action space {space}: {err}") from None
+        return ActionView(space, "composite", (composite.width(leaves),), np.float32,
+                          composite.mask_width(leaves), leaves=leaves)
     raise SpaceError(
         f"agent {agent!r}: action space {space} is not supported; "
-        "use Discrete, MultiDiscrete or Box"
+        "use Discrete, MultiDiscrete, Box, or a Dict or Tuple of them"
     )
 
 

@@ -18,7 +18,7 @@ import torch
 
 from interplay.algos import algorithm_class
 from interplay.algos.actor_critic import CentralCritics
-from interplay.algos.base import Algorithm
+from interplay.algos.base import REGISTRY, Algorithm
 from interplay.algos.policy_algorithms import PolicyAlgorithms
 from interplay.config.code import names_code
 from interplay.config.distributions import first, varied
@@ -331,11 +331,15 @@ def check_capabilities(cls: type[Algorithm], cfg: Config, specs: dict[str, Polic
             "(env.api: parallel) if it has one")
     for pid in trained:
         spec = specs[pid]
-        if spec.action_view.kind not in cls.action_kinds:
+        kind = spec.action_view.kind
+        if kind not in cls.action_kinds:
+            able = sorted(name for name, other in REGISTRY.items()
+                          if kind in other.action_kinds and name != "random")
             raise ConfigError(
-                f"algo.name: {cls.name} cannot train policy {pid!r}: its action space "
-                f"{spec.action_space} is {spec.action_view.kind}; {cls.name} handles "
-                f"{', '.join(sorted(cls.action_kinds))}"
+                f"algo.name: {cls.name} cannot train policy {pid!r} (agents "
+                f"{', '.join(map(repr, spec.agents))}): its action space {spec.action_space} is "
+                f"{kind}; {cls.name} handles {', '.join(sorted(cls.action_kinds))}"
+                + (f"; algorithms that can: {', '.join(able)}" if able else "")
             )
 
 

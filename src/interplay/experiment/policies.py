@@ -206,9 +206,10 @@ class Policy:
             if self.view.has_mask_key:
                 masks = masks if masks is not None else np.ones(
                     (n, self.spec.action_view.mask_dim), bool)
-                masks[i] = self._legal(obs["action_mask"], 1, f"observation {i}'s action_mask")[0]
+                masks[i] = self._legal([obs["action_mask"]], 1,
+                                       f"observation {i}'s action_mask")[0]
         if mask is not None:
-            masks = self._legal(mask, n, "mask")
+            masks = self._legal(mask if not single else [mask], n, "mask")
         if self.spec.prep is not None:
             rows = self.spec.prep(rows[:, None])[:, 0]
         state = {} if state is None else state
@@ -236,10 +237,17 @@ class Policy:
 
     def _legal(self, mask: Any, n: int, what: str) -> np.ndarray:
         """``mask`` as ``n`` rows of legal actions, or an error naming what does not fit."""
-        dim = self.spec.action_view.mask_dim
+        view = self.spec.action_view
+        dim = view.mask_dim
         if not dim:
             raise PolicyLoadError(f"policy {self.id!r}: {what} given, but the actions of "
                                   f"{self.action_space} cannot be masked")
+        if view.kind == "composite":  # one mask per observation, each flat or per leaf
+            try:
+                return np.stack([view.legal(m) for m in self._observations(mask)]) if n else (
+                    np.ones((0, dim), bool))
+            except ValueError as err:
+                raise PolicyLoadError(f"policy {self.id!r}: {what}: {err}") from None
         try:
             legal = np.asarray(mask)
         except (ValueError, TypeError) as err:

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from interplay.envs.composite import from_env, legal_in_row
 from interplay.errors import ScriptedPolicyError
 from interplay.run.mapping import PolicySpec
 
@@ -63,8 +64,7 @@ class RandomActor:
             self._nvec = [int(k) for k in space.nvec]
             self._splits = np.cumsum(self._nvec)[:-1]
         elif self.view.kind == "box":
-            self._low = np.where(np.isfinite(space.low), space.low, -1.0)
-            self._high = np.where(np.isfinite(space.high), space.high, 1.0)
+            self._low, self._high = _finite_bounds(space)
 
     def state_dict(self) -> dict:
         return {"rng": self.rng.bit_generator.state}
@@ -78,11 +78,35 @@ class RandomActor:
         if kind == "box":
             return self.rng.uniform(self._low, self._high, (n, *self.view.shape)).astype(np.float32), {}
         mask = batch.mask
+        if kind == "composite":
+            return self._composite(n, mask), {}
         if kind == "discrete":
             return masked_uniform(self.rng, mask, (n, self.view.mask_dim)), {}
         parts = np.split(mask, self._splits, axis=1) if mask is not None else [None] * len(self._nvec)
         return np.stack([masked_uniform(self.rng, m, (n, k))
                          for m, k in zip(parts, self._nvec, strict=True)], axis=1), {}
+
+
+    def _composite(self, n: int, mask: np.ndarray | None) -> np.ndarray:
+        """Each leaf drawn on its own: legal choices uniformly, Box numbers in their bounds."""
+        out = np.zeros((n, *self.view.shape), np.float32)
+        for leaf in self.view.leaves:
+            if leaf.kind == "box":
+                low, high = _finite_bounds(leaf.space)
+                out[:, leaf.cols] = self.rng.uniform(low, high, (n, *leaf.space.shape)).reshape(n, -1)
+                continue
+            at = leaf.mask.start
+            for j, size in enumerate(leaf.sizes):
+                part = mask[:, at:at + size] if mask is not None else None
+                out[:, leaf.cols.start + j] = masked_uniform(self.rng, part, (n, size))
+                at += size
+        return out
+
+
+def _finite_bounds(space: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A Box's bounds with unbounded sides at -1 and 1 (where a uniform draw can reach)."""
+    return (np.where(np.isfinite(space.low), space.low, -1.0),
+            np.where(np.isfinite(space.high), space.high, 1.0))
 
 
 def masked_uniform(rng: np.random.Generator, mask: np.ndarray | None,
@@ -147,12 +171,16 @@ class ScriptedActor:
                     f"acting for agent {agent!r} on an observation of type "
                     f"{type(obs).__name__}"
                 ) from exc
-            if not space.contains(_as_env_value(action, space)):
+            composite = self.view.kind == "composite"
+            if not space.contains(action if composite else _as_env_value(action, space)):
                 raise ScriptedPolicyError(
                     f"scripted policy {self._name()!r} returned {action!r} for agent "
                     f"{agent!r}, which is not in its action space {space}"
                 )
-            out[i] = np.asarray(action) - (space.start if self.view.kind != "box" else 0)
+            if composite:
+                out[i] = from_env(self.view.leaves, action)
+            else:
+                out[i] = np.asarray(action) - (space.start if self.view.kind != "box" else 0)
             if self.legal_only and batch.mask is not None and not self._legal(out[i], batch.mask[i]):
                 raise ScriptedPolicyError(
                     f"scripted policy {self._name()!r} chose action {action!r} for agent "
@@ -168,6 +196,8 @@ class ScriptedActor:
             nvec = np.asarray(self.spec.action_space.nvec)
             starts = np.concatenate([[0], np.cumsum(nvec)[:-1]])
             return bool(mask[starts + np.asarray(index, np.int64)].all())
+        if self.view.kind == "composite":
+            return legal_in_row(self.view.leaves, index, mask)
         return True
 
 

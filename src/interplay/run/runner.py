@@ -401,7 +401,7 @@ class Runner:
                 f"policy {g.spec.id!r} returned actions of shape {action.shape}; expected "
                 f"{(n, *view.shape)} for action space {g.spec.action_space}"
             )
-        env_action = view.to_env_batch(action, declared(g.actor, "squashed")) if view.kind == "box" else action
+        env_action = view.to_env_batch(action, declared(g.actor, "squashed")) if view.has_box else action
         if n == g.acts.size:
             g.flat_actions[...] = env_action
         else:

@@ -47,6 +47,7 @@ from interplay.data.ram import check_fits
 from interplay.data.returns import gae
 from interplay.data.rollout import RolloutStorage
 from interplay.envs.batch import state_dim
+from interplay.errors import UserError
 from interplay.nets.build import model_key, obs_input, policy_model
 from interplay.nets.greedy import GreedyPolicy, Standardise
 from interplay.run.mapping import PolicySpec
@@ -126,6 +127,8 @@ class OnPolicy(Algorithm):
     gauges = frozenset({"lr"})
     loss_name: ClassVar[str] = "on-policy"  # how errors name the loss
     supports_recurrent = True
+    # A product of distributions, one per leaf, acts for Dict and Tuple action spaces.
+    action_kinds = Algorithm.action_kinds | {"composite"}
     metric_docs = {
         "lr": "the learning rate of the last update (it falls linearly to 0 over "
               "`algo.lr_decay_steps` when that is set)",
@@ -353,6 +356,9 @@ class OnPolicy(Algorithm):
 
     def greedy_net(self, pid: str) -> GreedyPolicy:
         p = self.policies[pid]
+        if p.dist.kind == "composite":
+            raise UserError(f"its action space {p.spec.action_space} is a Dict or Tuple, which "
+                            "a greedy module cannot act in yet (use interplay.load_policy)")
         norm = Standardise(p.obs_norm, OBS_CLIP) if p.obs_norm is not None else None
         sizes = None if p.dist.kind == "box" else p.dist.sizes
         # one agent's actor (the first's, when each has its own), as load_policy acts

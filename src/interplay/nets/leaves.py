@@ -62,7 +62,7 @@ def plans(leaves: Leaves, model: ModelSettings, where: str, pid: str) -> list[Pl
     names, then one MLP over the remaining entries; unknown keys refused."""
     unknown = [k for k in model.encoders if k not in leaves.keys]
     if unknown:
-        raise ConfigError(f"{where}.encoders.{unknown[0]}: policy {pid!r}'s observations have "
+        raise ConfigError(f"{where}.encoders.{unknown[0]}: the observations of policy {pid!r} have "
                           f"no entry {unknown[0]!r}; their entries are {leaves.keys}")
     out, rest = [], []
     for leaf in leaves.leaves:

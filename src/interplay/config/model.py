@@ -96,7 +96,7 @@ class ModelSettings(BaseModel):
     then ``hidden``. Give an entry (its key, or a Tuple's index) its own encoder here, e.g.
     ``{camera: {type: cnn, channels: [16, 32]}, state: {type: mlp, hidden: [32]}}``. With
     ``type: mlp`` every entry is flattened into one vector instead (image bytes scaled to
-    [0, 1])."""
+    [0, 1]) and ``encoders`` go unused."""
     recurrent: Literal["none", "gru", "lstm"] = "none"
     """A GRU or LSTM cell between the hidden layers and the head (IPPO and MAPPO), in the actor
     and in the critic, so that they remember what came before in the episode; each agent's

@@ -204,8 +204,10 @@ def _leaves_kind(model: ModelSettings, obs: ObsInput, where: str) -> str:
     entry."""
     assert obs.leaves is not None
     if is_user(model) or model.type == "mlp":
-        encoders_unused(model, where, obs.pid, f"type {model.type} reads the observation "
-                        "flattened, not entry by entry")
+        if model.encoders:  # a preset's encoders, with type: mlp given over them to compare
+            warnings.warn(f"{where}.encoders are not used: type {model.type} reads the "
+                          f"observations of policy {obs.pid!r} flattened, not entry by entry",
+                          UserWarning, stacklevel=2)
         if is_user(model):
             return "module"
         return "flat_leaves" if obs.leaves.bytes else "flat"

@@ -208,3 +208,18 @@ def test_resume_continues_exactly(tmp_path, algo):
         [{k: v for k, v in r.items() if k not in timing} for r in read_metrics(tmp_path / d)]
         for d in ("straight", "split"))
     assert a == b
+
+
+def test_grayscale_resize_and_stacking_apply_to_each_image_entry(tmp_path):
+    cfg = color_key({"name": "ippo", "rollout": 10, "model": {
+        "resize": [4, 4], "grayscale": True, "encoders": SMALL_CNN}}, steps=40, size=8,
+        policies={"eye": {"stack_size": 3}})
+    result = train(cfg, tmp_path)
+    actor = torch.load(result.checkpoint / "state.pt", weights_only=True)["algo"]["policies"][
+        "eye"]["actor"]
+    conv = next(v for k, v in actor.items() if k.endswith("convs.0.weight"))
+    assert conv.shape[1] == 3  # three stacked gray frames
+    policy = load_policy(tmp_path)
+    assert policy.spec.obs_view.dim == 4 * 4 + 4 * 3  # a 4x4 gray frame, then the key's floats
+    obs, _ = ColorKey(size=8).reset(seed=0)
+    assert 0 <= int(policy.act(obs["eye_0"])) < 3

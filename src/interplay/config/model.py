@@ -25,6 +25,36 @@ from interplay.config.limits import MAX_SIZE
 from interplay.errors import ConfigError
 
 
+class EncoderSettings(BaseModel):
+    """How one entry of a Dict or Tuple observation is encoded before the hidden layers."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True,
+                              use_attribute_docstrings=True, allow_inf_nan=False)
+    type: Literal["auto", "cnn", "mlp"] = "auto"
+    """``cnn`` (image entries only), ``mlp``, or ``auto``: a CNN for an image the conv layers
+    fit, else an MLP."""
+    hidden: list[int] = Field(default_factory=lambda: [64])
+    """MLP: widths of its layers (``[]``: the entry's values as they are)."""
+    channels: list[int] | None = None
+    """CNN: output channels of each conv layer; none takes the model's ``channels``."""
+    kernels: list[int] | None = None
+    """CNN: kernel size of each conv layer; none takes the model's ``kernels``."""
+    strides: list[int] | None = None
+    """CNN: stride of each conv layer; none takes the model's ``strides``."""
+    layout: Literal["auto", "hwc", "chw"] | None = None
+    """Where this image keeps its channels; none takes the model's ``layout``."""
+
+    @model_validator(mode="after")
+    def _sizes(self) -> EncoderSettings:
+        sizes = self.hidden + (self.channels or []) + (self.kernels or []) + (self.strides or [])
+        if min(sizes, default=1) < 1:
+            raise ValueError("hidden, channels, kernels and strides must be positive")
+        if max(sizes, default=0) > MAX_SIZE:
+            raise ValueError(f"a width, channel count, kernel or stride above {MAX_SIZE:,} "
+                             f"(got {max(sizes):,}); no network of that size fits in memory")
+        return self
+
+
 class ModelSettings(BaseModel):
     """The shape of one policy's networks."""
 
@@ -60,6 +90,13 @@ class ModelSettings(BaseModel):
     """Turn RGB image observations into one luminance channel before frame stacking."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for a ``module:Class`` network's constructor."""
+    encoders: dict[str, EncoderSettings] = Field(default_factory=dict)
+    """A Dict or Tuple observation with image entries (Box of rank 2 or 3) is encoded entry by
+    entry: by default a CNN per image entry and one MLP over the other entries, side by side,
+    then ``hidden``. Give an entry (its key, or a Tuple's index) its own encoder here, e.g.
+    ``{camera: {type: cnn, channels: [16, 32]}, state: {type: mlp, hidden: [32]}}``. With
+    ``type: mlp`` every entry is flattened into one vector instead (image bytes scaled to
+    [0, 1]) and ``encoders`` go unused."""
     recurrent: Literal["none", "gru", "lstm"] = "none"
     """A GRU or LSTM cell between the hidden layers and the head (IPPO and MAPPO), in the actor
     and in the critic, so that they remember what came before in the episode; each agent's

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from interplay.envs.leaves import Leaves, leaf_layout
 from interplay.errors import ConfigError
 
 LUMA = (0.299, 0.587, 0.114)
@@ -141,3 +142,59 @@ def image_prep(space: Any, model: Any, where: str) -> ImagePrep | None:
                           "Box, HWC or CHW); leave resize and grayscale unset for this policy")
     layout = image_layout(tuple(space.shape), model.layout, where, space.dtype)
     return ImagePrep(space, layout, model.resize, model.grayscale, where)
+
+
+class LeafPrep:
+    """:class:`ImagePrep`'s grayscale and resize on each image entry of rows kept entry by
+    entry (:mod:`interplay.envs.leaves`); the other entries are copied as they are."""
+
+    layout = None  # each entry keeps its own; the networks read them from ``space``
+
+    def __init__(self, leaves: Leaves, model: Any, where: str):
+        self.leaves = leaves
+        self.preps: dict[str, ImagePrep] = {}
+        out: dict[str, spaces.Space] = {}
+        for leaf in leaves.leaves:
+            out[leaf.key] = leaf.space
+            if not leaf.image:
+                continue
+            space = leaf.space
+            if len(leaf.shape) == 2:  # one channel: a CHW frame of one plane
+                space = spaces.Box(space.low.reshape(1, *leaf.shape),
+                                   space.high.reshape(1, *leaf.shape), dtype=space.dtype)
+            own = model.encoders.get(leaf.key)
+            layout = "chw" if len(leaf.shape) == 2 else image_layout(
+                leaf.shape, (own and own.layout) or model.layout, where, space.dtype)
+            prep = ImagePrep(space, layout, model.resize, model.grayscale,
+                             f"{where} (entry {leaf.key!r})")
+            self.preps[leaf.key] = prep
+            out[leaf.key] = prep.space
+        self.space: spaces.Dict | spaces.Tuple = (
+            spaces.Tuple([out[k] for k in leaves.keys]) if isinstance(leaves.space, spaces.Tuple)
+            else spaces.Dict(out))
+        made = leaf_layout(self.space)
+        assert made is not None  # image entries stay images
+        self.out = made
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        out = np.empty((*rows.shape[:-1], self.out.dim), self.out.dtype)
+        for leaf in self.leaves.leaves:
+            target = self.out.leaf(leaf.key)
+            values = self.leaves.values(rows, leaf.key)
+            if leaf.key in self.preps:
+                values = self.preps[leaf.key](values)
+            if self.out.bytes and target.dtype != np.uint8:
+                values = np.ascontiguousarray(values, np.float32).view(np.uint8)
+            out[..., target.start:target.end] = values
+        return out
+
+    def __repr__(self) -> str:
+        return f"LeafPrep({self.preps})"
+
+
+def leaf_prep(leaves: Leaves, model: Any, where: str) -> LeafPrep | None:
+    """The grayscale and resize ``model`` asks for on the image entries of ``leaves``; None when
+    it asks for neither."""
+    if model is None or (model.resize is None and not model.grayscale):
+        return None
+    return LeafPrep(leaves, model, where)

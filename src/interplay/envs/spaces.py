@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 from interplay.envs import composite
 from interplay.envs.composite import Leaf
+from interplay.envs.leaves import Leaves, leaf_layout
 from interplay.errors import UserError
 
 MASK_KEY = "action_mask"
@@ -49,7 +50,9 @@ class ObsView:
     taken out of the observation and returned separately. A Box observation of any shape (or
     the Box ``observation`` beside an ``action_mask``, as in PettingZoo's board games) is
     kept as it is, row-major, in its own dtype when that is ``uint8`` (image frames stay bytes
-    until a network scales them) and as float32 otherwise.
+    until a network scales them) and as float32 otherwise. A Dict or Tuple with an image entry
+    is kept entry by entry (``leaves``, :mod:`interplay.envs.leaves`): its image bytes stay
+    bytes too.
     """
 
     space: spaces.Space
@@ -58,6 +61,7 @@ class ObsView:
     plain: bool = False  # a Box (beside a mask or not): written as it is, no flattening
     shape: tuple[int, ...] = ()  # the Box's shape when plain: what a plain write compares
     dtype: Any = np.float32  # how rows of this observation are stored
+    leaves: Leaves | None = None  # a Dict/Tuple with image entries: where each entry sits
 
     def write(self, obs: Any, rows: np.ndarray, e: int) -> None:
         """Write the flat view of ``obs`` into ``rows[e]``; raise ValueError (or TypeError,
@@ -72,8 +76,13 @@ class ObsView:
         return rows.reshape(rows.shape[0], *self.shape) if self.plain else rows
 
     def flatten(self, obs: Any, out: np.ndarray) -> None:
-        """Write the flat float view of ``obs`` into ``out`` (shape ``[dim]``)."""
+        """Write the flat float view of ``obs`` into ``out`` (shape ``[dim]``), or its leaves
+        when it has them."""
         space = self.space
+        if self.leaves is not None:
+            inner = {k: v for k, v in obs.items() if k != MASK_KEY} if self.has_mask_key else obs
+            _write_leaves(self.leaves, inner, out)
+            return
         if self.has_mask_key:
             inner = {k: v for k, v in obs.items() if k != MASK_KEY}
             policy_space = _policy_space(space, True)
@@ -86,6 +95,8 @@ class ObsView:
 
     def unflatten(self, flat: np.ndarray) -> Any:
         """The env-shaped observation for a flat row (masks come back all-legal)."""
+        if self.leaves is not None:
+            return self.leaves.read(flat)
         return spaces.unflatten(_policy_space(self.space, self.has_mask_key), flat)
 
 
@@ -121,6 +132,30 @@ def _numbers(space: spaces.Space, obs: Any) -> np.ndarray:
             raise ValueError(f"values {arr.min()}..{arr.max()} do not fit its dtype uint8 "
                              "(whole numbers 0 to 255)")
     return arr
+
+
+def _write_leaves(leaves: Leaves, obs: Any, out: np.ndarray) -> None:
+    """Write each leaf of ``obs`` into its slice of the row ``out``: image bytes as they are,
+    the rest as float32 values (their bytes, in a byte row)."""
+    for leaf, value in zip(leaves.leaves, leaves.entries(obs), strict=True):
+        cell = out[leaf.start:leaf.end]
+        kept = leaf.shape if leaf.image else (leaf.size,)
+        try:
+            if leaf.dtype == np.uint8:
+                arr = _numbers(leaf.space, value)
+                if arr.shape != leaf.shape:
+                    raise ValueError(f"its shape is not {leaf.shape}")
+                cell[:] = arr.reshape(-1)
+            elif leaves.bytes:
+                values = np.empty(kept, np.float32)
+                _flatten_into(leaf.space, value, values)
+                if not np.isfinite(values).all():  # the runner's own check sees bytes only
+                    raise ValueError("it holds NaN or inf")
+                cell[:] = values.reshape(-1).view(np.uint8)
+            else:
+                _flatten_into(leaf.space, value, cell.reshape(kept))
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"key {leaf.key!r}: {err}") from None
 
 
 def _flatten_into(space: spaces.Space, obs: Any, out: np.ndarray) -> None:
@@ -169,6 +204,10 @@ def obs_view(space: spaces.Space, agent: str) -> ObsView:
             "use Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple spaces"
         ) from err
     box = _policy_space(space, has_mask)  # a Box, also one beside an action_mask, keeps its shape
+    leaves = leaf_layout(box)
+    if leaves is not None:
+        return ObsView(space=space, dim=leaves.dim, has_mask_key=has_mask, dtype=leaves.dtype,
+                       leaves=leaves)
     if not isinstance(box, spaces.Box):
         return ObsView(space=space, dim=dim, has_mask_key=has_mask)
     dtype = np.uint8 if box.dtype == np.uint8 else np.float32

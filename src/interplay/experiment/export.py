@@ -101,6 +101,10 @@ def exported_module(run_dir: str | Path, policy_id: str | None = None,
         raise ExportError(f"{where}: policy {pid!r} stacks frames or resizes images before it "
                           "acts; export takes the observation as the network does and cannot "
                           "do that part yet (use interplay.load_policy)")
+    if spec.obs_view.leaves is not None:
+        raise ExportError(f"{where}: policy {pid!r} reads its Dict observations entry by entry "
+                          "(image entries kept as bytes); export takes one flat float vector "
+                          "and cannot do that yet (use interplay.load_policy)")
     algo = loaded.algo.of(pid)
     try:
         greedy = algo.greedy_net(pid)

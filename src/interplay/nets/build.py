@@ -7,7 +7,9 @@ block, shared by every agent of that policy in the row:
 
 * ``mlp``: the values as they are (image bytes scaled to [0, 1]);
 * ``cnn``: the frames reshaped to ``[N, stack * channels, height, width]``, scaled, conv layers;
-* ``module:Class``: the user's module, on ``[N, *observation_space.shape]`` floats.
+* ``module:Class``: the user's module, on ``[N, *observation_space.shape]`` floats;
+* ``leaves``: a Dict/Tuple observation kept entry by entry, read back and encoded per entry
+  (:mod:`interplay.nets.leaves`), or flattened into one vector with ``type: mlp``.
 
 The encoded parts, side by side, feed the hidden layers and the output layer (``mlp``). When
 no part needs encoding (no images, no CNN, no user module), the network is exactly that MLP,
@@ -31,8 +33,10 @@ from interplay.config.code import load_callable
 from interplay.config.model import ModelSettings, model_for
 from interplay.data.ram import check_fits
 from interplay.envs.images import frame_shape, image_layout, in_layout, is_image
+from interplay.envs.leaves import Leaves
 from interplay.errors import ConfigError
 from interplay.nets.cnn import conv_out, conv_stack
+from interplay.nets.leaves import FlatLeaves, LeafEncoder, conv_inputs, encoders_unused
 from interplay.nets.mlp import mlp
 from interplay.run.mapping import PolicySpec
 
@@ -50,6 +54,7 @@ class ObsInput:
     scale: bool  # image bytes: scaled to [0, 1] in the network
     action_space: spaces.Space
     ambiguous: bool = False  # ``layout`` is a placeholder: either axis could hold the channels
+    leaves: Leaves | None = None  # a Dict/Tuple kept entry by entry (image bytes as bytes)
 
     @property
     def dim(self) -> int:
@@ -62,6 +67,8 @@ class ObsInput:
 
     def user_space(self) -> spaces.Box:
         """The observation space a user module is built with: what its ``forward`` is given."""
+        if self.leaves is not None:
+            return spaces.Box(-np.inf, np.inf, (self.leaves.flat_dim * self.stack,), np.float32)
         if self.layout is None:
             return spaces.Box(-np.inf, np.inf, (self.dim,), np.float32)
         shape = in_layout(self.frames(), self.layout)
@@ -92,9 +99,12 @@ def obs_input(spec: PolicySpec, model: ModelSettings, where: str) -> ObsInput:
     elif image or (grid and model.type == "cnn"):
         layout = image_layout(shape, model.layout, where, view.dtype, needed=False)
         guessed = model.layout == "auto" and shape[0] == shape[-1]
+    if view.leaves is None:
+        encoders_unused(model, where, spec.id, "its observations have no image entries to "
+                        f"encode one by one ({spec.obs_space})")
     return ObsInput(spec.id, model, where, shape if view.plain else (view.dim,),
                     spec.config.stack_size, layout, image and view.dtype == np.uint8,
-                    spec.action_space, ambiguous=guessed)
+                    spec.action_space, ambiguous=guessed, leaves=view.leaves)
 
 
 Part = tuple["ObsInput | int", int]
@@ -159,7 +169,7 @@ def is_user(model: ModelSettings) -> bool:
 def encoder(model: ModelSettings, parts: list[Part], where: str) -> Encoder | None:
     """The blocks ``model`` puts in front of the hidden layers; None when none is needed."""
     own = next((p for p, _ in parts if isinstance(p, ObsInput)), None)
-    if model.type == "cnn" and own is not None and own.layout is None:
+    if model.type == "cnn" and own is not None and own.layout is None and own.leaves is None:
         raise ConfigError(f"{where}.type: cnn takes image observations (a 3-D Box), but policy "
                           f"{own.pid!r} sees observations of shape {own.shape}; use mlp or auto")
     kinds = {p.pid: _kind(model, p, where) for p, _ in parts if isinstance(p, ObsInput)}
@@ -169,6 +179,8 @@ def encoder(model: ModelSettings, parts: list[Part], where: str) -> Encoder | No
 
 
 def _kind(model: ModelSettings, obs: ObsInput, where: str) -> str:
+    if obs.leaves is not None:
+        return _leaves_kind(model, obs, where)
     if is_user(model):
         return _as_images("module", obs)
     if obs.layout is not None and model.type in ("auto", "cnn"):
@@ -184,6 +196,22 @@ def _kind(model: ModelSettings, obs: ObsInput, where: str) -> str:
                       "smaller kernels and strides or a larger resize (or type: mlp to say so)",
                       stacklevel=2)
     return "scaled" if obs.scale else "flat"
+
+
+def _leaves_kind(model: ModelSettings, obs: ObsInput, where: str) -> str:
+    """How a Dict/Tuple kept entry by entry is read: by a user's module on the flattened
+    floats, flattened (``mlp``: as it always was when the row is floats already), or per
+    entry."""
+    assert obs.leaves is not None
+    if is_user(model) or model.type == "mlp":
+        if model.encoders:  # a preset's encoders, with type: mlp given over them to compare
+            warnings.warn(f"{where}.encoders are not used: type {model.type} reads the "
+                          f"observations of policy {obs.pid!r} flattened, not entry by entry",
+                          UserWarning, stacklevel=2)
+        if is_user(model):
+            return "module"
+        return "flat_leaves" if obs.leaves.bytes else "flat"
+    return "leaves"
 
 
 def _as_images(kind: str, obs: ObsInput) -> str:
@@ -235,6 +263,14 @@ class Encoder(nn.Module):
 
 
 def _block(kind: str, model: ModelSettings, obs: ObsInput, where: str) -> nn.Module:
+    if kind == "leaves":
+        assert obs.leaves is not None
+        for key, channels, conv in conv_inputs(obs.leaves, obs.stack, model, where, obs.pid):
+            check_network_fits(conv_params(channels, conv), f"{key}.channels", conv.channels)
+        return LeafEncoder(obs.leaves, obs.stack, model, where, obs.pid)
+    if kind == "flat_leaves":
+        assert obs.leaves is not None
+        return FlatLeaves(obs.leaves, obs.stack)
     if kind == "cnn":
         check_network_fits(conv_params(obs.frames()[0], model), f"{where}.channels",
                            model.channels)
@@ -294,9 +330,10 @@ class UserBlock(nn.Module):
         self.space = obs.user_space()
         self.module = user_module(model, self.space, obs.action_space, where)
         self.out_features = _dry_run(self.module, self.space, model.type, where)
+        self.flat = FlatLeaves(obs.leaves, obs.stack) if obs.leaves is not None else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = _scaled(x, self.obs.scale)
+        x = self.flat(x) if self.flat is not None else _scaled(x, self.obs.scale)
         if self.obs.layout is not None:
             x = _frames(x, self.obs, channels_first=False)
         return self.module(x)

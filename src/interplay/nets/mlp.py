@@ -23,16 +23,16 @@ def mlp(in_dim: int, out_dim: int, net: ModelSettings, out_gain: float) -> nn.Se
     layers: list[nn.Module] = []
     width = in_dim
     for h in net.hidden:
-        layers.append(_init(nn.Linear(width, h), np.sqrt(2)))
+        layers.append(init_linear(nn.Linear(width, h), np.sqrt(2)))
         if net.layer_norm:
             layers.append(nn.LayerNorm(h))
         layers.append(ACTIVATIONS[net.activation]())
         width = h
-    layers.append(_init(nn.Linear(width, out_dim), out_gain))
+    layers.append(init_linear(nn.Linear(width, out_dim), out_gain))
     return nn.Sequential(*layers)
 
 
-def _init(layer: nn.Linear, gain: float) -> nn.Linear:
+def init_linear(layer: nn.Linear, gain: float) -> nn.Linear:
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.zeros_(layer.bias)
     return layer

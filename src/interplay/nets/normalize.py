@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from interplay.envs.leaves import FLOAT_BYTES, Leaves
+
 
 class RunningMeanStd:
     """Mean and variance of every row seen so far (Chan et al.'s parallel merge)."""
@@ -43,3 +45,24 @@ class RunningMeanStd:
         self.mean = np.array(state["mean"], np.float64)
         self.var = np.array(state["var"], np.float64)
         self.count = float(state["count"])
+
+
+class LeafNorm(RunningMeanStd):
+    """Running statistics of the float entries of rows kept entry by entry
+    (:mod:`interplay.envs.leaves`); image entries are left as they are (a network scales
+    image bytes itself), and rows keep their dtype (bytes stay bytes)."""
+
+    def __init__(self, leaves: Leaves, stack: int):
+        self.leaves = leaves
+        self.cols = leaves.float_columns(stack)
+        self.width = self.cols.size // (FLOAT_BYTES if leaves.bytes else 1)
+        super().__init__((self.width,))
+
+    def update(self, x: np.ndarray) -> None:
+        super().update(self.leaves.read_floats(x, self.cols).reshape(-1, self.width))
+
+    def normalize(self, x: np.ndarray, clip: float | None = None) -> np.ndarray:
+        out = np.array(x, copy=True)
+        self.leaves.write_floats(out, self.cols,
+                                 super().normalize(self.leaves.read_floats(x, self.cols), clip))
+        return out

@@ -27,7 +27,7 @@ from gymnasium import spaces
 from interplay.config.code import load_callable
 from interplay.config.model import model_for
 from interplay.config.schema import PolicyConfig
-from interplay.envs.images import ImagePrep, image_prep
+from interplay.envs.images import ImagePrep, LeafPrep, image_prep, leaf_prep
 from interplay.envs.spaces import ActionView, ObsView, obs_view, same_space
 from interplay.errors import ConfigError
 from interplay.run.episodes import Episode
@@ -45,7 +45,7 @@ class PolicySpec:
     action_space: spaces.Space
     obs_view: ObsView  # what the policy sees of one observation (after ``prep``)
     action_view: ActionView
-    prep: ImagePrep | None = None  # grayscale/resize between the env's view and the policy's
+    prep: ImagePrep | LeafPrep | None = None  # grayscale/resize between env's view and policy's
     # Set when train.policy_mapping_fn chooses per episode which of ``agents`` this policy
     # controls (``agents`` are then every agent it may control).
     mapping: EpisodeMapping | None = None
@@ -377,8 +377,10 @@ def with_preprocessing(specs: dict[str, PolicySpec], algo: Any) -> dict[str, Pol
     for pid, spec in specs.items():
         model = model_for(algo, spec.config.model, pid) if spec.trainable else None
         own = spec.config.model.keys() & {"resize", "grayscale", "layout"}
-        prep = image_prep(spec.obs_space, model,
-                          f"policies.{pid}.model" if own else "algo.model")
+        where = f"policies.{pid}.model" if own else "algo.model"
+        leaves = spec.obs_view.leaves
+        prep = (leaf_prep(leaves, model, where) if leaves is not None
+                else image_prep(spec.obs_space, model, where))
         if prep is not None:
             spec = dataclasses.replace(spec, obs_view=obs_view(prep.space, spec.agents[0]),
                                        prep=prep)

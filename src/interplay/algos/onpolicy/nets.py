@@ -20,7 +20,7 @@ from interplay.errors import ConfigError
 from interplay.nets.agents import agent_nets, stacked_optimizer_state
 from interplay.nets.build import ObsInput, network
 from interplay.nets.distributions import ActionDist
-from interplay.nets.normalize import RunningMeanStd
+from interplay.nets.normalize import LeafNorm, RunningMeanStd
 from interplay.nets.recurrent import recurrent_net
 from interplay.run.mapping import PolicySpec
 
@@ -66,15 +66,21 @@ class ActorCritic:
                                      s.share_params).to(device)
         self.optimizer = torch.optim.Adam(
             [*self.actor.parameters(), *self.critic.parameters()], lr=s.lr, eps=1e-5)
-        # Image frames are scaled to [0, 1] in the networks, not standardised.
+        # Image frames are scaled to [0, 1] in the networks, not standardised; of a Dict
+        # kept entry by entry only the float entries are.
         self.image = is_image(spec.obs_space)
-        self.obs_norm = RunningMeanStd((spec.obs_dim,)) if s.norm_obs and not self.image else None
+        self.leaves = spec.obs_view.leaves
+        self.obs_norm: RunningMeanStd | None = None
+        if s.norm_obs and self.leaves is not None:
+            self.obs_norm = LeafNorm(self.leaves, spec.config.stack_size)
+        elif s.norm_obs and not self.image:
+            self.obs_norm = RunningMeanStd((spec.obs_dim,))
         self.ret_norm = RunningMeanStd() if s.norm_value else None
 
     def observe(self, obs: np.ndarray) -> np.ndarray:
         """What the networks are handed: observations standardised with the frozen statistics,
         or image frames as they are (bytes stay bytes until the device)."""
-        if self.image:
+        if self.image or (self.leaves is not None and self.obs_norm is None):
             return obs
         if self.obs_norm is None:
             return obs.astype(np.float32)

@@ -13,7 +13,7 @@ from gymnasium import spaces
 
 from interplay.envs.toy.games import SharedSpaces, cut_at_max_cycles
 
-_PALETTE = np.array([[220, 40, 40], [40, 200, 40], [40, 60, 220], [230, 200, 40],
+PALETTE = np.array([[220, 40, 40], [40, 200, 40], [40, 60, 220], [230, 200, 40],
                      [200, 40, 200], [40, 200, 200], [240, 240, 240], [90, 90, 90]], np.int16)
 
 
@@ -22,8 +22,8 @@ class ColorMatch(SharedSpaces):
 
     def __init__(self, n_agents: int = 2, size: int = 42, n_colors: int = 3,
                  max_cycles: int = 25):
-        if not 2 <= n_colors <= len(_PALETTE):
-            raise ValueError(f"n_colors must be between 2 and {len(_PALETTE)}, got {n_colors}")
+        if not 2 <= n_colors <= len(PALETTE):
+            raise ValueError(f"n_colors must be between 2 and {len(PALETTE)}, got {n_colors}")
         super().__init__([f"eye_{i}" for i in range(n_agents)],
                          spaces.Box(0, 255, (size, size, 3), np.uint8), spaces.Discrete(n_colors))
         self.size, self.n_colors, self.max_cycles = size, n_colors, max_cycles
@@ -31,7 +31,7 @@ class ColorMatch(SharedSpaces):
     def _draw(self) -> dict[str, np.ndarray]:
         self.colors = self._rng.integers(self.n_colors, size=len(self.agents))
         noise = self._rng.integers(-30, 31, (len(self.agents), self.size, self.size, 3))
-        frames = np.clip(_PALETTE[self.colors][:, None, None, :] + noise, 0, 255).astype(np.uint8)
+        frames = np.clip(PALETTE[self.colors][:, None, None, :] + noise, 0, 255).astype(np.uint8)
         return {a: frames[i] for i, a in enumerate(self.agents)}
 
     def reset(self, seed: int | None = None, options: dict | None = None):

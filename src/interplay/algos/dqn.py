@@ -8,6 +8,10 @@ on batches drawn uniformly from its buffer: n-step returns per agent stream (tur
 included: one transition per turn of the agent), bootstrapped with the target network at the
 action the online network prefers among the legal ones at the next observation (double Q),
 not bootstrapped where an agent's episode terminated, bootstrapped where it was truncated.
+
+With ``model.recurrent: gru | lstm`` the Q-network carries each agent's state through its
+episode, and learning draws sequences of ``model.seq_len`` of an agent's transitions after a
+``burn_in`` (see :mod:`interplay.algos.recurrent_q`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,20 @@ from interplay.algos.offpolicy import OffPolicy, ReplaySettings, follow, priorit
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_STEPS
 from interplay.config.model import ModelSettings
-from interplay.data.replay import PolicyReplay, Sample, policy_replay
+from interplay.algos.recurrent_q import (
+    SequenceSettings,
+    after_each,
+    greedy_recurrent_q,
+    n_step_targets,
+    recurrent_q,
+    recurrent_q_net,
+    sequence_errors,
+    sequence_weights,
+    state_sizes,
+    unroll,
+)
+from interplay.data.replay import PolicyReplay, ReplayBuffer, Sample, policy_replay
+from interplay.data.sequences import Windows, windows
 from interplay.nets.build import (
     check_network_fits,
     encoder,
@@ -43,7 +60,7 @@ from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
 
 
-class DQNSettings(ReplaySettings, PrioritySettings):
+class DQNSettings(ReplaySettings, PrioritySettings, SequenceSettings):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr": (1e-5, 1e-2), "batch_size": (16, 512), "gamma": (0.9, 0.999),
         "train_every": (1, 16), "epsilon_end": (0.0, 0.2), "target_every": (50, 5000)}
@@ -130,9 +147,16 @@ class QNets:
             enc = encoder(model, [(obs_input(spec, model, where), 1)], where)
             features = spec.obs_dim if enc is None else enc.out_features
             head = head_settings(model)
-            check_network_fits(mlp_params(features, view.mask_dim * (1 + s.dueling), head),
-                               f"{where}.hidden", head.hidden)
-            self.online = QNet(features, view.mask_dim, head, s.dueling, enc).to(device)
+            self.recurrent = model.recurrent != "none"
+            self.seq_len = model.seq_len
+            self.online: Any
+            if self.recurrent:
+                self.online = recurrent_q_net(model, [(obs_input(spec, model, where), 1)],
+                                              view.mask_dim, s.dueling, where).to(device)
+            else:
+                check_network_fits(mlp_params(features, view.mask_dim * (1 + s.dueling), head),
+                                   f"{where}.hidden", head.hidden)
+                self.online = QNet(features, view.mask_dim, head, s.dueling, enc).to(device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=s.lr)
         self.act_rng = rng_for(seed, "dqn", "act", spec.id)
@@ -147,20 +171,29 @@ class DQNActor(NetActor):
     algo: DQN
     policy: QNets
 
+    def __init__(self, algo: Any, policy: QNets):
+        super().__init__(algo, policy)
+        # a recurrent policy's states, for callers that keep none of their own
+        self._recurrent_state: dict[str, np.ndarray] = {}
+
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         p = self.policy
         device = self.algo.device
-        with torch.no_grad():
-            q = p.online(obs_tensor(batch.obs, device))
-        q = q.cpu().numpy()
+        extras: dict[str, np.ndarray] = {}
+        if p.recurrent:
+            q, extras = recurrent_q(p.online, batch, len(p.spec.agents), self._recurrent_state,
+                                    device)
+        else:
+            with torch.no_grad():
+                q = p.online(obs_tensor(batch.obs, device)).cpu().numpy()
         legal = batch.mask
         greedy = (q if legal is None else np.where(legal, q, -np.inf)).argmax(axis=1)
         if not explore:
-            return greedy, {}
+            return greedy, extras
         n = len(greedy)
         random = masked_uniform(p.act_rng, legal, q.shape)
         take = p.act_rng.random(n) < self.algo.epsilon()
-        return np.where(take, random, greedy), {}
+        return np.where(take, random, greedy), extras
 
 
 # -- the algorithm: collect, decide, learn ------------------------------------------------
@@ -172,6 +205,7 @@ class DQN(OffPolicy):
     action_kinds = frozenset({"discrete"})
     turn_based = True
     learns_from_members = True
+    supports_recurrent = True
     gauges = frozenset({"epsilon", "buffer_size"})
     metric_docs = {
         "epsilon": "the chance of a random (legal) action while training, at the last update",
@@ -201,8 +235,8 @@ class DQN(OffPolicy):
         """A replay buffer per trained policy, refused up front if the machine cannot hold them."""
         s = self.settings
         return policy_replay({pid: p.spec for pid, p in self.policies.items()}, s.buffer_size,
-                             s.save_buffer,
-                             priority_of(s))
+                             s.save_buffer, priority_of(s),
+                             state_sizes({pid: p.online for pid, p in self.policies.items()}))
 
     def update(self, storage: PolicyReplay) -> dict[str, float]:
         s = self.settings
@@ -214,6 +248,10 @@ class DQN(OffPolicy):
                 continue
             sums = np.zeros(3)
             for _ in range(steps):
+                if p.recurrent:
+                    figures = self._learn_sequences(pid, p, buffer)
+                    sums += figures
+                    continue
                 batch = buffer.sample(s.batch_size, p.sample_rng, s.n_step, s.gamma,
                                       s.beta(self.schedule.env_steps))
                 figures, errors = self._learn(pid, p, batch)
@@ -233,6 +271,53 @@ class DQN(OffPolicy):
         target = td_target(p.online, p.target, b, s.double, self.device)
         q = p.online(obs).gather(1, action[:, None]).squeeze(1)
         loss = weighted_huber(q, target, s.huber_delta, b.weight)
+        self._step(pid, p, loss)
+        errors = (target - q).detach().cpu().numpy()
+        return np.array([loss.item(), q.mean().item(), target.mean().item()]), errors
+
+    def _learn_sequences(self, pid: str, p: QNets, buffer: ReplayBuffer) -> np.ndarray:
+        """One gradient step on sequences drawn from ``buffer``: the loss, Q and target means
+        over the cells past the burn-in."""
+        s = self.settings
+        start, weight = buffer.draw(s.batch_size, p.sample_rng, s.beta(self.schedule.env_steps))
+        w = windows(buffer, start, s.burn_in, p.seq_len)
+        q, target, learn = self._sequence_q(p, buffer, w)
+        loss = weighted_huber(q[learn], target[learn], s.huber_delta,
+                              sequence_weights(weight, w.learn))
+        self._step(pid, p, loss)
+        buffer.update_priorities(start, sequence_errors(target - q, learn))
+        return np.array([loss.item(), q[learn].mean().item(), target[learn].mean().item()])
+
+    def _sequence_q(self, p: QNets, buffer: ReplayBuffer, w: Windows
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The online Q-values of the actions taken in windows ``w`` ``[L, B]``, their n-step
+        targets, and which cells carry a loss."""
+        s, dev = self.settings, self.device
+        assert buffer.hidden is not None
+        obs = obs_tensor(buffer.obs[w.pos], dev)
+        next_obs = obs_tensor(buffer.next_obs[w.pos], dev)
+        valid, learn = self.tensor(w.valid), self.tensor(w.learn)
+        start = self.tensor(buffer.hidden[w.pos[0]])
+        q_all, after = unroll(p.online, obs, start, valid)
+        q = q_all.gather(2, self.tensor(buffer.action[w.pos]).long().unsqueeze(2)).squeeze(2)
+        with torch.no_grad():
+            _, target_after = unroll(p.target, obs, start, valid)
+            q_target = after_each(p.target, next_obs, target_after)
+            chooser = after_each(p.online, next_obs, after.detach()) if s.double else q_target
+            bootstrap = ~self.tensor(buffer.terminated[w.pos])
+            if buffer.next_mask is not None:
+                legal = self.tensor(buffer.next_mask[w.pos])
+                chooser = masked_q(chooser, legal)
+                bootstrap &= legal.any(dim=2)
+            value = q_target.gather(2, chooser.argmax(dim=2, keepdim=True)).squeeze(2)
+            value = torch.where(bootstrap, value, torch.zeros_like(value))
+            reward = self.tensor(buffer.reward[w.pos].astype(np.float32))
+            target = n_step_targets(reward, valid, value, s.gamma, s.n_step)
+        return q, target, learn
+
+    def _step(self, pid: str, p: QNets, loss: torch.Tensor) -> None:
+        """A gradient step on ``loss``, and the target network's update when it is due."""
+        s = self.settings
         self.check_finite(loss, "DQN loss", f"policy {pid!r}", p.updates, "algo.lr")
         p.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -241,12 +326,13 @@ class DQN(OffPolicy):
         p.updates += 1
         if p.updates % s.target_every == 0:
             follow(p.target, p.online, s.tau)
-        errors = (target - q).detach().cpu().numpy()
-        return np.array([loss.item(), q.mean().item(), target.mean().item()]), errors
 
     # -- state ----------------------------------------------------------------------------
-    def greedy_net(self, pid: str) -> GreedyQ:
-        return GreedyQ(self.policies[pid].online, discrete=True)
+    def greedy_net(self, pid: str) -> GreedyQ | Any:
+        p = self.policies[pid]
+        if p.recurrent:
+            return greedy_recurrent_q(p.online, p.spec.action_view.mask_dim)
+        return GreedyQ(p.online, discrete=True)
 
     def warm_parts(self, pid: str) -> WarmParts:
         p = self.policies[pid]  # the target starts as the online net, as in a fresh run

@@ -12,8 +12,10 @@ import torch
 from torch import nn
 
 from interplay.algos.base import NetActor
+from interplay.algos.recurrent_q import recurrent_q
 from interplay.nets.build import network
 from interplay.nets.inputs import obs_tensor
+from interplay.nets.recurrent import RecurrentNet
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
@@ -58,6 +60,7 @@ class AgentQNets:
         self.online = net
         self.target = copy.deepcopy(net)
         self.act_rng = rng_for(seed, name, "act", spec.id)
+        self.recurrent = isinstance(net, RecurrentNet)
 
 
 class QActor(NetActor):
@@ -67,13 +70,22 @@ class QActor(NetActor):
     algo: Explorer
     policy: AgentQNets
 
+    def __init__(self, algo: Any, policy: AgentQNets):
+        super().__init__(algo, policy)
+        # a recurrent policy's states, for callers that keep none of their own
+        self._recurrent_state: dict[str, np.ndarray] = {}
+
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         p = self.policy
         n = batch.obs.shape[0]
+        extras: dict[str, np.ndarray] = {}
         slot = batch.slot if batch.slot is not None else np.zeros(n, np.int64)
-        with torch.no_grad():
-            q = p.online(obs_tensor(batch.obs, self.algo.device),
-                         torch.as_tensor(slot, device=self.algo.device)).cpu().numpy()
+        if p.recurrent:
+            q, extras = recurrent_q(p.online, batch, p.k, self._recurrent_state, self.algo.device)
+        else:
+            with torch.no_grad():
+                q = p.online(obs_tensor(batch.obs, self.algo.device),
+                             torch.as_tensor(slot, device=self.algo.device)).cpu().numpy()
         mask = batch.mask
         if mask is not None:
             q = np.where(mask, q, -np.inf)
@@ -84,7 +96,7 @@ class QActor(NetActor):
                 legal = mask[take] if mask is not None else np.ones((int(take.sum()), q.shape[1]), bool)
                 u = p.act_rng.random(legal.shape) * legal
                 action[take] = u.argmax(axis=1)
-        return action.astype(np.int64), {}
+        return action.astype(np.int64), extras
 
 
 def q_net(model: Any, inp: Any, n_actions: int, where: str) -> Callable[[], nn.Module]:

@@ -15,6 +15,10 @@ terminated.
 One team only: every agent of the env must be trained here (no fixed or separately trained
 agents, which would make the reward not the team's), every action discrete, and every agent
 acting in every step (not turn-based).
+
+With ``model.recurrent: gru | lstm`` each agent's Q-network carries its state through the
+episode, and learning draws sequences of ``model.seq_len`` joint rows of one env copy after a
+``burn_in`` (see :mod:`interplay.algos.team_sequences`).
 """
 
 from __future__ import annotations
@@ -31,10 +35,19 @@ from torch import nn
 from interplay.algos.base import WarmParts, read_state, register
 from interplay.algos.mixing import AgentQNets, Mixer, QActor, q_net
 from interplay.algos.offpolicy import OffPolicy, ReplaySettings, default, follow_all, priority_of
+from interplay.algos.recurrent_q import (
+    SequenceSettings,
+    greedy_recurrent_q,
+    recurrent_q_net,
+    sequence_errors,
+    state_sizes,
+)
+from interplay.algos.team_sequences import team_sequences
 from interplay.config.algo import PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
 from interplay.data.replay import JointReplay, JointReplayBuffer, joint_replay
+from interplay.data.sequences import windows
 from interplay.envs.batch import state_dim
 from interplay.errors import ConfigError
 from interplay.nets.agents import agent_nets, stacked_optimizer_state
@@ -45,7 +58,7 @@ from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
 
 
-class VDNSettings(ReplaySettings, PrioritySettings):
+class VDNSettings(ReplaySettings, PrioritySettings, SequenceSettings):
     mutable: ClassVar[dict[str, tuple[float, float]]] = {
         "lr": (1e-5, 1e-2), "batch_size": (16, 1024), "gamma": (0.9, 0.999),
         "epsilon_end": (0.0, 0.2), "target_every": (50, 5000)}
@@ -108,6 +121,7 @@ class VDN(OffPolicy):
     action_kinds = frozenset({"discrete"})
     turn_based = False
     centralised = True  # the team's value mixes every agent's
+    supports_recurrent = True
     gauges = frozenset({"epsilon", "buffer_size"})
     metric_docs: ClassVar[dict[str, str]] = {
         "loss": "squared TD error of the team's value (importance-weighted with prioritised replay)",
@@ -133,6 +147,7 @@ class VDN(OffPolicy):
         self.trained = list(specs)
         s = settings
         self.policies: dict[str, AgentQNets] = {}
+        self.seq_len = 1  # the longest sequence a recurrent policy learns on
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng_for(seed, self.name, "init").integers(2**63)))
             for pid, spec in specs.items():
@@ -140,8 +155,18 @@ class VDN(OffPolicy):
                 where = model_key(spec)
                 inp = obs_input(spec, model, where)
                 n_actions = spec.action_view.mask_dim or int(spec.action_space.n)
-                net = agent_nets(q_net(model, inp, n_actions, where), len(spec.agents),
-                                 s.share_params)
+                net: nn.Module
+                if model.recurrent != "none":
+                    if not s.share_params and len(spec.agents) > 1:
+                        raise ConfigError(
+                            f"algo.share_params: false with {where}.recurrent: "
+                            f"{model.recurrent} (policy {pid!r}): recurrent Q-networks are "
+                            "shared by a policy's agents")
+                    net = recurrent_q_net(model, [(inp, 1)], n_actions, False, where)
+                    self.seq_len = max(self.seq_len, model.seq_len)
+                else:
+                    net = agent_nets(q_net(model, inp, n_actions, where), len(spec.agents),
+                                     s.share_params)
                 self.policies[pid] = AgentQNets(spec, net.to(device), seed, self.name)
             self.n_agents = sum(p.k for p in self.policies.values())
             self.state_dim = (state_dim(self.env_state) if self.env_state is not None else
@@ -171,15 +196,21 @@ class VDN(OffPolicy):
         return joint_replay({pid: p.spec for pid, p in self.policies.items()}, s.buffer_size,
                             f"algo.name: {self.name}",
                             self.state_dim if self.env_state is not None else 0, s.save_buffer,
-                            priority_of(s), absent_ok=self.agents_come_and_go)
+                            priority_of(s), absent_ok=self.agents_come_and_go,
+                            state_sizes=state_sizes(
+                                {pid: p.online for pid, p in self.policies.items()}))
 
     # -- learning -------------------------------------------------------------------------
     def update(self, storage: JointReplay) -> dict[str, float]:
         s = self.settings
         steps = self.take_steps()
         sums = np.zeros(3)
+        recurrent = any(p.recurrent for p in self.policies.values())
         for _ in range(steps):
             buffer = storage.buffer
+            if recurrent:
+                sums += self._learn_sequences(buffer)
+                continue
             index, rows, weight = buffer.sample(s.batch_size, self.sample_rng,
                                                 s.beta(self.schedule.env_steps))
             end, ret, discount = self._fold(buffer, index)
@@ -275,6 +306,30 @@ class VDN(OffPolicy):
         td = q_tot - target
         loss = (td ** 2).mean() if weight is None else (
             torch.as_tensor(weight, dtype=td.dtype, device=dev) * td ** 2).mean()
+        self._step(loss)
+        errors = (target - q_tot).detach().cpu().numpy()
+        return np.array([loss.item(), q_tot.mean().item(), target.mean().item()]), errors
+
+    def _learn_sequences(self, buffer: JointReplayBuffer) -> np.ndarray:
+        """One gradient step on sequences of joint rows (recurrent Q-networks): the loss, Q
+        and target means over the cells past the burn-in."""
+        s = self.settings
+        start, weight = buffer.draw(s.batch_size, self.sample_rng,
+                                    s.beta(self.schedule.env_steps))
+        w = windows(buffer, start, s.burn_in, self.seq_len)
+        q_tot, target = team_sequences(self, buffer, w)
+        learn = torch.as_tensor(w.learn, device=self.device)
+        td = (q_tot - target)[learn]
+        loss = (td ** 2).mean() if weight is None else (torch.as_tensor(
+            np.broadcast_to(weight, w.learn.shape)[w.learn], dtype=td.dtype,
+            device=self.device) * td ** 2).mean()
+        self._step(loss)
+        buffer.update_priorities(start, sequence_errors(q_tot - target, learn))
+        return np.array([loss.item(), q_tot[learn].mean().item(), target[learn].mean().item()])
+
+    def _step(self, loss: torch.Tensor) -> None:
+        """A gradient step on ``loss``, and the target networks' update when it is due."""
+        s = self.settings
         self.check_finite(loss, f"{self.name} TD loss", f"policies {list(self.policies)}",
                           self.updates, "algo.lr")
         self.optimizer.zero_grad(set_to_none=True)
@@ -288,16 +343,17 @@ class VDN(OffPolicy):
             if self.mixer is not None and self.target_mixer is not None:
                 pairs.append((self.target_mixer, self.mixer))
             follow_all(pairs, s.tau)
-        errors = (target - q_tot).detach().cpu().numpy()
-        return np.array([loss.item(), q_tot.mean().item(), target.mean().item()]), errors
 
     def _mix(self, q: torch.Tensor, state: torch.Tensor, mixer: nn.Module | None) -> torch.Tensor:
         return q.sum(dim=1)
 
     # -- state ----------------------------------------------------------------------------
-    def greedy_net(self, pid: str) -> GreedyQ:
+    def greedy_net(self, pid: str) -> Any:
+        p = self.policies[pid]
+        if p.recurrent:
+            return greedy_recurrent_q(p.online, p.spec.action_view.mask_dim)
         # one agent's network (the first's, when each has its own), as load_policy acts
-        return GreedyQ(self.policies[pid].online.agent(0), discrete=True)
+        return GreedyQ(p.online.agent(0), discrete=True)
 
     def warm_parts(self, pid: str) -> WarmParts:
         p = self.policies[pid]

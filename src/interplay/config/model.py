@@ -11,6 +11,7 @@ import difflib
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -59,7 +60,8 @@ class ModelSettings(BaseModel):
     """The shape of one policy's networks."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True,
-                              use_attribute_docstrings=True, allow_inf_nan=False)
+                              use_attribute_docstrings=True, allow_inf_nan=False,
+                              populate_by_name=True)
     type: Annotated[str, NamesCode("attr")] = "auto"
     """``auto`` (a CNN when the observation is an image the conv layers fit, else an MLP),
     ``mlp``, ``cnn``, or ``module:Class``: your ``torch.nn.Module``, built as
@@ -97,10 +99,13 @@ class ModelSettings(BaseModel):
     ``{camera: {type: cnn, channels: [16, 32]}, state: {type: mlp, hidden: [32]}}``. With
     ``type: mlp`` every entry is flattened into one vector instead (image bytes scaled to
     [0, 1]) and ``encoders`` go unused."""
-    recurrent: Literal["none", "gru", "lstm"] = "none"
-    """A GRU or LSTM cell between the hidden layers and the head (IPPO and MAPPO), in the actor
-    and in the critic, so that they remember what came before in the episode; each agent's
-    state is reset when its episode starts."""
+    recurrent: Literal["none", "gru", "lstm"] = Field(
+        "none", validation_alias=AliasChoices("recurrent", "core"))
+    """A GRU or LSTM cell between the hidden layers and the head, so that the networks remember
+    what came before in the episode; each agent's state is reset when its episode starts.
+    IPPO, MAPPO and A2C put one in the actor and the critic; DQN, VDN and QMIX in the
+    Q-networks, learning from replayed sequences after a burn-in (``algo.burn_in``). ``core``
+    is another name for this key."""
     recurrent_size: int = Field(64, ge=1, le=MAX_SIZE)
     """Units of the recurrent cell."""
     seq_len: int = Field(32, ge=1, le=MAX_SIZE)
@@ -159,7 +164,8 @@ def same_view_as_actors(critic_model: ModelSettings) -> ModelSettings:
 
 def _optional(name: str) -> Any:
     field = ModelSettings.model_fields[name]
-    return (Optional[field.annotation], Field(None, description=field.description))  # noqa: UP045
+    return (Optional[field.annotation], Field(None, description=field.description,  # noqa: UP045
+                                              validation_alias=field.validation_alias))
 
 
 ModelOverride = create_model(
@@ -226,7 +232,8 @@ def check_models(cfg: Any) -> None:
         model = getattr(algo, field, None)
         if isinstance(model, ModelSettings) and model.recurrent != "none" and not supports:
             raise ConfigError(f"algo.{field}.recurrent: {algo.name} does not support "
-                              "recurrent networks yet; set recurrent: none or use ippo or mappo")
+                              f"recurrent networks yet; set recurrent: none or use "
+                              f"{_recurrent_algorithms()}")
     for pid, policy in cfg.policies.items():
         if not policy.model:
             continue
@@ -239,4 +246,11 @@ def check_models(cfg: Any) -> None:
         merged = model_for(algo, policy.model, pid)
         if merged is not None and merged.recurrent != "none" and not supports:
             raise ConfigError(f"policies.{pid}.model.recurrent: {algo.name} does not support "
-                              "recurrent networks yet; set recurrent: none or use ippo or mappo")
+                              f"recurrent networks yet; set recurrent: none or use "
+                              f"{_recurrent_algorithms()}")
+
+
+def _recurrent_algorithms() -> str:
+    """The registered algorithms that learn recurrent networks, for errors."""
+    names = sorted(name for name, yes in _RECURRENT.items() if yes)
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)

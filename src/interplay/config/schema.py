@@ -124,7 +124,7 @@ class PolicyConfig(Section):
         if not isinstance(value, dict):
             raise ValueError("expected a mapping of model settings (those of algo.model)")
         checked = ModelOverride.model_validate(value)
-        return {key: getattr(checked, key) for key in value}
+        return checked.model_dump(exclude_unset=True)  # by field name (``core`` is ``recurrent``)
 
     @model_validator(mode="after")
     def _scripted_needs_fn(self) -> PolicyConfig:

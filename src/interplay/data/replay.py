@@ -48,7 +48,8 @@ class ReplayBuffer(Prioritized):
     """``capacity`` transitions of agents whose policies share one observation and action space."""
 
     def __init__(self, capacity: int, obs_dim: int, action_shape: tuple[int, ...] = (),
-                 action_dtype: Any = np.int64, mask_dim: int = 0, obs_dtype: Any = np.float32):
+                 action_dtype: Any = np.int64, mask_dim: int = 0, obs_dtype: Any = np.float32,
+                 state_size: int = 0):
         if capacity < 1:
             raise ValueError(f"replay capacity must be at least 1, got {capacity}")
         self.capacity = capacity
@@ -62,6 +63,9 @@ class ReplayBuffer(Prioritized):
         self.next_mask = np.ones((capacity, mask_dim), bool) if mask_dim else None
         self.serial = np.full(capacity, -1, np.int64)  # which added row sits here (0, 1, ...)
         self.next = np.full(capacity, -1, np.int64)  # serial of the stream's next row, or -1
+        self.prev = np.full(capacity, -1, np.int64)  # serial of the stream's previous row, or -1
+        # A recurrent actor's state when it acted (``extras["state"]``), for sequences.
+        self.hidden = np.zeros((capacity, state_size), np.float32) if state_size else None
         self.added = 0  # rows ever added
         self.streams: dict[str, np.ndarray] = {}  # source -> [copies, slots] serial of last row
 
@@ -70,11 +74,12 @@ class ReplayBuffer(Prioritized):
 
     @staticmethod
     def nbytes(capacity: int, obs_dim: int, action_shape: tuple[int, ...] = (),
-               action_dtype: Any = np.int64, mask_dim: int = 0, obs_dtype: Any = np.float32) -> int:
+               action_dtype: Any = np.int64, mask_dim: int = 0, obs_dtype: Any = np.float32,
+               state_size: int = 0) -> int:
         """What a buffer of this shape takes, before it is made."""
         return capacity * row_bytes(
             ((2, obs_dim), obs_dtype), (action_shape, action_dtype), ((), np.float64),
-            ((2,), bool), ((2, mask_dim), bool), ((2,), np.int64))
+            ((2,), bool), ((2, mask_dim), bool), ((3,), np.int64), ((state_size,), np.float32))
 
     # -- adding ---------------------------------------------------------------------------
     def add(self, t: Transitions, source: str = "") -> None:
@@ -113,8 +118,11 @@ class ReplayBuffer(Prioritized):
         if self.mask is not None and self.next_mask is not None:
             self.mask[pos] = True if t.mask is None else t.mask
             self.next_mask[pos] = True if t.next_mask is None else t.next_mask
+        if self.hidden is not None:
+            self.hidden[pos] = recurrent_state(t.extras, n, self.hidden.shape[1])
         self.serial[pos] = serials
         self.next[pos] = -1
+        self.prev[pos] = -1
         self.added += n
         self._priorities_added(pos)
 
@@ -126,6 +134,7 @@ class ReplayBuffer(Prioritized):
         if t.first is not None:  # a row that starts an episode follows none (a dropped one)
             linked &= ~t.first
         self.next[ppos[linked]] = serials[linked]
+        self.prev[pos[linked]] = prev[linked]
         last[t.env, t.slot] = serials
 
     def _stream_table(self, source: str, copies: int, slots: int) -> np.ndarray:
@@ -178,6 +187,7 @@ class ReplayBuffer(Prioritized):
         self._clear_priorities()
         self.serial[:] = -1
         self.next[:] = -1
+        self.prev[:] = -1
         self.added = 0
         self.streams = {}
 
@@ -205,7 +215,18 @@ STATE_GROUP = "__state__"
 STATE_KEYS = ("state", "next_state")
 
 _ARRAYS = ("obs", "next_obs", "action", "reward", "terminated", "truncated", "mask", "next_mask",
-           "serial", "next")
+           "serial", "next", "prev", "hidden")
+
+
+def recurrent_state(extras: dict[str, np.ndarray], n: int, size: int) -> np.ndarray:
+    """The recurrent state ``[n, size]`` each of ``n`` transitions was acted from (the actor's
+    ``extras["state"]``); refused when the actor kept none of that size."""
+    state = extras.get("state")
+    if state is None or state.shape[-1] != size:
+        got = "none" if state is None else f"one of {state.shape[-1]} numbers"
+        raise ValueError(f"a recurrent replay keeps the state of {size} numbers each action was "
+                         f"taken from (extras['state']); the actor gave {got}")
+    return state.reshape(n, size)
 
 
 # -- joint rows: every group's agents of one env copy in one step -------------------------------
@@ -219,12 +240,14 @@ class Group:
     action_dtype: Any = np.int64
     mask_dim: int = 0
     obs_dtype: Any = np.float32
+    state_size: int = 0  # a recurrent actor's state kept with each agent's transition
 
     def nbytes(self, capacity: int) -> int:
         """What this group's share of ``capacity`` joint rows takes."""
         return capacity * self.agents * row_bytes(
             ((2, self.obs_dim), self.obs_dtype), (self.action_shape, self.action_dtype),
-            ((), np.float64), ((3,), bool), ((2, self.mask_dim), bool))
+            ((), np.float64), ((3,), bool), ((2, self.mask_dim), bool),
+            ((self.state_size,), np.float32))
 
 
 @dataclass
@@ -240,6 +263,7 @@ class GroupRows:
     terminated: np.ndarray
     truncated: np.ndarray
     present: np.ndarray  # bool: the agent closed a transition in that copy and step
+    hidden: np.ndarray | None = None  # float32 [..., S]: a recurrent actor's state when acting
 
 
 class JointReplayBuffer(Prioritized):
@@ -280,11 +304,14 @@ class JointReplayBuffer(Prioritized):
             if g.mask_dim:
                 cols["mask"] = np.ones((capacity, k, g.mask_dim), bool)
                 cols["next_mask"] = np.ones((capacity, k, g.mask_dim), bool)
+            if g.state_size:
+                cols["hidden"] = np.zeros((capacity, k, g.state_size), np.float32)
             self.columns[name] = cols
         self.added = 0  # rows ever added
         # Rows of one env copy linked in time order, within an episode, for n-step returns.
         self.serial = np.full(capacity, -1, np.int64)  # which added row sits here (0, 1, ...)
         self.next = np.full(capacity, -1, np.int64)  # serial of the copy's next row, or -1
+        self.prev = np.full(capacity, -1, np.int64)  # serial of the copy's previous row, or -1
         self.last = np.full(0, -1, np.int64)  # per env copy: serial of its newest row
         self._starts = np.zeros(0, bool)  # of the rows the last join made
 
@@ -339,6 +366,8 @@ class JointReplayBuffer(Prioritized):
                 cols["present"][where] = True
                 if t.first is not None:
                     starts[row] |= t.first
+                if g.state_size:
+                    cols["hidden"][where] = recurrent_state(t.extras, len(t), g.state_size)
                 if g.mask_dim:
                     if t.mask is not None:
                         cols["mask"][where] = t.mask
@@ -372,6 +401,7 @@ class JointReplayBuffer(Prioritized):
                 target[key][pos] = values
         self.serial[pos] = serials
         self.next[pos] = -1
+        self.prev[pos] = -1
         self.added += n
         self._priorities_added(pos)
         if copies is not None:
@@ -391,6 +421,7 @@ class JointReplayBuffer(Prioritized):
             linked = (prev >= 0) & (self.serial[ppos] == prev) & ~starts[now]
             linked &= ~self.episode_ended(ppos)
             self.next[ppos[linked]] = serial[linked]
+            self.prev[serial[linked] % self.capacity] = prev[linked]
             self.last[c] = serial
 
     @staticmethod
@@ -427,6 +458,7 @@ class JointReplayBuffer(Prioritized):
         return index, self.gather(index), weight
 
     def gather(self, index: np.ndarray) -> dict[str, GroupRows]:
+        """The groups' shares of the rows at ``index`` (any shape: ``[L, B]`` windows too)."""
         return {name: GroupRows(**{key: cols[key][index] if key in cols else None
                                    for key in GroupRows.__dataclass_fields__})
                 for name, cols in self.columns.items()}
@@ -437,6 +469,7 @@ class JointReplayBuffer(Prioritized):
         self.added = 0
         self.serial[:] = -1
         self.next[:] = -1
+        self.prev[:] = -1
         self.last = np.full(0, -1, np.int64)
 
     def state_dict(self) -> dict[str, Any]:
@@ -446,7 +479,7 @@ class JointReplayBuffer(Prioritized):
                "columns": {name: {key: col[:n].copy() for key, col in cols.items()}
                            for name, cols in self.columns.items()},
                "links": {"serial": self.serial[:n].copy(), "next": self.next[:n].copy(),
-                         "last": self.last.copy()},
+                         "prev": self.prev[:n].copy(), "last": self.last.copy()},
                **self._priority_state()}
         if self.state_dim:
             out["states"] = {key: col[:n].copy() for key, col in self.states.items()}
@@ -474,6 +507,8 @@ class JointReplayBuffer(Prioritized):
         if links is not None:
             self.serial[:len(links["serial"])] = links["serial"]
             self.next[:len(links["next"])] = links["next"]
+            if "prev" in links:
+                self.prev[:len(links["prev"])] = links["prev"]
             self.last = np.array(links["last"], np.int64)
         self._load_priorities(state)
 
@@ -520,11 +555,15 @@ def _check_capacity(state: dict[str, Any], capacity: int) -> None:
 
 # -- storages the loop owns ---------------------------------------------------------------------
 def policy_replay(specs: dict[str, PolicySpec], capacity: int, saved: bool = True,
-                  priority: tuple[float, float] | None = None) -> PolicyReplay:
+                  priority: tuple[float, float] | None = None,
+                  state_sizes: dict[str, int] | None = None) -> PolicyReplay:
     """A replay buffer of ``capacity`` transitions for each policy in ``specs``, refused before
-    it is allocated when the machine cannot hold them all; prioritised by ``(alpha, eps)``."""
+    it is allocated when the machine cannot hold them all; prioritised by ``(alpha, eps)``.
+    ``state_sizes``: the recurrent state each policy's actor acts from, kept with each row."""
+    sizes = state_sizes or {}
     shapes = {pid: (capacity, spec.obs_dim, spec.action_view.shape, spec.action_view.dtype,
-                    spec.action_view.mask_dim, spec.obs_view.dtype) for pid, spec in specs.items()}
+                    spec.action_view.mask_dim, spec.obs_view.dtype, sizes.get(pid, 0))
+              for pid, spec in specs.items()}
     check_fits(sum(ReplayBuffer.nbytes(*shape) for shape in shapes.values()), "algo.buffer_size",
                f"{len(shapes)} replay buffer(s) of {capacity:,} transitions")
     buffers = {pid: ReplayBuffer(*shape) for pid, shape in shapes.items()}
@@ -536,13 +575,17 @@ def policy_replay(specs: dict[str, PolicySpec], capacity: int, saved: bool = Tru
 
 def joint_replay(specs: dict[str, PolicySpec], capacity: int, requires: str, state_dim: int = 0,
                  saved: bool = True, priority: tuple[float, float] | None = None,
-                 absent_ok: bool = False) -> JointReplay:
+                 absent_ok: bool = False, state_sizes: dict[str, int] | None = None
+                 ) -> JointReplay:
     """A joint replay buffer of ``capacity`` rows of the agents of every policy in ``specs``
     (and the env's global state of ``state_dim`` numbers, twice, with each row), refused
     before it is allocated when the machine cannot hold it; prioritised by ``(alpha, eps)``.
-    ``requires`` names who needs joint rows, in errors."""
+    ``requires`` names who needs joint rows, in errors. ``state_sizes``: the recurrent state
+    each policy's actor acts from, kept with each agent's share of a row."""
+    sizes = state_sizes or {}
     groups = {pid: Group(len(spec.agents), spec.obs_dim, spec.action_view.shape,
-                         spec.action_view.dtype, spec.action_view.mask_dim, spec.obs_view.dtype)
+                         spec.action_view.dtype, spec.action_view.mask_dim, spec.obs_view.dtype,
+                         sizes.get(pid, 0))
               for pid, spec in specs.items()}
     agents = sum(g.agents for g in groups.values())
     states = len(STATE_KEYS) * np.dtype(np.float32).itemsize * state_dim * capacity

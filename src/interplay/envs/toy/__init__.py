@@ -16,6 +16,8 @@ from interplay.envs.toy.games import (
     scripted_turn_game,
     shifting_crowd,
 )
+from interplay.envs.toy.recall import TurnRecall, turn_recall
 
 __all__ = ["HiddenGoal", "Move", "ScriptedTurnGame", "SharedSpaces", "ShiftingCrowd",
-           "cut_at_max_cycles", "hidden_goal", "scripted_turn_game", "shifting_crowd"]
+           "TurnRecall", "cut_at_max_cycles", "hidden_goal", "scripted_turn_game",
+           "shifting_crowd", "turn_recall"]

@@ -1,4 +1,5 @@
 """``Recall``: a memory task. A cue is shown at the first step only; recalling it pays at the last.
+``TurnRecall`` is the same task with the players taking turns (an AEC env).
 
 Each agent gets its own cue, one of ``n_cues``, seen as a one-hot vector at the first step and
 as zeros after it. For ``delay`` steps nothing happens (actions are ignored); then the
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 from gymnasium import spaces
+from pettingzoo import AECEnv
 
 from interplay.envs.toy.games import SharedSpaces
 
@@ -61,3 +63,77 @@ class Recall(SharedSpaces):
 
 def parallel_env(**kwargs) -> Recall:
     return Recall(**kwargs)
+
+
+class TurnRecall(AECEnv):
+    """``Recall`` taking turns: players move in rotation, each remembering its own cue.
+
+    A player sees its cue (one-hot, one of ``n_cues``) at its first turn and zeros after it;
+    for ``delay`` more turns of its own nothing happens; at its last turn the observation's
+    last entry says "now" and its action is its guess, paid 1 if it names the cue. Every
+    player is terminated once the last one has guessed. Between two turns of a player the
+    others move, so what it must remember spans its own turns, not the env's steps; a policy
+    without memory stays at chance (``1 / n_cues``).
+    """
+
+    metadata = {"name": "turn_recall_v0", "render_modes": []}
+
+    def __init__(self, n_agents: int = 2, n_cues: int = 4, delay: int = 3):
+        super().__init__()
+        if n_agents < 1 or n_cues < 2 or delay < 0:
+            raise ValueError(f"need n_agents >= 1, n_cues >= 2 and delay >= 0; got "
+                             f"{n_agents}, {n_cues}, {delay}")
+        self.possible_agents = [f"player_{i}" for i in range(n_agents)]
+        self.n_cues, self.delay = n_cues, delay
+        self._obs_space = spaces.Box(0.0, 1.0, (n_cues + 1,), np.float32)
+        self._act_space = spaces.Discrete(n_cues)
+        self._rng = np.random.default_rng()
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self._obs_space
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self._act_space
+
+    def observe(self, agent: str) -> np.ndarray:
+        i = self.possible_agents.index(agent)
+        obs = np.zeros(self.n_cues + 1, np.float32)
+        if self.turns[i] == 0:
+            obs[self.cues[i]] = 1.0
+        if self.turns[i] == self.delay:
+            obs[-1] = 1.0
+        return obs
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self.agents = list(self.possible_agents)
+        self.cues = self._rng.integers(0, self.n_cues, len(self.agents))
+        self.turns = np.zeros(len(self.agents), np.int64)  # each player's turns taken
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos: dict[str, dict] = {a: {} for a in self.agents}
+        self.agent_selection = self.agents[0]
+
+    def step(self, action) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        i = self.possible_agents.index(agent)
+        self._cumulative_rewards[agent] = 0.0
+        self._clear_rewards()
+        if self.turns[i] == self.delay:
+            self.rewards[agent] = float(int(action) == int(self.cues[i]))
+        self.turns[i] += 1
+        if i == len(self.agents) - 1 and self.turns[i] > self.delay:
+            for a in self.agents:
+                self.terminations[a] = True
+        self.agent_selection = self.agents[(i + 1) % len(self.agents)]
+        self._accumulate_rewards()
+
+
+def turn_recall(**kwargs) -> TurnRecall:
+    return TurnRecall(**kwargs)

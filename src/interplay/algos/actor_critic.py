@@ -6,35 +6,50 @@ A centralised critic row for one of policy ``pid``'s agents holds the agent's ow
 action and slot (one-hot, with several agents), then every trained agent's observation (or the
 env's global state in their place, with ``algo.state``) and every trained agent's action. Each
 agent's action keeps its place in the joint part in every row: a critic shared by the policy's
-agents then learns one effect of each agent's action, whichever row it values.
+agents then learns one effect of each agent's action, whichever row it values. An attention
+critic (``critic_model.type: attention``) reads the same row, then one live flag per trained
+agent, as one token per agent (its observation and action) and values the row's own agent's
+token (:mod:`interplay.nets.attention`).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
 from gymnasium import spaces
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from torch import nn
 
 from interplay.algos.base import NetActor, read_state
 from interplay.algos.offpolicy import OffPolicy, priority_of, tensor
 from interplay.config.algo import AlgoSettings
+from interplay.config.critic_model import CriticModelSettings, attention_reads_agents
 from interplay.config.model import ModelSettings, same_view_as_actors
 from interplay.data.replay import STATE_KEYS, JointReplay, JointReplayBuffer, joint_replay
 from interplay.envs.batch import state_dim
-from interplay.nets.build import ObsInput, Part, model_key, obs_input, policy_model
+from interplay.nets.attention import TokenLayout, attention_critic
+from interplay.nets.build import ObsInput, Part, model_key, network, obs_input, policy_model
 from interplay.nets.inputs import obs_tensor
 from interplay.run.actors import ActBatch
 from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
 
 
-def _relu(hidden: list[int]) -> Any:
-    return lambda: ModelSettings(hidden=hidden, activation="relu")
+def _relu(hidden: list[int], settings: type[ModelSettings] = ModelSettings) -> Any:
+    return lambda: settings(hidden=hidden, activation="relu")
+
+
+CriticMaker = Callable[[int, float], nn.Module]
+"""Makes one critic network: ``(out_dim, out_gain) -> module``."""
+
+
+def critic_maker(model: ModelSettings, parts: list[Part]) -> CriticMaker:
+    """A maker of critics built from ``model`` over rows of ``parts``."""
+    return lambda out_dim, gain: network(model, parts, out_dim, gain, "algo.critic_model")
 
 
 class ActorCriticModels(AlgoSettings):
@@ -43,14 +58,20 @@ class ActorCriticModels(AlgoSettings):
     model: ModelSettings = Field(default_factory=_relu([64, 64]))
     """The actors, and how observations are prepared (``policies.<pid>.model`` overrides any
     of these for one policy)."""
-    critic_model: ModelSettings = Field(default_factory=_relu([64, 64]))
+    critic_model: CriticModelSettings = Field(default_factory=_relu([64, 64], CriticModelSettings))
     """The critics (they see observations as the actors do: resize, grayscale and layout are
-    taken from ``model``)."""
+    taken from ``model``); ``type: attention`` with centralised critics attends across the
+    trained agents, one token per agent (its observation and action)."""
 
     @field_validator("critic_model")
     @classmethod
-    def _critics_see_what_actors_see(cls, value: ModelSettings) -> ModelSettings:
+    def _critics_see_what_actors_see(cls, value: CriticModelSettings) -> CriticModelSettings:
         return same_view_as_actors(value)
+
+    @model_validator(mode="after")
+    def _attention_reads_agents(self) -> ActorCriticModels:
+        attention_reads_agents(self.critic_model, getattr(self, "state", "observations"))
+        return self
 
 
 def act_dim(spec: PolicySpec) -> int:
@@ -218,15 +239,34 @@ class CentralCritics(ActorCritic):
     turn_based = False
     agents_come_and_go = False
     centralised = True
+    attention_critic = True
 
     def __init__(self, settings: Any, specs: dict[str, PolicySpec], device: str, seed: int,
                  state_space: spaces.Box | None = None):
         """``state_space``: the global state the env keeps (None if it keeps none); the critics
         read it in place of the joined observations unless ``algo.state`` is
-        ``observations``."""
-        self.env_state = read_state(settings.state, state_space, "the critic")
+        ``observations`` (an attention critic always reads the observations)."""
+        self.attention = settings.critic_model.attention
+        self.env_state = (None if self.attention else
+                          read_state(settings.state, state_space, "the critic"))
         self.state_dim = state_dim(self.env_state)
         super().__init__(settings, specs, device, seed)
+
+    def critic_maker(self, pid: str, inputs: dict[str, ObsInput]) -> CriticMaker:
+        """A maker of policy ``pid``'s critics: over :meth:`critic_parts`, or attending across
+        the agents' tokens of the same rows."""
+        model = self.settings.critic_model
+        if not self.attention:
+            return critic_maker(model, self.critic_parts(pid, inputs))
+        specs = self.specs
+        k = len(specs[pid].agents)
+        own = inputs[pid].dim + act_dim(specs[pid])
+        layout = TokenLayout(
+            tuple((len(specs[q].agents), inputs[q].dim, act_dim(specs[q])) for q in self.trained),
+            lead=own + (k if k > 1 else 0), own_group=self.trained.index(pid),
+            slot_at=own if k > 1 else None)
+        groups = [inputs[q] for q in self.trained]
+        return lambda out_dim, gain: attention_critic(layout, model, groups, out_dim, gain)
 
     def critic_parts(self, pid: str, inputs: dict[str, ObsInput]) -> list[Part]:
         """The pieces of a critic row of policy ``pid``, in :meth:`critic_input`'s order."""
@@ -259,6 +299,9 @@ class CentralCritics(ActorCritic):
                 cols.append((eye * own[:, None] + (1 - eye) * act[q][:, None]).reshape(b, k, -1))
             else:
                 cols.append(act[q].reshape(b, 1, -1).expand(b, k, -1))
+        if self.attention:  # every trained agent acts in every joint row (see the class doc)
+            agents = sum(len(self.specs[q].agents) for q in self.trained)
+            cols.append(torch.ones(b, k, agents, device=dev))
         return torch.cat(cols, dim=2)
 
     def make_storage(self, num_envs: int) -> JointReplay:

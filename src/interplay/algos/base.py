@@ -43,6 +43,9 @@ class Algorithm:
     # Learning sees every trained agent at once (a centralised critic or a mixer of values).
     centralised: ClassVar[bool] = False
     supports_recurrent: ClassVar[bool] = False  # can learn recurrent networks (``model.recurrent``)
+    # Takes ``critic_model.type: attention``: a centralised critic (or mixer) attending across
+    # the agents, whichever of them are present.
+    attention_critic: ClassVar[bool] = False
     off_policy: ClassVar[bool] = False  # learns from a replay of past transitions
     # Learns from transitions any policy played (a replay of single-agent rows), so a league
     # may hand it the moves its members made (``league.learn_from_members``).
@@ -154,12 +157,13 @@ REGISTRY: dict[str, type[Algorithm]] = {}
 def register(cls: type[Algorithm]) -> type[Algorithm]:
     """Make ``cls`` known by its ``name`` to configs (``algo.name``) and to the CLI."""
     REGISTRY[cls.name] = cls
-    register_settings(cls.name, cls.Settings, recurrent=cls.supports_recurrent)
+    register_settings(cls.name, cls.Settings, recurrent=cls.supports_recurrent,
+                      attention=cls.attention_critic)
     return cls
 
 
 CAPABILITIES = ("action_kinds", "turn_based", "agents_come_and_go", "centralised",
-                "supports_recurrent", "off_policy", "learns_from_members")
+                "supports_recurrent", "attention_critic", "off_policy", "learns_from_members")
 """The class attributes that say what an algorithm can learn from."""
 
 

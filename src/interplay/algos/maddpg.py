@@ -50,6 +50,7 @@ from interplay.algos.actor_critic import (
     ActorCriticNets,
     CentralCritics,
     Columns,
+    CriticMaker,
     States,
     columns,
     gumbel_noise,
@@ -60,7 +61,7 @@ from interplay.algos.offpolicy import ReplaySettings, default, follow_all
 from interplay.config.algo import CriticStateSettings
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_STEPS
 from interplay.data.replay import GroupRows, JointReplay
-from interplay.nets.build import ObsInput, Part, network
+from interplay.nets.build import ObsInput, network
 from interplay.nets.distributions import MASKED
 from interplay.nets.greedy import GreedyQ
 from interplay.run.actors import ActBatch
@@ -124,15 +125,14 @@ class DDPGNets(ActorCriticNets):
     the OU noise state of its agents in each copy."""
 
     def __init__(self, spec: PolicySpec, s: MADDPGSettings, own: ObsInput,
-                 critic_in: list[Part], seed: int, name: str, device: str):
+                 make_critic: CriticMaker, seed: int, name: str, device: str):
         super().__init__(spec, seed, name)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng_for(seed, name, "init", spec.id).integers(2**63)))
             body = network(own.model, [(own, 1)], self.act_dim, 0.01, own.where)
             self.actor = (body if self.discrete else nn.Sequential(body, nn.Tanh())).to(device)
             self.critics = nn.ModuleList(
-                [network(s.critic_model, critic_in, 1, 1.0, "algo.critic_model")
-                 for _ in range(2 if s.twin_critics else 1)]
+                [make_critic(1, 1.0) for _ in range(2 if s.twin_critics else 1)]
             ).to(device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_targets = copy.deepcopy(self.critics).requires_grad_(False)
@@ -216,7 +216,7 @@ class MADDPG(CentralCritics):
 
     def make_nets(self, pid: str, inputs: dict[str, ObsInput]) -> DDPGNets:
         return DDPGNets(self.specs[pid], self.settings, inputs[pid],
-                        self.critic_parts(pid, inputs), self.seed, self.name, self.device)
+                        self.critic_maker(pid, inputs), self.seed, self.name, self.device)
 
     # -- exploration ------------------------------------------------------------------------
     def noise_scale(self) -> float:

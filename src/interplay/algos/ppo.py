@@ -17,11 +17,13 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from interplay.algos.base import register
 from interplay.algos.onpolicy import ActorCritic, LossTerms, Minibatch, OnPolicy, OnPolicySettings
+from interplay.config.critic_model import CriticModelSettings, attention_reads_agents
 from interplay.config.limits import MAX_COEF
+from interplay.config.model import same_view_as_actors
 
 
 class PPOSettings(OnPolicySettings):
@@ -43,8 +45,29 @@ class MAPPOSettings(PPOSettings):
     the built-in batched envs), ``auto`` the env's state where it has a flat one, else the
     observations."""
 
+    critic_model: CriticModelSettings | None = None
+    """The critic, where it differs from ``model`` (none: the critic is built as the actor
+    is); ``type: attention`` attends across every trained agent's observation, one value per
+    agent, whichever agents are present (it sees observations as the actors do: resize,
+    grayscale and layout are taken from ``model``)."""
+
     def critic_reads(self) -> str:
         return self.state
+
+    @field_validator("critic_model")
+    @classmethod
+    def _critic_sees_what_actors_see(cls, value: CriticModelSettings | None
+                                     ) -> CriticModelSettings | None:
+        return value if value is None else same_view_as_actors(value)
+
+    @model_validator(mode="after")
+    def _attention_reads_agents(self) -> MAPPOSettings:
+        if self.critic_model is not None and self.critic_model.attention:
+            if not self.centralised_critic:
+                raise ValueError("critic_model.type: attention is a centralised critic; set "
+                                 "algo.centralised_critic: true")
+            attention_reads_agents(self.critic_model, self.state)
+        return self
 
 
 class PPO(OnPolicy):
@@ -92,3 +115,4 @@ class MAPPO(PPO):
     name = "mappo"
     Settings = MAPPOSettings
     centralised = True
+    attention_critic = True

@@ -29,9 +29,10 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 from gymnasium import spaces
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 from torch import nn
 
+from interplay.algos.attention_mixer import AttentionMixer
 from interplay.algos.base import WarmParts, read_state, register
 from interplay.algos.mixing import AgentQNets, Mixer, QActor, q_net
 from interplay.algos.offpolicy import OffPolicy, ReplaySettings, default, follow_all, priority_of
@@ -44,6 +45,7 @@ from interplay.algos.recurrent_q import (
 )
 from interplay.algos.team_sequences import team_sequences
 from interplay.config.algo import PrioritySettings
+from interplay.config.critic_model import ATTENTION, CriticModelSettings, attention_reads_agents
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
 from interplay.data.replay import JointReplay, JointReplayBuffer, joint_replay
@@ -51,6 +53,7 @@ from interplay.data.sequences import windows
 from interplay.envs.batch import state_dim
 from interplay.errors import ConfigError
 from interplay.nets.agents import agent_nets, stacked_optimizer_state
+from interplay.nets.attention import TokenLayout, attention_params
 from interplay.nets.build import check_network_fits, model_key, obs_input, policy_model
 from interplay.nets.greedy import GreedyQ
 from interplay.nets.inputs import obs_tensor
@@ -108,6 +111,25 @@ class QMIXSettings(VDNSettings):
     """Width of the mixing network's hidden layer."""
     hypernet_hidden: int = Field(64, ge=1, le=MAX_SIZE)
     """Width of the hypernetworks that make the mixer's weights from the state."""
+    critic_model: CriticModelSettings = Field(default_factory=CriticModelSettings)
+    """The mixer: ``type: auto`` makes its weights from the state by hypernetworks
+    (``mixer_hidden``, ``hypernet_hidden``; no other key is used); ``type: attention`` makes
+    them by attention across the agents' observations, one token per agent, absent agents
+    masked out (``embed``, ``heads``, ``layers``, ``activation``; ``hidden`` is the head
+    that gives each agent its ``mixer_hidden`` non-negative weights)."""
+
+    @field_validator("critic_model")
+    @classmethod
+    def _a_mixer(cls, value: CriticModelSettings) -> CriticModelSettings:
+        if value.type not in ("auto", ATTENTION):
+            raise ValueError(f"type: {value.type} is no mixer; QMIX mixes by hypernetworks "
+                             "(auto) or by attention across agents (attention)")
+        return value
+
+    @model_validator(mode="after")
+    def _attention_reads_agents(self) -> QMIXSettings:
+        attention_reads_agents(self.critic_model, self.state)
+        return self
 
 
 @register
@@ -296,9 +318,9 @@ class VDN(OffPolicy):
             next_state = torch.cat(next_obs_parts, dim=1)
         else:
             state, next_state = (torch.as_tensor(x, device=dev) for x in states)
-        q_tot = self._mix(q, state, self.mixer)
+        q_tot = self._mix(q, state, self.mixer, here_all)
         with torch.no_grad():
-            next_tot = self._mix(q_next, next_state, self.target_mixer)
+            next_tot = self._mix(q_next, next_state, self.target_mixer, next_all)
             goes_on = (next_all.sum(dim=1) > 0).float()  # some agent of the team goes on
             target = (torch.as_tensor(ret, device=dev, dtype=torch.float32)
                       + torch.as_tensor(discount, device=dev, dtype=torch.float32)
@@ -344,7 +366,10 @@ class VDN(OffPolicy):
                 pairs.append((self.target_mixer, self.mixer))
             follow_all(pairs, s.tau)
 
-    def _mix(self, q: torch.Tensor, state: torch.Tensor, mixer: nn.Module | None) -> torch.Tensor:
+    def _mix(self, q: torch.Tensor, state: torch.Tensor, mixer: nn.Module | None,
+             live: torch.Tensor) -> torch.Tensor:
+        """The team's value ``[b]`` of the agents' ``q`` ``[b, agents]`` (absent agents' zero;
+        ``live`` flags the present ones)."""
         return q.sum(dim=1)
 
     # -- state ----------------------------------------------------------------------------
@@ -396,16 +421,22 @@ class QMIX(VDN):
     name = "qmix"
     Settings = QMIXSettings
     settings: QMIXSettings
+    attention_critic = True
 
     def __init__(self, settings: QMIXSettings, specs: dict[str, PolicySpec], device: str,
                  seed: int, state_space: spaces.Box | None = None):
         """``state_space``: the global state the env keeps (None if it keeps none); the mixer
-        reads it unless ``algo.state`` is ``observations``."""
-        self.env_state = read_state(settings.state, state_space, "the mixer")
+        reads it unless ``algo.state`` is ``observations`` (an attention mixer always reads
+        the agents' observations)."""
+        self.attention = settings.critic_model.attention
+        self.env_state = (None if self.attention else
+                          read_state(settings.state, state_space, "the mixer"))
         super().__init__(settings, specs, device, seed)
 
-    def _mixer(self) -> Mixer:
+    def _mixer(self) -> Mixer | AttentionMixer:
         s = self.settings
+        if self.attention:
+            return self._attention_mixer()
         hyper, hidden = s.hypernet_hidden, s.mixer_hidden
         params = (3 * self.state_dim * hyper + hyper * (self.n_agents * hidden + hidden + 1)
                   + self.state_dim * hidden)
@@ -415,9 +446,27 @@ class QMIX(VDN):
         return Mixer(self.n_agents, self.state_dim, s.mixer_hidden, s.hypernet_hidden).to(
             self.device)
 
-    def _mix(self, q: torch.Tensor, state: torch.Tensor, mixer: nn.Module | None) -> torch.Tensor:
+    def _attention_mixer(self) -> AttentionMixer:
+        s, model = self.settings, self.settings.critic_model
+        groups = []
+        for p in self.policies.values():
+            inp = obs_input(p.spec, policy_model(s, p.spec), model_key(p.spec))
+            if inp.layout is not None:
+                raise ConfigError(f"algo.critic_model.type: attention reads each agent's "
+                                  f"observation as a flat vector, but policy {p.spec.id!r}'s "
+                                  "are images; use critic_model.type: auto")
+            groups.append((p.k, p.spec.obs_dim, 0))
+        layout = TokenLayout(tuple(groups))
+        e = model.embed
+        check_network_fits(attention_params(layout, model, s.mixer_hidden) + 2 * e * e
+                           + 2 * e * s.mixer_hidden, "algo.critic_model.embed", e,
+                           "lower algo.critic_model.embed or algo.critic_model.layers")
+        return AttentionMixer(layout, model, s.mixer_hidden).to(self.device)
+
+    def _mix(self, q: torch.Tensor, state: torch.Tensor, mixer: nn.Module | None,
+             live: torch.Tensor) -> torch.Tensor:
         assert mixer is not None
-        return mixer(q, state)
+        return mixer(q, state, live) if self.attention else mixer(q, state)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         saved = state.get("mixer", {}).get("b1.weight")

@@ -52,9 +52,11 @@ from interplay.algos.actor_critic import (
     ActorCriticModels,
     CentralCritics,
     Columns,
+    CriticMaker,
     States,
     act_dim,
     columns,
+    critic_maker,
     sampled_states,
 )
 from interplay.algos.base import WarmParts, register
@@ -74,7 +76,7 @@ from interplay.algos.soft import (
 from interplay.config.algo import CriticStateSettings, PrioritySettings
 from interplay.config.limits import MAX_COEF, MAX_LR
 from interplay.data.replay import JointReplay, PolicyReplay, policy_replay
-from interplay.nets.build import ObsInput, Part
+from interplay.nets.build import ObsInput
 from interplay.nets.greedy import GreedyQ
 from interplay.run.actors import ActBatch
 
@@ -162,13 +164,14 @@ class ISAC(ActorCritic):
         return SACNets(self.specs[pid], self.settings, inputs[pid],
                        *self._critic_shape(pid, inputs), self.seed, self.name, self.device)
 
-    def _critic_shape(self, pid: str, inputs: dict[str, ObsInput]) -> tuple[list[Part], int]:
-        """The pieces of a critic row and the critic's output width: the agent's observation
-        and one value per action (discrete), or observation and action and one value (Box)."""
+    def _critic_shape(self, pid: str, inputs: dict[str, ObsInput]) -> tuple[CriticMaker, int]:
+        """A maker of critics and their output width: over the agent's observation, one value
+        per action (discrete), or over observation and action, one value (Box)."""
         spec = self.specs[pid]
+        model = self.settings.critic_model
         if spec.action_view.kind == "discrete":
-            return [(inputs[pid], 1)], act_dim(spec)
-        return [(inputs[pid], 1), (act_dim(spec), 1)], 1
+            return critic_maker(model, [(inputs[pid], 1)]), act_dim(spec)
+        return critic_maker(model, [(inputs[pid], 1), (act_dim(spec), 1)]), 1
 
     def critic_input(self, pid: str, obs: dict[str, torch.Tensor], act: dict[str, torch.Tensor],
                      own: torch.Tensor | None = None,
@@ -335,9 +338,9 @@ class MASAC(CentralCritics, ISAC):  # type: ignore[misc]  # joint rows, not ISAC
         "buffer_size": "joint rows held in the shared replay buffer",
     }
 
-    def _critic_shape(self, pid: str, inputs: dict[str, ObsInput]) -> tuple[list[Part], int]:
+    def _critic_shape(self, pid: str, inputs: dict[str, ObsInput]) -> tuple[CriticMaker, int]:
         """The centralised critic row (see :mod:`interplay.algos.actor_critic`); one value."""
-        return self.critic_parts(pid, inputs), 1
+        return self.critic_maker(pid, inputs), 1
 
     def critic_values(self, pid: str, nets: nn.ModuleList, obs: dict[str, torch.Tensor],
                       act: dict[str, torch.Tensor], own: torch.Tensor | None = None,

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from interplay.algos.actor_critic import ActorCriticNets, gumbel_noise
-from interplay.nets.build import ObsInput, Part, network
+from interplay.algos.actor_critic import ActorCriticNets, CriticMaker, gumbel_noise
+from interplay.nets.build import ObsInput, network
 from interplay.nets.distributions import MASKED
 from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
@@ -101,7 +101,7 @@ class SACNets(ActorCriticNets):
     """One trained policy's stochastic actor, twin critics and their targets, entropy weight
     alpha, optimisers, and the RNG its learning draws with."""
 
-    def __init__(self, spec: PolicySpec, s: Any, own: ObsInput, critic_in: list[Part],
+    def __init__(self, spec: PolicySpec, s: Any, own: ObsInput, make_critic: CriticMaker,
                  critic_out: int, seed: int, name: str, device: str):
         super().__init__(spec, seed, name)
         scale = s.target_entropy_scale
@@ -111,8 +111,7 @@ class SACNets(ActorCriticNets):
             width = self.act_dim if self.discrete else 2 * self.act_dim  # logits, or mean and log-std
             self.actor = network(own.model, [(own, 1)], width, 0.01, own.where).to(device)
             self.critics = nn.ModuleList(
-                [network(s.critic_model, critic_in, critic_out, 1.0, "algo.critic_model")
-                 for _ in range(2)]).to(device)
+                [make_critic(critic_out, 1.0) for _ in range(2)]).to(device)
         self.critic_targets = copy.deepcopy(self.critics).requires_grad_(False)
         self.log_alpha = torch.tensor(math.log(s.alpha), device=device, requires_grad=True)
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=s.lr_actor)

@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from interplay.config.code import NamesCode, load_callable
+from interplay.config.critic_model import declare_attention, refuse_attention
 from interplay.config.limits import MAX_STEPS
 from interplay.config.model import declare_recurrent, refuse_renamed
 from interplay.errors import ConfigError
@@ -71,11 +72,14 @@ class CriticStateSettings(AlgoSettings):
 SETTINGS: dict[str, type[AlgoSettings]] = {}
 
 
-def register_settings(name: str, settings: type[AlgoSettings], recurrent: bool = False) -> None:
+def register_settings(name: str, settings: type[AlgoSettings], recurrent: bool = False,
+                      attention: bool = False) -> None:
     """Validate ``algo`` sections naming ``name`` with ``settings``; ``recurrent``: whether
-    that algorithm learns recurrent networks (``model.recurrent``)."""
+    that algorithm learns recurrent networks (``model.recurrent``); ``attention``: whether it
+    takes ``critic_model.type: attention``."""
     SETTINGS[name] = settings
     declare_recurrent(name, recurrent)
+    declare_attention(name, attention)
 
 
 def settings_class(name: Any) -> type[AlgoSettings]:
@@ -104,6 +108,8 @@ def settings_for(data: Any) -> AlgoSettings:
         return data
     if not isinstance(data, dict):
         raise ConfigError(f"algo: expected a mapping of settings, got {data!r}")
-    settings = settings_class(data.get("name", "random"))
+    name = data.get("name", "random")
+    settings = settings_class(name)
     refuse_renamed(data, settings.model_fields)
+    refuse_attention(name, data)
     return settings.model_validate(data)

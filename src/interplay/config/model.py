@@ -144,6 +144,10 @@ class ModelSettings(BaseModel):
 def check_type(value: str) -> None:
     if value in ("auto", "mlp", "cnn"):
         return
+    if value == "attention":
+        raise ValueError("attention attends across agents, so only a centralised critic or "
+                         "mixer takes it: set algo.critic_model.type: attention (an actor sees "
+                         "one agent)")
     module, sep, name = value.partition(":")
     if not sep or not module or not name:
         near = difflib.get_close_matches(value, ["auto", "mlp", "cnn"], n=1)

@@ -48,7 +48,8 @@ from interplay.data.returns import gae
 from interplay.data.rollout import RolloutStorage
 from interplay.envs.batch import state_dim
 from interplay.errors import UserError
-from interplay.nets.build import model_key, obs_input, policy_model
+from interplay.nets.attention import TokenLayout, attention_critic
+from interplay.nets.build import ObsInput, model_key, obs_input, policy_model
 from interplay.nets.greedy import GreedyPolicy, Standardise
 from interplay.run.mapping import PolicySpec
 from interplay.seeding import rng_for
@@ -146,7 +147,10 @@ class OnPolicy(Algorithm):
         centralised critic reads it instead of the joined observations unless ``algo.state``
         is ``observations``."""
         state = read_state(settings.critic_reads(), state_space, "the critic")
-        self.env_state = state if settings.centralised_critic else None
+        critic_model = getattr(settings, "critic_model", None)
+        # an attention critic reads the agents' observations, never a global state
+        self.attention = critic_model is not None and critic_model.attention
+        self.env_state = state if settings.centralised_critic and not self.attention else None
         super().__init__(settings, specs, device, seed)
         self.trained = [pid for pid, spec in specs.items() if spec.trainable]
         inputs = {pid: obs_input(specs[pid], policy_model(settings, specs[pid]),
@@ -159,13 +163,16 @@ class OnPolicy(Algorithm):
         if self.env_state is not None:
             self.joint_dim = state_dim(self.env_state)
             joint = [(self.joint_dim, 1)]  # type: ignore[list-item]
+        if self.attention:
+            self.joint_dim += sum(len(specs[q].agents) for q in self.trained)  # live flags
         self.policies: dict[str, ActorCritic] = {}
         with torch.random.fork_rng(devices=[]):
             for pid in self.trained:
                 torch.manual_seed(int(rng_for(seed, self.name, "init", pid).integers(2**63)))
-                self.policies[pid] = ActorCritic(specs[pid], settings, inputs[pid],
-                                                 [(inputs[pid], 1), *(joint if self.joint_dim else [])],
-                                                 device)
+                self.policies[pid] = ActorCritic(
+                    specs[pid], settings, inputs[pid],
+                    [(inputs[pid], 1), *(joint if self.joint_dim else [])], device,
+                    critic_model, self._attention_critic(pid, inputs, critic_model))
         self.act_rngs = {pid: rng_for(seed, self.name, "act", pid) for pid in self.trained}
         self.shuffle_rng = rng_for(seed, self.name, "shuffle")
         self._actors = {pid: OnPolicyActor(self.policies[pid], self.act_rngs[pid], device)
@@ -177,6 +184,18 @@ class OnPolicy(Algorithm):
         self._past_steps = 0  # the run's env steps before the current rollout
         self._env_steps = 0  # the run's env steps, as last told
         self.updates = 0
+
+    def _attention_critic(self, pid: str, inputs: dict[str, ObsInput],
+                          critic_model: Any) -> Callable[[], torch.nn.Module] | None:
+        """A maker of policy ``pid``'s attention critic (None without one): a value per agent
+        from the rows' own observation, every trained agent's and their live flags."""
+        if not self.attention:
+            return None
+        groups = [inputs[q] for q in self.trained]
+        layout = TokenLayout(tuple((len(self.specs[q].agents), g.dim, 0)
+                                   for q, g in zip(self.trained, groups, strict=True)),
+                             lead=inputs[pid].dim, own_group=self.trained.index(pid))
+        return lambda: attention_critic(layout, critic_model, groups, 1, 1.0)
 
     def actor(self, pid: str) -> OnPolicyActor:
         return self._actors[pid]
@@ -250,7 +269,7 @@ class OnPolicy(Algorithm):
         if self.env_state is not None:
             return {pid: state_inputs(pid, s, dev) for pid, s in samples.items()}
         groups = {q: (len(self.specs[q].agents), self.specs[q].obs_dim) for q in self.trained}
-        return joint_inputs(samples, groups, dev)
+        return joint_inputs(samples, groups, dev, live=self.attention)
 
     def advantages(self, pid: str, s: PolicySamples, x: CriticInputs) -> Advantages:
         """Advantages, the critic's targets, and how much of the returns' variance it explains."""

@@ -9,12 +9,14 @@ the critic's returns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from interplay.algos.base import tensor
+from interplay.config.model import ModelSettings
 from interplay.envs.images import is_image
 from interplay.errors import ConfigError
 from interplay.nets.agents import agent_nets, stacked_optimizer_state
@@ -42,11 +44,18 @@ class ActorCritic:
     statistics of its observations and returns."""
 
     def __init__(self, spec: PolicySpec, s: NetSettings, own: ObsInput,
-                 critic_in: list[tuple[ObsInput | int, int]], device: str):
+                 critic_in: list[tuple[ObsInput | int, int]], device: str,
+                 critic_model: ModelSettings | None = None,
+                 critic_net: Callable[[], torch.nn.Module] | None = None):
+        """``critic_model``: the critic's settings where they differ from the actor's;
+        ``critic_net``: a maker of a critic that serves every agent of the policy (it takes
+        each row's slot), in place of one built from the settings."""
         k = len(spec.agents)
         self.spec = spec
         self.dist = ActionDist(spec.action_view)
         dist, model, where = self.dist, own.model, own.where
+        critic_model, critic_where = ((model, where) if critic_model is None
+                                      else (critic_model, "algo.critic_model"))
         self.model = model
         self.recurrent = model.recurrent != "none"
         if self.recurrent:
@@ -55,15 +64,25 @@ class ActorCritic:
                     f"algo.share_params: false with {where}.recurrent: {model.recurrent} "
                     f"(policy {spec.id!r}): recurrent policies share one network among their "
                     "agents")
+            if critic_net is not None:
+                raise ConfigError(
+                    f"algo.critic_model.type: attention with {where}.recurrent: "
+                    f"{model.recurrent} (policy {spec.id!r}): the attention critic is "
+                    "feed-forward; set recurrent: none or another critic_model.type")
             self.actor: Any = recurrent_net(model, [(own, 1)], dist.net_out, 0.01, where,
                                             dist.head(s.log_std_init)).to(device)
-            self.critic: Any = recurrent_net(model, critic_in, 1, 1.0, where).to(device)
+            # the critic remembers as the actor does: one recurrent setting for both
+            critic_model = critic_model.model_copy(update={
+                key: getattr(model, key) for key in ("recurrent", "recurrent_size", "seq_len")})
+            self.critic: Any = recurrent_net(critic_model, critic_in, 1, 1.0,
+                                             critic_where).to(device)
         else:
             self.actor = agent_nets(lambda: torch.nn.Sequential(
                 network(model, [(own, 1)], dist.net_out, 0.01, where),
                 dist.head(s.log_std_init)), k, s.share_params).to(device)
-            self.critic = agent_nets(lambda: network(model, critic_in, 1, 1.0, where), k,
-                                     s.share_params).to(device)
+            self.critic = (critic_net() if critic_net is not None else agent_nets(
+                lambda: network(critic_model, critic_in, 1, 1.0, critic_where), k,
+                s.share_params)).to(device)
         self.optimizer = torch.optim.Adam(
             [*self.actor.parameters(), *self.critic.parameters()], lr=s.lr, eps=1e-5)
         # Image frames are scaled to [0, 1] in the networks, not standardised; of a Dict

@@ -114,12 +114,14 @@ def state_inputs(pid: str, s: PolicySamples, device: str) -> CriticInputs:
 
 
 def joint_inputs(samples: dict[str, PolicySamples], groups: dict[str, tuple[int, int]],
-                 device: str) -> dict[str, CriticInputs]:
+                 device: str, live: bool = False) -> dict[str, CriticInputs]:
     """Every trained agent's observation at each row's tick in its copy, beside the row's own.
 
     ``groups`` is each trained policy's ``(k, obs_dim)``, in the joint's column order; a
     policy with no rows this rollout, and agents that closed no transition at a tick (turn-based
-    envs, agents that left), leave zeros in their place.
+    envs, agents that left), leave zeros in their place. With ``live``, each table row ends with
+    one flag per agent in the same order: 1 where the agent closed a transition at that tick
+    (what an attention critic masks by, :mod:`interplay.nets.attention`).
     """
     if not samples:
         return {}
@@ -130,6 +132,7 @@ def joint_inputs(samples: dict[str, PolicySamples], groups: dict[str, tuple[int,
         row = {pid: np.arange(len(s.obs)) // groups[pid][0] for pid, s in samples.items()}
         arrays = [_side_by_side([getattr(samples[q], key).reshape(T * copies, -1) for q in groups])
                   for key in ("obs", "next_obs")]
+        flags = np.ones((T * copies, sum(k for k, _ in groups.values())), arrays[0].dtype)
     else:
         ticks, tick = np.unique(np.concatenate([s.step for s in samples.values()]),
                                 return_inverse=True)
@@ -138,6 +141,9 @@ def joint_inputs(samples: dict[str, PolicySamples], groups: dict[str, tuple[int,
                in zip(samples.items(), bounds[:-1], bounds[1:], strict=True)}
         arrays = [_joint_table(samples, groups, row, len(ticks) * copies, next_obs)
                   for next_obs in (False, True)]
+        flags = _live_table(samples, groups, row, len(ticks) * copies, arrays[0].dtype)
+    if live:
+        arrays = [np.concatenate([a, flags.astype(a.dtype)], axis=1) for a in arrays]
     tables = [tensor(a, device) for a in arrays]
     out = {}
     for pid, s in samples.items():
@@ -180,6 +186,19 @@ def _joint_table(samples: dict[str, PolicySamples], groups: dict[str, tuple[int,
         if s is not None:
             block[row[pid], s.slot] = s.next_obs if next_obs else s.obs
         blocks.append(block.reshape(size, k * dim))
+    return _side_by_side(blocks)
+
+
+def _live_table(samples: dict[str, PolicySamples], groups: dict[str, tuple[int, int]],
+                row: dict[str, np.ndarray], size: int, dtype: np.dtype) -> np.ndarray:
+    """``[size, agents]``: 1 where the agent closed a transition at that (tick, copy)."""
+    blocks = []
+    for pid, (k, _) in groups.items():
+        block = np.zeros((size, k), dtype)
+        s = samples.get(pid)
+        if s is not None:
+            block[row[pid], s.slot] = 1
+        blocks.append(block)
     return _side_by_side(blocks)
 
 

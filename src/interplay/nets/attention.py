@@ -25,7 +25,7 @@ from torch import nn
 from interplay.config.critic_model import CriticModelSettings
 from interplay.errors import ConfigError
 from interplay.nets.build import ObsInput, check_network_fits, is_user
-from interplay.nets.mlp import ACTIVATIONS, _init, mlp
+from interplay.nets.mlp import ACTIVATIONS, init_linear, mlp
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class AgentAttention(nn.Module):
         e = model.embed
         act = ACTIVATIONS[model.activation]
         self.encoders = nn.ModuleList(
-            nn.Sequential(_init(nn.Linear(d + a, e), 2 ** 0.5), act()) for _, d, a in layout.groups)
+            nn.Sequential(init_linear(nn.Linear(d + a, e), 2 ** 0.5), act()) for _, d, a in layout.groups)
         layer = nn.TransformerEncoderLayer(e, model.heads, dim_feedforward=2 * e, dropout=0.0,
                                            activation=act(), batch_first=True, norm_first=True)
         self.attend = nn.TransformerEncoder(layer, model.layers, norm=nn.LayerNorm(e),

@@ -33,8 +33,8 @@ class Team(Protocol):
     mixer: nn.Module | None
     target_mixer: nn.Module | None
 
-    def _mix(self, q: torch.Tensor, state: torch.Tensor,
-             mixer: nn.Module | None) -> torch.Tensor: ...
+    def _mix(self, q: torch.Tensor, state: torch.Tensor, mixer: nn.Module | None,
+             live: torch.Tensor) -> torch.Tensor: ...
 
     def _team_reward(self, buffer: JointReplayBuffer, pos: np.ndarray) -> np.ndarray: ...
 
@@ -108,12 +108,15 @@ def team_sequences(team: Team, buffer: JointReplayBuffer, w: Windows
                              .reshape(L, B, -1) for key in ("state", "next_state"))
     n = here_all.shape[2]
 
-    def mix(q: torch.Tensor, at: torch.Tensor, mixer: nn.Module | None) -> torch.Tensor:
-        return team._mix(q.reshape(L * B, n), at.reshape(L * B, -1), mixer).reshape(L, B)
+    def mix(q: torch.Tensor, at: torch.Tensor, mixer: nn.Module | None,
+            live: torch.Tensor) -> torch.Tensor:
+        return team._mix(q.reshape(L * B, n), at.reshape(L * B, -1), mixer,
+                         live.reshape(L * B, n)).reshape(L, B)
 
-    q_tot = mix(torch.cat(q_parts, dim=2) * here_all, state, team.mixer)
+    q_tot = mix(torch.cat(q_parts, dim=2) * here_all, state, team.mixer, here_all)
     with torch.no_grad():
-        next_tot = mix(torch.cat(next_parts, dim=2) * next_all, next_state, team.target_mixer)
+        next_tot = mix(torch.cat(next_parts, dim=2) * next_all, next_state, team.target_mixer,
+                       next_all)
         value = (next_all.sum(dim=2) > 0).float() * next_tot  # some agent of the team goes on
         reward = torch.as_tensor(team._team_reward(buffer, w.pos.ravel()).reshape(L, B),
                                  dtype=torch.float32, device=dev)

@@ -90,3 +90,17 @@ def test_a_learner_on_a_gpu_beside_cpu_runners(tmp_path):
     finally:
         disconnect(started)
     assert result.env_steps == 128 and result.rows[-1]["ray/learn_s"] > 0
+
+
+def test_the_cli_refuses_gpus_for_a_cpu_learner_before_any_step(tmp_path, capsys):
+    pytest.importorskip("ray")
+    from interplay.cli import main
+
+    run = tmp_path / "run"
+    code = main(["train", "--run-dir", str(run), "-s", "backend.name=ray", "-s",
+                 "backend.gpus_for_learner=1",
+                 "-s", "train.device=cpu", *[a for s in QUIET for a in ("-s", s)]])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "error: backend.gpus_for_learner is 1, but the learner would run on cpu" in err
+    assert not (run / "metrics.jsonl").exists()

@@ -67,7 +67,7 @@ RUNNER_DOCS = {
                             "dropped since the run began (never counted as finished)",
     "ray/sample_wait_s": "`backend.name: ray`: seconds the learner waited for the runners' "
                          "steps, per update, since the previous row (its idle time: near 0 "
-                         "when the runners keep up)",
+                         "when the runners keep up; all of it in a row without updates)",
     "ray/learn_s": "`backend.name: ray`: seconds the learner spent learning, per update, since "
                    "the previous row",
     "ray/sample_share": "`backend.name: ray`: the share of the wall time since the previous "

@@ -226,7 +226,8 @@ class LeagueRider(Rider):
         self.assign[:] = [position.get(n, 0) if n is not None else 0 for n in was]
         self._member_states = {m.name: self._member_states.get(m.name, states(
             _generators_of(m))) for m in kept}
-        self.actor.wants_env_obs = any(m.actor.wants_env_obs for m in kept)
+        # (as the learner's league does: scripted members get the env's own observations)
+        self.actor.wants_env_obs = any(m.kind == "scripted" for m in kept)
 
     def _member(self, spec: dict[str, Any]) -> Member:
         if "state" not in spec:

@@ -70,6 +70,8 @@ class LeagueOnRay(Attachment):
             "retired": [m.name for m in lg.members if m.retired],
             "members": [self._spec(m) for m in lg.members if m.name not in held]}
         held.update(m.name for m in lg.members)
+        names = set(out["names"])
+        self.refs = {n: ref for n, ref in self.refs.items() if n in names}  # (the rest left)
         if fresh or restored:
             out["results"] = {k: list(v) for k, v in lg.results.items()}
             out["rng"] = self._rng_state(runner)

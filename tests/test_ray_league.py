@@ -16,6 +16,7 @@ from interplay.cli import main
 from interplay.config.loading import load
 from interplay.errors import ConfigError
 from interplay.experiment.loop import Experiment, resume, train
+from interplay.run.callbacks import Callbacks
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false", "train.device=cpu"]
 LEAGUE = ["env.id=pettingzoo.classic.connect_four_v3", "train.self_play=true", "algo.name=ippo",
@@ -111,3 +112,31 @@ def test_exploiters_on_ray_are_refused_by_key(tmp_path, capsys, extra, key):
         arg for s in [*LEAGUE, extra, *_ray(1)] for arg in ("-s", s)]])
     err = capsys.readouterr().err
     assert code == 2 and key in err and "Traceback" not in err
+
+
+class _KillRunner(Callbacks):
+    """Kills env runner ``index``'s actor the first time the learner is about to learn."""
+
+    def __init__(self, index: int):
+        self.index, self.done = index, False
+
+    def on_sample_end(self, *, runner, env_steps):
+        if not self.done:
+            self.done = True
+            import ray
+
+            ray.kill(runner.handles[self.index])
+
+
+@pytest.mark.slow
+def test_a_replaced_runner_gets_the_pool_again(local_ray, tmp_path):
+    exp = Experiment(load([], [*LEAGUE, "train.steps=384", *_ray(2)]), tmp_path / "run")
+    exp.callbacks.callbacks.append(_KillRunner(0))  # here only: the runners never see it
+    try:
+        result = exp.run()
+    finally:
+        exp.close()
+    assert result.env_steps == 384 and result.rows[-1]["runner_restarts"] == 1
+    last = _lines(tmp_path / "run")[-1]
+    assert {m["name"] for m in last["members"]} <= set(last["ratings"])
+    assert sum(m["games"] for m in last["members"]) > 0

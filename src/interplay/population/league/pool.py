@@ -279,7 +279,7 @@ class League(Attachment):
         self.actor: Any = None if self.remote else exp.wrap_actor(
             self.pid, lambda learner: LeagueActor(self, learner))
         self._scripted_obs()
-        self.restores = 0  # times a checkpoint was loaded (Ray runners then take its seats)
+        self.restores = 0  # times a checkpoint's seats came back (Ray runners then take them)
         self.log_extras: list[Any] = []
         # Members of other kinds that other parts of the league put back on resume, by kind
         # (an exploiter's league: the main learner, its copies of the main pool).
@@ -516,7 +516,6 @@ class League(Attachment):
         self._reassign(state, now, left, joined)
         self._retire_oldest(self.exp.runner.env_steps)  # league.max_snapshots may be lower now
         self._scripted_obs()
-        self.restores += 1
         if "logged" in state:  # lines written after the checkpoint are written again
             self.logged = state["logged"]
             _keep_lines(Path(self.exp.run_dir) / "league.jsonl", self.logged)
@@ -569,6 +568,7 @@ class League(Attachment):
         assign = np.array(state["assign"], np.int64)
         if len(assign) != len(self.assign):  # other env copies (fresh episodes): drawn anew
             return
+        self.restores += 1
         self.learner_side = np.array(state["learner_side"], np.int64)
         self.void = np.array(state.get("void", np.zeros(len(assign), bool)), bool)
         if not self._pool():  # every member left: the learner as it is now joins

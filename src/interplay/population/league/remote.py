@@ -47,10 +47,12 @@ class LeagueOnRay(Attachment):
         self.per_runner = len(league.assign) // self.runners
         self.held: dict[int, set[str]] = {}  # runner -> the members it was sent
         self.refs: dict[str, Any] = {}  # snapshot -> its state in the object store
+        self.refs_at = 0  # the league's restores when those states were put
         self.games: list[tuple[int, str, int]] = []  # (runner, member, outcome), for the others
         self.told: dict[int, int] = {}  # runner -> games of ``games`` it heard of
         self.fresh_count: dict[int, int] = {}  # runner -> fresh starts it got
         self.restores = {r: 0 for r in range(self.runners)}  # league restores each runner saw
+        self._gens: dict[str, list[np.random.Generator]] = {}  # member -> its generators
 
     def rider(self) -> LeagueRider:
         lg = self.league
@@ -62,6 +64,8 @@ class LeagueOnRay(Attachment):
         if not lg._pool():  # the first episodes: the learner as it is joins
             lg.snapshot(lg.exp.runner.env_steps)
         restored = self.restores[runner] != lg.restores
+        if lg.restores != self.refs_at:  # the members' states as the checkpoint has them
+            self.refs, self.refs_at = {}, lg.restores
         if fresh or restored:
             self.held[runner] = set()
         held = self.held.setdefault(runner, set())
@@ -70,6 +74,8 @@ class LeagueOnRay(Attachment):
             "retired": [m.name for m in lg.members if m.retired],
             "members": [self._spec(m) for m in lg.members if m.name not in held]}
         held.update(m.name for m in lg.members)
+        names = set(out["names"])
+        self.refs = {n: ref for n, ref in self.refs.items() if n in names}  # (the rest left)
         if fresh or restored:
             out["results"] = {k: list(v) for k, v in lg.results.items()}
             out["rng"] = self._rng_state(runner)
@@ -149,10 +155,14 @@ class LeagueOnRay(Attachment):
             for name, moved in said.get("member_rngs", {}).items():
                 if name in index:
                     member = lg.members[index[name]]
-                    set_states(_generators_of(member), moved)
+                    set_states(self._gens.setdefault(name, _generators_of(member)), moved)
+        if len(self._gens) > len(index):  # (members that left)
+            self._gens = {n: g for n, g in self._gens.items() if n in index}
 
 
 def _generators_of(member: Member) -> list[np.random.Generator]:
+    """The generators a member draws from as it acts, in the order a walk meets them (the
+    same in the learner and in every runner: the member is built the same way)."""
     return generators(member.algo if member.algo is not None else member.actor)
 
 
@@ -174,6 +184,7 @@ class LeagueRider(Rider):
         self.said: list[tuple[Any, ...]] = []
         self._rng_state: Any = None
         self._numpy_state: Any = None  # NumPy's global state, told when scripted members move it
+        self._member_gens: dict[str, list[np.random.Generator]] = {}
         self._member_states: dict[str, list[dict[str, Any]]] = {}
 
     def install(self, parts: Any, index: int, restarts: int) -> None:
@@ -211,8 +222,10 @@ class LeagueRider(Rider):
     def _sync(self, names: list[str], retired: set[str], specs: list[dict[str, Any]]) -> None:
         """The learner's members in its order; one that left stays while a copy plays it."""
         by_name = {m.name: m for m in self.members}
-        for spec in specs:
+        for spec in specs:  # (a member sent again comes as the learner has it now)
             by_name[spec["name"]] = self._member(spec)
+            self._member_gens.pop(spec["name"], None)
+            self._member_states.pop(spec["name"], None)
         playing = {self.members[i].name for i in self.assign.tolist()
                    if 0 <= i < len(self.members)}
         was = [self.members[i].name if 0 <= i < len(self.members) else None
@@ -224,9 +237,12 @@ class LeagueRider(Rider):
         self.members = kept
         position = {m.name: i for i, m in enumerate(kept)}
         self.assign[:] = [position.get(n, 0) if n is not None else 0 for n in was]
+        self._member_gens = {m.name: self._member_gens.get(m.name) or _generators_of(m)
+                             for m in kept}
         self._member_states = {m.name: self._member_states.get(m.name, states(
-            _generators_of(m))) for m in kept}
-        self.actor.wants_env_obs = any(m.actor.wants_env_obs for m in kept)
+            self._member_gens[m.name])) for m in kept}
+        # (as the learner's league does: scripted members get the env's own observations)
+        self.actor.wants_env_obs = any(m.kind == "scripted" for m in kept)
 
     def _member(self, spec: dict[str, Any]) -> Member:
         if "state" not in spec:
@@ -286,7 +302,7 @@ class LeagueRider(Rider):
             out["rng"] = self._rng_state = state
         moved: dict[str, dict[int, dict[str, Any]]] = {}
         for m in self.members:
-            before, now = self._member_states.get(m.name, []), states(_generators_of(m))
+            before, now = self._member_states[m.name], states(self._member_gens[m.name])
             changed = {i: s for i, s in enumerate(now) if i >= len(before) or before[i] != s}
             if changed:
                 moved[m.name] = changed

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from helpers import read_metrics, straight_and_resumed, tiny_cfg
+from helpers import QUIET, read_metrics, straight_and_resumed, tiny_cfg
 
 from interplay import ConfigError, evaluate, load_policy, train
 from interplay.algos import REGISTRY
@@ -187,7 +187,7 @@ def test_a_run_plays_no_masked_move(tmp_path):
 def test_resume_continues_exactly(tmp_path):
     # updates every 32 env steps; the split at 80 falls inside a rollout
     common = ["env.id=interplay.envs.aim", "env.num_envs=2", "algo.name=ippo", *LEARN,
-              "algo.rollout=16", "log.console=false", "log.every=48",
+              "algo.rollout=16", *QUIET, "log.every=48",
               "train.test_frequency=80", "train.test_episodes=2"]
     straight, split = straight_and_resumed(common, 160, tmp_path)
     assert straight == split and any(r["phase"] == "test" for r in straight)

@@ -97,6 +97,13 @@ def test_a_malformed_mask_names_its_key(mask, named):
         action_view(NESTED, "pilot").legal(mask)
 
 
+def test_the_short_env_id_names_the_toy_env():
+    from interplay.envs import aim
+    from interplay.envs.toy import aim as home
+
+    assert aim.parallel_env is home.parallel_env
+
+
 def test_a_leaf_interplay_cannot_drive_is_named():
     space = spaces.Dict({"ok": spaces.Discrete(2), "text": spaces.Text(5)})
     with pytest.raises(SpaceError, match="agent 'pilot'.*leaf 'text'"):

@@ -280,3 +280,12 @@ def aim_perfectly(obs, agent):
     """The best action for aim: the target move and force, read off the observation."""
     seen = obs["observation"]
     return {"move": int(np.argmax(seen[:-1])), "force": np.array([seen[-1]], np.float32)}
+
+
+@pytest.mark.parametrize(("action_form", "mask_form"), [("dict", "dict"), ("tuple", "flat")])
+def test_interplay_check_passes_the_toy_env(action_form, mask_form):
+    from interplay.envs.check import check_env
+
+    cfg = tiny_cfg("env.id=interplay.envs.aim", f"env.kwargs.action_form={action_form}",
+                   f"env.kwargs.mask_form={mask_form}")
+    assert check_env(cfg, cycles=20, say=lambda _: None) == []

@@ -46,7 +46,7 @@ def test_each_algorithm_keeps_its_own_replay_defaults():
 def test_every_algorithm_declares_every_capability_on_its_class():
     for name, cls in REGISTRY.items():
         assert issubclass(cls, Algorithm)
-        assert cls.action_kinds <= {"discrete", "multi_discrete", "box"}, name
+        assert cls.action_kinds <= {"discrete", "multi_discrete", "box", "composite"}, name
         for flag in CAPABILITIES[1:]:
             assert isinstance(getattr(cls, flag), bool), (name, flag)
     assert not REGISTRY["maddpg"].agents_come_and_go and REGISTRY["qmix"].agents_come_and_go

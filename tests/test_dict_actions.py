@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from helpers import read_metrics, straight_and_resumed, tiny_cfg
+from helpers import QUIET, read_metrics, straight_and_resumed, tiny_cfg, untimed_metrics
 
 from interplay import ConfigError, evaluate, load_policy, train
 from interplay.algos import REGISTRY
@@ -95,6 +95,13 @@ def test_a_leaf_left_out_of_a_keyed_mask_is_all_legal():
 def test_a_malformed_mask_names_its_key(mask, named):
     with pytest.raises(ValueError, match=named):
         action_view(NESTED, "pilot").legal(mask)
+
+
+def test_the_short_env_id_names_the_toy_env():
+    from interplay.envs import aim
+    from interplay.envs.toy import aim as home
+
+    assert aim.parallel_env is home.parallel_env
 
 
 def test_a_leaf_interplay_cannot_drive_is_named():
@@ -184,13 +191,27 @@ def test_a_run_plays_no_masked_move(tmp_path):
     assert made and sum(env.illegal_moves for env in made) == 0
 
 
-def test_resume_continues_exactly(tmp_path):
+COMPOSITE_ALGOS = sorted(n for n, c in REGISTRY.items() if "composite" in c.action_kinds)
+SMALL = ["env.id=interplay.envs.aim", "env.num_envs=2", *QUIET, "log.every=48",
+         "train.test_frequency=80", "train.test_episodes=2"]
+
+
+@pytest.mark.parametrize("algo", COMPOSITE_ALGOS)
+def test_resume_continues_exactly(tmp_path, algo):
     # updates every 32 env steps; the split at 80 falls inside a rollout
-    common = ["env.id=interplay.envs.aim", "env.num_envs=2", "algo.name=ippo", *LEARN,
-              "algo.rollout=16", "log.console=false", "log.every=48",
-              "train.test_frequency=80", "train.test_episodes=2"]
-    straight, split = straight_and_resumed(common, 160, tmp_path)
+    learn = [*LEARN, "algo.rollout=16"] if algo != "random" else []
+    straight, split = straight_and_resumed([*SMALL, f"algo.name={algo}", *learn], 160, tmp_path)
     assert straight == split and any(r["phase"] == "test" for r in straight)
+
+
+@pytest.mark.slow  # starting the worker processes takes seconds
+def test_workers_in_subprocesses_act_as_copies_in_process(tmp_path):
+    rows = []
+    for how in ("sync", "async"):
+        train(tiny_cfg(*SMALL, f"env.vectorization={how}", "algo.name=ippo", *LEARN,
+                       "algo.rollout=16", "train.steps=96"), tmp_path / how)
+        rows.append(untimed_metrics(tmp_path / how))
+    assert rows[0] == rows[1]
 
 
 def test_eval_and_render(trained, tmp_path):
@@ -259,3 +280,12 @@ def aim_perfectly(obs, agent):
     """The best action for aim: the target move and force, read off the observation."""
     seen = obs["observation"]
     return {"move": int(np.argmax(seen[:-1])), "force": np.array([seen[-1]], np.float32)}
+
+
+@pytest.mark.parametrize(("action_form", "mask_form"), [("dict", "dict"), ("tuple", "flat")])
+def test_interplay_check_passes_the_toy_env(action_form, mask_form):
+    from interplay.envs.check import check_env
+
+    cfg = tiny_cfg("env.id=interplay.envs.aim", f"env.kwargs.action_form={action_form}",
+                   f"env.kwargs.mask_form={mask_form}")
+    assert check_env(cfg, cycles=20, say=lambda _: None) == []

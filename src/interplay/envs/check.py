@@ -209,7 +209,7 @@ def _mask_sampling(space: spaces.Space, agent: str) -> spaces.Space:
             return space.sample()
         return space.sample(mask=sample_mask(space, view.leaves, legal))
 
-    sampling.sample = sample  # type: ignore[method-assign]
+    sampling.sample = sample
     return sampling
 
 

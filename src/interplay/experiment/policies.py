@@ -189,8 +189,11 @@ class Policy:
             explore: bool = False) -> Any:
         """The action for one env observation (as the env gives it: a Dict observation may
         carry its ``action_mask``), or actions for a list or array of them. ``mask`` is the
-        legal actions when the env gives them elsewhere; ``state`` (from
-        :meth:`initial_state`) carries recurrent state between the steps of an episode."""
+        legal actions when the env gives them elsewhere (for a Dict or Tuple action space, flat
+        or keyed like the space, as :mod:`interplay.envs.composite` says); ``state`` (from
+        :meth:`initial_state`) carries recurrent state between the steps of an episode. Actions
+        come in the env's own terms: for a Dict or Tuple space, a dict or tuple of NumPy values
+        (an array of them for a batch)."""
         single = self._single(observation)
         batch = [observation] if single else self._observations(observation)
         n = len(batch)

@@ -129,7 +129,8 @@ class ScriptedActor:
 
     A ``fn`` that takes an ``action_mask`` keyword (or ``**kwargs``) is also given the legal
     actions: a bool array of the action space's size (for MultiDiscrete, each dimension's
-    in turn), from the observation's ``action_mask`` or the env's ``info["action_mask"]``,
+    in turn; for a Dict or Tuple, its discrete leaves' in the space's order), from the
+    observation's ``action_mask`` or the env's ``info["action_mask"]``,
     all True when the env gives none; None for Box actions.
 
     ``legal_only``: an action the env's mask marks illegal is a :class:`ScriptedPolicyError`

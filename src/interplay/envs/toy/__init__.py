@@ -1,7 +1,7 @@
 """Tiny games that ship with interplay, for tests, checks, benchmarks and demos.
 
 The scripted games (``interplay.envs.toy:shifting_crowd`` and the like) are named from here;
-``swarm``, ``recall``, ``pixels``, ``color_key`` and ``connect_four`` keep their short env ids
+``swarm``, ``recall``, ``pixels``, ``color_key``, ``aim`` and ``connect_four`` keep their short env ids
 (``interplay.envs.swarm``) through modules of those names beside this folder.
 """
 

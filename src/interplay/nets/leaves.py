@@ -95,7 +95,7 @@ def _plan(leaf: Leaf, enc: EncoderSettings, model: ModelSettings, where: str) ->
     if enc.type == "cnn":
         raise ConfigError(f"{where}: {why}; give smaller kernels or strides, or type: mlp")
     warnings.warn(f"{where}: {why}, so they go flattened into an MLP; for a CNN give smaller "
-                  "kernels and strides (or type: mlp to say so)", stacklevel=3)
+                  "kernels and strides (or type: mlp to say so)", UserWarning, stacklevel=2)
     return Plan((leaf.key,), "mlp", enc, where)
 
 
@@ -200,7 +200,10 @@ def conv_inputs(leaves: Leaves, stack: int, model: ModelSettings, where: str,
     """Each CNN block's config key, input channels and conv settings: what sizes its
     parameters before they are made."""
     out = []
-    for plan in plans(leaves, model, where, pid):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the encoder built next says it, once
+        made = plans(leaves, model, where, pid)
+    for plan in made:
         if plan.kind == "cnn":
             leaf = leaves.leaf(plan.keys[0])
             layout = _layout(leaf, plan.settings, model, plan.where)

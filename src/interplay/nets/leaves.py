@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -212,7 +211,7 @@ def conv_inputs(leaves: Leaves, stack: int, model: ModelSettings, where: str,
     return out
 
 
-def encoders_unused(model: ModelSettings, where: str, pid: str, why: str) -> Any:
+def encoders_unused(model: ModelSettings, where: str, pid: str, why: str) -> None:
     """Refuse ``model.encoders`` where no observation is encoded entry by entry."""
     if model.encoders:
         key = next(iter(model.encoders))

@@ -223,3 +223,19 @@ def test_grayscale_resize_and_stacking_apply_to_each_image_entry(tmp_path):
     assert policy.spec.obs_view.dim == 4 * 4 + 4 * 3  # a 4x4 gray frame, then the key's floats
     obs, _ = ColorKey(size=8).reset(seed=0)
     assert 0 <= int(policy.act(obs["eye_0"])) < 3
+
+
+def test_encoders_for_observations_without_image_entries_are_refused(tmp_path, capsys):
+    code = main(["train", "-s", "env.id=spread", "-s", "algo.name=ippo", "-s",
+                 "algo.model.encoders.pos.type=mlp", "-s", "train.steps=50", *CLI_QUIET,
+                 "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and "algo.model.encoders.pos" in err and "no image entries" in err
+
+
+def test_type_mlp_trains_on_the_flattened_observation_with_the_encoders_unused(tmp_path):
+    cfg = color_key({"name": "dqn", "learning_starts": 20, "train_every": 4, "batch_size": 8,
+                     "model": {"type": "mlp", "hidden": [16], "encoders": SMALL_CNN}}, steps=40)
+    with pytest.warns(UserWarning, match="encoders are not used"):
+        result = train(cfg, tmp_path)
+    assert result.env_steps == 40

@@ -7,7 +7,9 @@ Each run trains in a fresh process (so its peak resident memory is its own) on 4
 frames (uint8). One JSON line per algorithm: the process's peak RSS, what a process that only
 imports interplay and torch peaks at (the floor), the checkpoint's ``state.pt`` size, and the
 bytes the frames it holds take as uint8 (``frames_bytes``: observation and next observation
-of every stored transition; the float32 figure is four times that).
+of every stored transition; the float32 figure is four times that). A Dict observation with
+image entries (``--env interplay.envs.color_key``) counts its whole stored row: the image
+bytes and four bytes per value of the other entries.
 """
 
 from __future__ import annotations
@@ -19,9 +21,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
+from interplay.envs.registry import env_factory
+
 CHILD = r"""
 import json, resource, sys
 from pathlib import Path
+
+import numpy as np
+
+from interplay.envs.registry import env_factory
 from interplay import config, train
 spec = json.loads(sys.argv[1])
 if spec["algo"]:
@@ -39,6 +49,17 @@ def child(spec: dict) -> dict:
     done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], capture_output=True,
                           text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def observation_bytes(env_id: str) -> int:
+    """What one stored observation takes: a frame's bytes, or for a Dict with image entries its
+    row (image bytes, then four bytes per float of the other entries)."""
+    from interplay.envs.spaces import obs_view
+
+    env = env_factory(env_id, {}, "parallel")()
+    agent = env.possible_agents[0]
+    view = obs_view(env.observation_space(agent), agent)
+    return view.dim * int(np.dtype(view.dtype).itemsize)
 
 
 def main() -> None:
@@ -61,11 +82,8 @@ def main() -> None:
                    "log": {"console": False, "tensorboard": False, "curve": False,
                            "every": args.steps}}
             got = child({"algo": name, "cfg": cfg, "run_dir": str(Path(tmp) / "run")})
-        from interplay.envs.registry import env_factory
-
-        env = env_factory(args.env, {}, "parallel")()
-        frame = int(__import__("numpy").prod(env.observation_space(env.possible_agents[0]).shape))
-        agents = len(env.possible_agents)
+        frame = observation_bytes(args.env)
+        agents = len(env_factory(args.env, {}, "parallel")().possible_agents)
         stored = min(args.buffer_size, got["env_steps"] * agents) if name == "dqn" else 0
         print(json.dumps({
             "benchmark": "image_memory", "env": args.env, "algo": name,

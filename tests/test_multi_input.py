@@ -189,7 +189,7 @@ def test_load_policy_acts_on_dict_observations_with_stacked_frames(tmp_path):
 
 
 @pytest.mark.parametrize("algo", [
-    {"name": "mappo", "rollout": 20, "epochs": 2},
+    {"name": "mappo", "rollout": 15, "epochs": 2},
     {"name": "dqn", "learning_starts": 30, "buffer_size": 200, "train_every": 4, "batch_size": 8},
 ])
 def test_resume_continues_exactly(tmp_path, algo):
@@ -197,12 +197,12 @@ def test_resume_continues_exactly(tmp_path, algo):
         return config.validate(config.merge(color_key(
             {**algo, "model": {"hidden": [16], "encoders": SMALL_CNN}}, steps=steps,
             policies={"eye": {"stack_size": 2}}).model_dump(),
-            {"log": {"every": 40}, "checkpoint": {"every": 80}}))
+            {"log": {"every": 30}, "checkpoint": {"every": 60}}))
 
-    straight = train(cfg(160), tmp_path / "straight")
-    train(cfg(80), tmp_path / "split")
-    resumed = resume(tmp_path / "split", ["train.steps=160"])
-    assert resumed.env_steps == straight.env_steps == 160
+    straight = train(cfg(120), tmp_path / "straight")
+    train(cfg(60), tmp_path / "split")
+    resumed = resume(tmp_path / "split", ["train.steps=120"])
+    assert resumed.env_steps == straight.env_steps == 120
     timing = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
     a, b = (
         [{k: v for k, v in r.items() if k not in timing} for r in read_metrics(tmp_path / d)]
@@ -223,3 +223,19 @@ def test_grayscale_resize_and_stacking_apply_to_each_image_entry(tmp_path):
     assert policy.spec.obs_view.dim == 4 * 4 + 4 * 3  # a 4x4 gray frame, then the key's floats
     obs, _ = ColorKey(size=8).reset(seed=0)
     assert 0 <= int(policy.act(obs["eye_0"])) < 3
+
+
+def test_encoders_for_observations_without_image_entries_are_refused(tmp_path, capsys):
+    code = main(["train", "-s", "env.id=spread", "-s", "algo.name=ippo", "-s",
+                 "algo.model.encoders.pos.type=mlp", "-s", "train.steps=50", *CLI_QUIET,
+                 "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and "algo.model.encoders.pos" in err and "no image entries" in err
+
+
+def test_type_mlp_trains_on_the_flattened_observation_with_the_encoders_unused(tmp_path):
+    cfg = color_key({"name": "dqn", "learning_starts": 20, "train_every": 4, "batch_size": 8,
+                     "model": {"type": "mlp", "hidden": [16], "encoders": SMALL_CNN}}, steps=40)
+    with pytest.warns(UserWarning, match="encoders are not used"):
+        result = train(cfg, tmp_path)
+    assert result.env_steps == 40

@@ -9,8 +9,8 @@ takes four bytes per value (its float32 bytes, native order). Otherwise the row 
 holds exactly what flattening the observation would give.
 
 :func:`interplay.envs.spaces.obs_view` writes rows through this layout; networks read the
-leaves back with :meth:`Leaves.decode` (in torch); the on-policy learners
-standardise the float leaves through :meth:`Leaves.float_columns`.
+leaves back with :meth:`Leaves.decode` (in torch); the on-policy learners standardise the
+float leaves through :meth:`Leaves.float_columns`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -95,7 +94,7 @@ def _plan(leaf: Leaf, enc: EncoderSettings, model: ModelSettings, where: str) ->
     if enc.type == "cnn":
         raise ConfigError(f"{where}: {why}; give smaller kernels or strides, or type: mlp")
     warnings.warn(f"{where}: {why}, so they go flattened into an MLP; for a CNN give smaller "
-                  "kernels and strides (or type: mlp to say so)", stacklevel=3)
+                  "kernels and strides (or type: mlp to say so)", UserWarning, stacklevel=2)
     return Plan((leaf.key,), "mlp", enc, where)
 
 
@@ -200,7 +199,10 @@ def conv_inputs(leaves: Leaves, stack: int, model: ModelSettings, where: str,
     """Each CNN block's config key, input channels and conv settings: what sizes its
     parameters before they are made."""
     out = []
-    for plan in plans(leaves, model, where, pid):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the encoder built next says it, once
+        made = plans(leaves, model, where, pid)
+    for plan in made:
         if plan.kind == "cnn":
             leaf = leaves.leaf(plan.keys[0])
             layout = _layout(leaf, plan.settings, model, plan.where)
@@ -209,7 +211,7 @@ def conv_inputs(leaves: Leaves, stack: int, model: ModelSettings, where: str,
     return out
 
 
-def encoders_unused(model: ModelSettings, where: str, pid: str, why: str) -> Any:
+def encoders_unused(model: ModelSettings, where: str, pid: str, why: str) -> None:
     """Refuse ``model.encoders`` where no observation is encoded entry by entry."""
     if model.encoders:
         key = next(iter(model.encoders))

@@ -14,21 +14,19 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from interplay.envs.toy.games import SharedSpaces, cut_at_max_cycles
-from interplay.envs.toy.pixels import PALETTE
+from interplay.envs.toy.pixels import PALETTE, ColorMatch
 
 
-class ColorKey(SharedSpaces):
+class ColorKey(ColorMatch):
+    """``ColorMatch`` with a key beside the frame: reset and step are its, the draw and the
+    paid action are this env's."""
+
     metadata = {"name": "color_key_v0", "render_modes": []}
 
-    def __init__(self, n_agents: int = 2, size: int = 42, n_colors: int = 3,
-                 max_cycles: int = 25):
-        if not 2 <= n_colors <= len(PALETTE):
-            raise ValueError(f"n_colors must be between 2 and {len(PALETTE)}, got {n_colors}")
-        obs = spaces.Dict({"camera": spaces.Box(0, 255, (size, size, 3), np.uint8),
-                           "key": spaces.Box(0.0, 1.0, (n_colors,), np.float32)})
-        super().__init__([f"eye_{i}" for i in range(n_agents)], obs, spaces.Discrete(n_colors))
-        self.size, self.n_colors, self.max_cycles = size, n_colors, max_cycles
+    @staticmethod
+    def _observation_space(size: int, n_colors: int) -> spaces.Space:
+        return spaces.Dict({"camera": spaces.Box(0, 255, (size, size, 3), np.uint8),
+                            "key": spaces.Box(0.0, 1.0, (n_colors,), np.float32)})
 
     def _draw(self) -> dict[str, dict[str, np.ndarray]]:
         n = len(self.agents)
@@ -39,19 +37,8 @@ class ColorKey(SharedSpaces):
         keys = np.eye(self.n_colors, dtype=np.float32)[self.shifts]
         return {a: {"camera": frames[i], "key": keys[i]} for i, a in enumerate(self.agents)}
 
-    def reset(self, seed: int | None = None, options: dict | None = None):
-        if seed is not None:
-            self._rng = np.random.default_rng(seed)
-        self.agents = list(self.possible_agents)
-        self.t = 0
-        return self._draw(), {a: {} for a in self.agents}
-
-    def step(self, actions: dict):
-        targets = (self.colors + self.shifts) % self.n_colors
-        rewards = {a: float(int(actions[a]) == c)
-                   for a, c in zip(self.agents, targets, strict=True)}
-        self.t += 1
-        return cut_at_max_cycles(self, self._draw(), rewards, self.max_cycles)
+    def _targets(self) -> np.ndarray:
+        return (self.colors + self.shifts) % self.n_colors
 
 
 def parallel_env(**kwargs) -> ColorKey:

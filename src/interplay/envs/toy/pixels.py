@@ -25,8 +25,12 @@ class ColorMatch(SharedSpaces):
         if not 2 <= n_colors <= len(PALETTE):
             raise ValueError(f"n_colors must be between 2 and {len(PALETTE)}, got {n_colors}")
         super().__init__([f"eye_{i}" for i in range(n_agents)],
-                         spaces.Box(0, 255, (size, size, 3), np.uint8), spaces.Discrete(n_colors))
+                         self._observation_space(size, n_colors), spaces.Discrete(n_colors))
         self.size, self.n_colors, self.max_cycles = size, n_colors, max_cycles
+
+    @staticmethod
+    def _observation_space(size: int, n_colors: int) -> spaces.Space:
+        return spaces.Box(0, 255, (size, size, 3), np.uint8)
 
     def _draw(self) -> dict[str, np.ndarray]:
         self.colors = self._rng.integers(self.n_colors, size=len(self.agents))
@@ -41,9 +45,13 @@ class ColorMatch(SharedSpaces):
         self.t = 0
         return self._draw(), {a: {} for a in self.agents}
 
+    def _targets(self) -> np.ndarray:
+        """Each agent's paid action this step."""
+        return self.colors
+
     def step(self, actions: dict):
         rewards = {a: float(int(actions[a]) == c)
-                   for a, c in zip(self.agents, self.colors, strict=True)}
+                   for a, c in zip(self.agents, self._targets(), strict=True)}
         self.t += 1
         return cut_at_max_cycles(self, self._draw(), rewards, self.max_cycles)
 

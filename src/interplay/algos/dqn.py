@@ -26,9 +26,6 @@ from torch import nn
 
 from interplay.algos.base import NetActor, WarmParts, register
 from interplay.algos.offpolicy import OffPolicy, ReplaySettings, follow, priority_of, tensor
-from interplay.config.algo import PrioritySettings
-from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_STEPS
-from interplay.config.model import ModelSettings
 from interplay.algos.recurrent_q import (
     SequenceSettings,
     after_each,
@@ -41,6 +38,9 @@ from interplay.algos.recurrent_q import (
     state_sizes,
     unroll,
 )
+from interplay.config.algo import PrioritySettings
+from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_STEPS
+from interplay.config.model import ModelSettings
 from interplay.data.replay import PolicyReplay, ReplayBuffer, Sample, policy_replay
 from interplay.data.sequences import Windows, windows
 from interplay.nets.build import (

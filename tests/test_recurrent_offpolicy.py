@@ -137,10 +137,12 @@ def _run(tmp_path, name, *extra, steps=160):
     return train(cfg, tmp_path / name)
 
 
-@pytest.mark.parametrize("env", ["interplay.envs.toy:turn_recall", "interplay.envs.recall"])
-def test_the_stored_state_is_the_one_each_action_was_taken_from(tmp_path, env):
+@pytest.mark.parametrize("env,kind", [("interplay.envs.toy:turn_recall", "gru"),
+                                      ("interplay.envs.recall", "lstm")])
+def test_the_stored_state_is_the_one_each_action_was_taken_from(tmp_path, env, kind):
     # no learning: the network that acted is the saved one
-    _run(tmp_path, "run", f"env.id={env}", "algo.learning_starts=100000", steps=60)
+    _run(tmp_path, "run", f"env.id={env}", f"algo.model.recurrent={kind}",
+         "algo.learning_starts=100000", steps=60)
     net = interplay.load_policy(tmp_path / "run").actor.policy.online  # the one that acted
     saved = next(iter(decode(newest_state(tmp_path / "run")["storage"]).values()))["arrays"]
     hidden, obs, serial, nxt, prev = (saved[k] for k in ("hidden", "obs", "serial", "next", "prev"))
@@ -183,7 +185,7 @@ def _same(a, b, where: str) -> None:
 
 
 def test_load_policy_carries_the_recurrent_state_between_calls(tmp_path):
-    _run(tmp_path, "run", "env.id=interplay.envs.recall", "algo.name=dqn", steps=80)
+    _run(tmp_path, "run", "env.id=interplay.envs.recall", "algo.prioritized=true", steps=80)
     policy = interplay.load_policy(tmp_path / "run")
     net = policy.actor.policy.online
     cue = np.eye(5, dtype=np.float32)[[0, 1]]
@@ -203,15 +205,18 @@ def test_load_policy_carries_the_recurrent_state_between_calls(tmp_path):
     np.testing.assert_allclose(fresh["recurrent_state"]["state"][:2, 0], h0.numpy(), atol=1e-6)
 
 
-@pytest.mark.parametrize("algo", ["vdn", "qmix"])
-def test_vdn_and_qmix_learn_recurrent_networks(tmp_path, algo):
+@pytest.mark.parametrize("algo,env,agents", [
+    ("vdn", "interplay.envs.recall", 2), ("qmix", "interplay.envs.recall", 2),
+    # agents that come and go: an absent agent's state waits for its return
+    ("vdn", "interplay.envs.toy:shifting_crowd", 4)])
+def test_vdn_and_qmix_learn_recurrent_networks(tmp_path, algo, env, agents):
     mixer = ["algo.mixer_hidden=4", "algo.hypernet_hidden=4"] if algo == "qmix" else []
-    result = _run(tmp_path, algo, "env.id=interplay.envs.recall", f"algo.name={algo}",
+    result = _run(tmp_path, algo, f"env.id={env}", f"algo.name={algo}",
                   "algo.prioritized=true", *mixer, steps=120)
     rows = read_metrics(result.run_dir)
     assert any("loss" in r and np.isfinite(r["loss"]) for r in rows)
-    saved = decode(newest_state(result.run_dir)["storage"])
-    assert saved["columns"]["agent"]["hidden"].shape[1:] == (2, 4)
+    (group,) = decode(newest_state(result.run_dir)["storage"])["columns"].values()
+    assert group["hidden"].shape[1:] == (agents, 4)
 
 
 @pytest.mark.parametrize("overrides,key", [

@@ -144,10 +144,17 @@ def _optional(name: str) -> Any:
     return (Optional[field.annotation], Field(None, description=field.description))  # noqa: UP045
 
 
+class _Override(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _core_is_recurrent(cls, data: Any) -> Any:
+        return one_name_for_recurrent(data)
+
+
 ModelOverride = create_model(
-    "ModelOverride", __config__=ConfigDict(extra="forbid"),
-    __validators__={"_core_is_recurrent": model_validator(mode="before")(
-        lambda cls, data: one_name_for_recurrent(data))},
+    "ModelOverride", __base__=_Override,
     **{name: _optional(name) for name in ModelSettings.model_fields})
 """The keys a ``policies.<pid>.model`` override may give: those of :class:`ModelSettings`."""
 

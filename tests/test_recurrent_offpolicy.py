@@ -263,3 +263,18 @@ def test_recurrent_dqn_recalls_the_cue_where_plain_dqn_stays_at_chance(tmp_path)
     gru, plain = score("gru"), score("none")
     assert gru >= 0.9  # seen: 1.0 on this seed
     assert plain < 0.4  # chance: 0.25
+
+
+def test_an_exported_recurrent_q_network_acts_as_load_policy(tmp_path):
+    from interplay.experiment.export import export_policy
+
+    _run(tmp_path, "run", "env.id=interplay.envs.recall", "algo.model.recurrent=lstm", steps=80)
+    module = torch.jit.load(str(export_policy(tmp_path / "run", tmp_path / "q.pt", "torchscript")))
+    policy = interplay.load_policy(tmp_path / "run")
+    obs = np.random.default_rng(0).random((50, 5)).astype(np.float32)
+    state, carried = policy.initial_state(), torch.zeros(50, 8)
+    for _ in range(3):  # the state carried between steps, on both sides
+        want = np.asarray(policy.act(list(obs), state=state))
+        action, carried = module(torch.from_numpy(obs), torch.ones(50, 4, dtype=torch.bool),
+                                 carried)
+        np.testing.assert_array_equal(action.numpy(), want)

@@ -242,21 +242,23 @@ def test_core_is_another_name_for_recurrent():
     assert "core" not in cfg.algo.model.model_dump()
 
 
-QUICK_RECALL = ["env.id=interplay.envs.recall", "env.kwargs.delay=2", "env.num_envs=8",
+QUICK_RECALL = ["env.kwargs.delay=2", "env.num_envs=8",
                 "algo.name=dqn", "algo.model.hidden=[32]", "algo.model.recurrent_size=32",
                 "algo.model.seq_len=4", "algo.burn_in=4", "algo.lr=0.003", "algo.batch_size=16",
                 "algo.buffer_size=5000", "algo.learning_starts=300", "algo.train_every=8",
                 "algo.target_every=50", "algo.exploration_steps=2000", "algo.epsilon_end=0.02",
                 "train.steps=2000", "train.test_frequency=100000", "train.test_episodes=100",
                 "log.every=1000"]
-"""Recall with a short delay, learned in a few seconds: the cue seen two steps before."""
+"""Recall with a short delay, learned in a few seconds: the cue seen two steps (or two of the
+agent's own turns) before."""
 
 
 @pytest.mark.slow
-def test_recurrent_dqn_recalls_the_cue_where_plain_dqn_stays_at_chance(tmp_path):
+@pytest.mark.parametrize("env", ["interplay.envs.recall", "interplay.envs.toy:turn_recall"])
+def test_recurrent_dqn_recalls_the_cue_where_plain_dqn_stays_at_chance(tmp_path, env):
     def score(recurrent: str) -> float:
-        result = train(tiny_cfg(*QUICK_RECALL, f"algo.model.recurrent={recurrent}"),
-                       tmp_path / recurrent)
+        result = train(tiny_cfg(*QUICK_RECALL, f"env.id={env}",
+                                f"algo.model.recurrent={recurrent}"), tmp_path / recurrent)
         tests = [r for r in read_metrics(result.run_dir) if r["phase"] == "test"]
         return tests[-1]["episode_return_mean"] / 2  # per agent: the share of cues recalled
 

@@ -280,3 +280,21 @@ def test_an_exported_recurrent_q_network_acts_as_load_policy(tmp_path):
         action, carried = module(torch.from_numpy(obs), torch.ones(50, 4, dtype=torch.bool),
                                  carried)
         np.testing.assert_array_equal(action.numpy(), want)
+
+
+def test_the_turn_based_recall_passes_the_env_checks_and_pays_only_the_guess(capsys):
+    from interplay.cli import main
+    from interplay.envs.toy import TurnRecall
+
+    assert main(["check", "interplay.envs.toy:turn_recall", "--cycles", "40"]) == 0
+    assert "passed the PettingZoo API test" in capsys.readouterr().out
+    env = TurnRecall(n_agents=2, n_cues=3, delay=1)
+    env.reset(seed=1)
+    seen, paid = {}, {a: 0.0 for a in env.possible_agents}
+    for agent in env.agent_iter():
+        obs, reward, term, trunc, _ = env.last()
+        paid[agent] += reward
+        if obs[:3].any():
+            seen[agent] = int(obs[:3].argmax())  # the cue, at the agent's first turn only
+        env.step(None if term or trunc else (seen[agent] if obs[-1] else 0))
+    assert seen.keys() == set(env.possible_agents) and paid == {a: 1.0 for a in seen}

@@ -51,7 +51,7 @@ def test_every_algorithm_declares_every_capability_on_its_class():
             assert isinstance(getattr(cls, flag), bool), (name, flag)
     assert not REGISTRY["maddpg"].agents_come_and_go and REGISTRY["qmix"].agents_come_and_go
     assert REGISTRY["mappo"].centralised and not REGISTRY["ippo"].centralised
-    assert REGISTRY["ippo"].supports_recurrent and not REGISTRY["dqn"].supports_recurrent
+    assert REGISTRY["ippo"].supports_recurrent and not REGISTRY["maddpg"].supports_recurrent
 
 
 def test_the_readme_table_is_the_one_the_classes_generate():
@@ -64,8 +64,8 @@ def test_the_readme_table_is_the_one_the_classes_generate():
 
 
 def test_a_recurrent_model_is_refused_by_what_the_algorithm_class_declares():
-    with pytest.raises(interplay.ConfigError, match="algo.model.recurrent: dqn does not"):
-        interplay.load_config([], ["algo.name=dqn", "algo.model.recurrent=gru", *QUIET])
+    with pytest.raises(interplay.ConfigError, match="algo.model.recurrent: maddpg does not"):
+        interplay.load_config([], ["algo.name=maddpg", "algo.model.recurrent=gru", *QUIET])
     cfg = interplay.load_config([], ["algo.name=ippo", "algo.model.recurrent=gru", *QUIET])
     assert cfg.algo.model.recurrent == "gru"
 

@@ -137,10 +137,12 @@ def _run(tmp_path, name, *extra, steps=160):
     return train(cfg, tmp_path / name)
 
 
-@pytest.mark.parametrize("env", ["interplay.envs.toy:turn_recall", "interplay.envs.recall"])
-def test_the_stored_state_is_the_one_each_action_was_taken_from(tmp_path, env):
+@pytest.mark.parametrize("env,kind", [("interplay.envs.toy:turn_recall", "gru"),
+                                      ("interplay.envs.recall", "lstm")])
+def test_the_stored_state_is_the_one_each_action_was_taken_from(tmp_path, env, kind):
     # no learning: the network that acted is the saved one
-    _run(tmp_path, "run", f"env.id={env}", "algo.learning_starts=100000", steps=60)
+    _run(tmp_path, "run", f"env.id={env}", f"algo.model.recurrent={kind}",
+         "algo.learning_starts=100000", steps=60)
     net = interplay.load_policy(tmp_path / "run").actor.policy.online  # the one that acted
     saved = next(iter(decode(newest_state(tmp_path / "run")["storage"]).values()))["arrays"]
     hidden, obs, serial, nxt, prev = (saved[k] for k in ("hidden", "obs", "serial", "next", "prev"))
@@ -183,7 +185,7 @@ def _same(a, b, where: str) -> None:
 
 
 def test_load_policy_carries_the_recurrent_state_between_calls(tmp_path):
-    _run(tmp_path, "run", "env.id=interplay.envs.recall", "algo.name=dqn", steps=80)
+    _run(tmp_path, "run", "env.id=interplay.envs.recall", "algo.prioritized=true", steps=80)
     policy = interplay.load_policy(tmp_path / "run")
     net = policy.actor.policy.online
     cue = np.eye(5, dtype=np.float32)[[0, 1]]
@@ -203,15 +205,18 @@ def test_load_policy_carries_the_recurrent_state_between_calls(tmp_path):
     np.testing.assert_allclose(fresh["recurrent_state"]["state"][:2, 0], h0.numpy(), atol=1e-6)
 
 
-@pytest.mark.parametrize("algo", ["vdn", "qmix"])
-def test_vdn_and_qmix_learn_recurrent_networks(tmp_path, algo):
+@pytest.mark.parametrize("algo,env,agents", [
+    ("vdn", "interplay.envs.recall", 2), ("qmix", "interplay.envs.recall", 2),
+    # agents that come and go: an absent agent's state waits for its return
+    ("vdn", "interplay.envs.toy:shifting_crowd", 4)])
+def test_vdn_and_qmix_learn_recurrent_networks(tmp_path, algo, env, agents):
     mixer = ["algo.mixer_hidden=4", "algo.hypernet_hidden=4"] if algo == "qmix" else []
-    result = _run(tmp_path, algo, "env.id=interplay.envs.recall", f"algo.name={algo}",
+    result = _run(tmp_path, algo, f"env.id={env}", f"algo.name={algo}",
                   "algo.prioritized=true", *mixer, steps=120)
     rows = read_metrics(result.run_dir)
     assert any("loss" in r and np.isfinite(r["loss"]) for r in rows)
-    saved = decode(newest_state(result.run_dir)["storage"])
-    assert saved["columns"]["agent"]["hidden"].shape[1:] == (2, 4)
+    (group,) = decode(newest_state(result.run_dir)["storage"])["columns"].values()
+    assert group["hidden"].shape[1:] == (agents, 4)
 
 
 @pytest.mark.parametrize("overrides,key", [
@@ -235,3 +240,61 @@ def test_core_is_another_name_for_recurrent():
     cfg = tiny_cfg("algo.name=dqn", "algo.model.core=lstm")
     assert cfg.algo.model.recurrent == "lstm"
     assert "core" not in cfg.algo.model.model_dump()
+
+
+QUICK_RECALL = ["env.kwargs.delay=2", "env.num_envs=8",
+                "algo.name=dqn", "algo.model.hidden=[32]", "algo.model.recurrent_size=32",
+                "algo.model.seq_len=4", "algo.burn_in=4", "algo.lr=0.003", "algo.batch_size=16",
+                "algo.buffer_size=5000", "algo.learning_starts=300", "algo.train_every=8",
+                "algo.target_every=50", "algo.exploration_steps=2000", "algo.epsilon_end=0.02",
+                "train.steps=2000", "train.test_frequency=100000", "train.test_episodes=100",
+                "log.every=1000"]
+"""Recall with a short delay, learned in a few seconds: the cue seen two steps (or two of the
+agent's own turns) before."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", ["interplay.envs.recall", "interplay.envs.toy:turn_recall"])
+def test_recurrent_dqn_recalls_the_cue_where_plain_dqn_stays_at_chance(tmp_path, env):
+    def score(recurrent: str) -> float:
+        result = train(tiny_cfg(*QUICK_RECALL, f"env.id={env}",
+                                f"algo.model.recurrent={recurrent}"), tmp_path / recurrent)
+        tests = [r for r in read_metrics(result.run_dir) if r["phase"] == "test"]
+        return tests[-1]["episode_return_mean"] / 2  # per agent: the share of cues recalled
+
+    gru, plain = score("gru"), score("none")
+    assert gru >= 0.9  # seen: 1.0 on this seed
+    assert plain < 0.4  # chance: 0.25
+
+
+def test_an_exported_recurrent_q_network_acts_as_load_policy(tmp_path):
+    from interplay.experiment.export import export_policy
+
+    _run(tmp_path, "run", "env.id=interplay.envs.recall", "algo.model.recurrent=lstm", steps=80)
+    module = torch.jit.load(str(export_policy(tmp_path / "run", tmp_path / "q.pt", "torchscript")))
+    policy = interplay.load_policy(tmp_path / "run")
+    obs = np.random.default_rng(0).random((50, 5)).astype(np.float32)
+    state, carried = policy.initial_state(), torch.zeros(50, 8)
+    for _ in range(3):  # the state carried between steps, on both sides
+        want = np.asarray(policy.act(list(obs), state=state))
+        action, carried = module(torch.from_numpy(obs), torch.ones(50, 4, dtype=torch.bool),
+                                 carried)
+        np.testing.assert_array_equal(action.numpy(), want)
+
+
+def test_the_turn_based_recall_passes_the_env_checks_and_pays_only_the_guess(capsys):
+    from interplay.cli import main
+    from interplay.envs.toy import TurnRecall
+
+    assert main(["check", "interplay.envs.toy:turn_recall", "--cycles", "40"]) == 0
+    assert "passed the PettingZoo API test" in capsys.readouterr().out
+    env = TurnRecall(n_agents=2, n_cues=3, delay=1)
+    env.reset(seed=1)
+    seen, paid = {}, {a: 0.0 for a in env.possible_agents}
+    for agent in env.agent_iter():
+        obs, reward, term, trunc, _ = env.last()
+        paid[agent] += reward
+        if obs[:3].any():
+            seen[agent] = int(obs[:3].argmax())  # the cue, at the agent's first turn only
+        env.step(None if term or trunc else (seen[agent] if obs[-1] else 0))
+    assert seen.keys() == set(env.possible_agents) and paid == {a: 1.0 for a in seen}

@@ -135,6 +135,18 @@ def masked_q(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return q if mask is None else q.masked_fill(~mask, float("-inf"))
 
 
+def feed_forward_q(model: ModelSettings, inp: Any, obs_dim: int, n_actions: int, dueling: bool,
+                   where: str) -> QNet:
+    """``model``'s Q-network without a recurrent cell: its encoder, if any, then the MLP (on
+    the ``obs_dim`` flat values without one)."""
+    enc = encoder(model, [(inp, 1)], where)
+    features = obs_dim if enc is None else enc.out_features
+    head = head_settings(model)
+    check_network_fits(mlp_params(features, n_actions * (1 + dueling), head),
+                       f"{where}.hidden", head.hidden)
+    return QNet(features, n_actions, head, dueling, enc)
+
+
 class QNets:
     """What one trained policy learns with: online and target Q-networks, optimiser, RNGs."""
 
@@ -144,19 +156,14 @@ class QNets:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng_for(seed, "dqn", "init", spec.id).integers(2**63)))
             model, where = policy_model(s, spec), model_key(spec)
-            enc = encoder(model, [(obs_input(spec, model, where), 1)], where)
-            features = spec.obs_dim if enc is None else enc.out_features
-            head = head_settings(model)
+            inp = obs_input(spec, model, where)
             self.recurrent = model.recurrent != "none"
-            self.seq_len = model.seq_len
-            self.online: Any
-            if self.recurrent:
-                self.online = recurrent_q_net(model, [(obs_input(spec, model, where), 1)],
-                                              view.mask_dim, s.dueling, where).to(device)
-            else:
-                check_network_fits(mlp_params(features, view.mask_dim * (1 + s.dueling), head),
-                                   f"{where}.hidden", head.hidden)
-                self.online = QNet(features, view.mask_dim, head, s.dueling, enc).to(device)
+            self.seq_len = model.seq_len  # sequences a recurrent network learns on
+            self.online: nn.Module = (
+                recurrent_q_net(model, [(inp, 1)], view.mask_dim, s.dueling, where)
+                if self.recurrent
+                else feed_forward_q(model, inp, spec.obs_dim, view.mask_dim, s.dueling, where)
+            ).to(device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=s.lr)
         self.act_rng = rng_for(seed, "dqn", "act", spec.id)
@@ -328,7 +335,7 @@ class DQN(OffPolicy):
             follow(p.target, p.online, s.tau)
 
     # -- state ----------------------------------------------------------------------------
-    def greedy_net(self, pid: str) -> GreedyQ | Any:
+    def greedy_net(self, pid: str) -> nn.Module:
         p = self.policies[pid]
         if p.recurrent:
             return greedy_recurrent_q(p.online, p.spec.action_view.mask_dim)

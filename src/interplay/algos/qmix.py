@@ -41,6 +41,7 @@ from interplay.algos.recurrent_q import (
     greedy_recurrent_q,
     recurrent_q_net,
     sequence_errors,
+    sequence_weights,
     state_sizes,
 )
 from interplay.algos.team_sequences import team_sequences
@@ -342,9 +343,9 @@ class VDN(OffPolicy):
         q_tot, target = team_sequences(self, buffer, w)
         learn = torch.as_tensor(w.learn, device=self.device)
         td = (q_tot - target)[learn]
-        loss = (td ** 2).mean() if weight is None else (torch.as_tensor(
-            np.broadcast_to(weight, w.learn.shape)[w.learn], dtype=td.dtype,
-            device=self.device) * td ** 2).mean()
+        cell_weight = sequence_weights(weight, w.learn)
+        loss = (td ** 2).mean() if cell_weight is None else (torch.as_tensor(
+            cell_weight, dtype=td.dtype, device=self.device) * td ** 2).mean()
         self._step(loss)
         buffer.update_priorities(start, sequence_errors(q_tot - target, learn))
         return np.array([loss.item(), q_tot[learn].mean().item(), target[learn].mean().item()])
@@ -373,7 +374,7 @@ class VDN(OffPolicy):
         return q.sum(dim=1)
 
     # -- state ----------------------------------------------------------------------------
-    def greedy_net(self, pid: str) -> Any:
+    def greedy_net(self, pid: str) -> nn.Module:
         p = self.policies[pid]
         if p.recurrent:
             return greedy_recurrent_q(p.online, p.spec.action_view.mask_dim)

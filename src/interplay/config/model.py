@@ -11,7 +11,6 @@ import difflib
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (
-    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -60,8 +59,7 @@ class ModelSettings(BaseModel):
     """The shape of one policy's networks."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True,
-                              use_attribute_docstrings=True, allow_inf_nan=False,
-                              populate_by_name=True)
+                              use_attribute_docstrings=True, allow_inf_nan=False)
     type: Annotated[str, NamesCode("attr")] = "auto"
     """``auto`` (a CNN when the observation is an image the conv layers fit, else an MLP),
     ``mlp``, ``cnn``, or ``module:Class``: your ``torch.nn.Module``, built as
@@ -99,8 +97,7 @@ class ModelSettings(BaseModel):
     ``{camera: {type: cnn, channels: [16, 32]}, state: {type: mlp, hidden: [32]}}``. With
     ``type: mlp`` every entry is flattened into one vector instead (image bytes scaled to
     [0, 1]) and ``encoders`` go unused."""
-    recurrent: Literal["none", "gru", "lstm"] = Field(
-        "none", validation_alias=AliasChoices("recurrent", "core"))
+    recurrent: Literal["none", "gru", "lstm"] = "none"
     """A GRU or LSTM cell between the hidden layers and the head, so that the networks remember
     what came before in the episode; each agent's state is reset when its episode starts.
     IPPO, MAPPO and A2C put one in the actor and the critic; DQN, VDN and QMIX in the
@@ -119,6 +116,11 @@ class ModelSettings(BaseModel):
     def _a_network(cls, value: str) -> str:
         check_type(value)
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _core_is_recurrent(cls, data: Any) -> Any:
+        return one_name_for_recurrent(data)
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelSettings:
@@ -139,6 +141,18 @@ class ModelSettings(BaseModel):
         if self.resize is not None and (len(self.resize) != 2 or min(self.resize) < 1):
             raise ValueError(f"resize is [height, width] in pixels, got {self.resize}")
         return self
+
+
+def one_name_for_recurrent(data: Any) -> Any:
+    """``data`` with ``core`` given as ``recurrent``; where both are given (a file says one, an
+    override the other), the one given last counts, as with any setting given twice."""
+    if not isinstance(data, dict) or "core" not in data:
+        return data
+    keys = list(data)
+    out = {k: v for k, v in data.items() if k not in ("core", "recurrent")}
+    last = max(("core", "recurrent"), key=lambda k: keys.index(k) if k in data else -1)
+    out["recurrent"] = data[last]
+    return out
 
 
 def check_type(value: str) -> None:
@@ -168,12 +182,20 @@ def same_view_as_actors(critic_model: ModelSettings) -> ModelSettings:
 
 def _optional(name: str) -> Any:
     field = ModelSettings.model_fields[name]
-    return (Optional[field.annotation], Field(None, description=field.description,  # noqa: UP045
-                                              validation_alias=field.validation_alias))
+    return (Optional[field.annotation], Field(None, description=field.description))  # noqa: UP045
+
+
+class _Override(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _core_is_recurrent(cls, data: Any) -> Any:
+        return one_name_for_recurrent(data)
 
 
 ModelOverride = create_model(
-    "ModelOverride", __config__=ConfigDict(extra="forbid"),
+    "ModelOverride", __base__=_Override,
     **{name: _optional(name) for name in ModelSettings.model_fields})
 """The keys a ``policies.<pid>.model`` override may give: those of :class:`ModelSettings`."""
 

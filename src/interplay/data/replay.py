@@ -6,7 +6,9 @@ the agent's slot). A row is linked to the next row of its stream when that one a
 continues it (the episode did not end in between, and the new row is not the first of an
 episode, as after an episode that was dropped), so n-step returns are built at sampling time for any ``n`` and ``gamma``: a
 return stops early where the episode ended, where the next row is not here yet, or where it
-was overwritten, and bootstraps from wherever it stopped.
+was overwritten, and bootstraps from wherever it stopped. Rows are linked back to the previous
+row of their stream too, and keep the state a recurrent actor acted from, so that sequences
+with a burn-in can be drawn (:mod:`interplay.data.sequences`).
 
 :class:`JointReplayBuffer` keeps instead one row per env copy and step holding every group's
 agents side by side, for learners whose critics see all agents at once (MADDPG).

@@ -10,6 +10,7 @@ one episode to the next), resumes exactly, and every other refuses the key by na
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from helpers import tiny_cfg, untimed_metrics
 from interplay import ConfigError, resume, train
 from interplay.algos import REGISTRY
 from interplay.algos.attention_mixer import AttentionMixer
+from interplay.cli import main
 from interplay.config.critic_model import CriticModelSettings
 from interplay.nets.attention import AgentAttention, OwnTokenCritic, TokenLayout
 
@@ -193,3 +195,26 @@ def test_the_others_refuse_it_by_name(algo):
 def test_impossible_attention_settings_are_refused_by_name(overrides, key, tmp_path):
     with pytest.raises(ConfigError, match=key):
         train(tiny_cfg("env.id=spread", *overrides, "train.steps=8"), tmp_path)
+
+
+def test_the_cli_refuses_it_with_exit_code_2_and_no_traceback(tmp_path, capsys):
+    sets = ["algo.name=ippo", "algo.critic_model.type=attention", "train.steps=8"]
+    argv = [word for s in sets for word in ("-s", s)]
+    assert main(["train", *argv, "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "algo.critic_model.type: ippo does not take an attention critic" in err
+    assert "Traceback" not in err
+
+
+def test_a_policys_own_algorithm_settings_are_checked_too():
+    with pytest.raises(ConfigError, match=r"policies\.agent\.algo\.critic_model\.type: isac"):
+        tiny_cfg("env.id=spread", "algo.name=masac", "policies.agent.algo.name=isac",
+                 "policies.agent.algo.critic_model.type=attention")
+
+
+def test_the_preset_trains(tmp_path):
+    preset = Path(__file__).resolve().parent.parent / "configs" / "mappo_attention_spread.yaml"
+    cfg = tiny_cfg("env.num_envs=4", "algo.rollout=8", "train.steps=128", "log.every=32",
+                   files=(preset,))
+    assert cfg.algo.critic_model.type == "attention"
+    assert any("value_loss/agent" in r for r in train(cfg, tmp_path).rows)

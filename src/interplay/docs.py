@@ -101,7 +101,9 @@ def _capabilities(cls: type[Algorithm]) -> str:
     return (f"{doc + ' ' if doc else ''}Actions: {kinds}; turn-based (AEC) envs: "
             f"{_yes(cls.turn_based)}; agents that die or join: {_yes(cls.agents_come_and_go)}; "
             f"centralised: {_yes(cls.centralised)}; recurrent networks: "
-            f"{_yes(cls.supports_recurrent)}; off-policy (learns from a replay): "
+            f"{_yes(cls.supports_recurrent)}; attention across agents "
+            f"(``critic_model.type: attention``): {_yes(cls.attention_critic)}; "
+            f"off-policy (learns from a replay): "
             f"{_yes(cls.off_policy)}; learns from a league's members' moves "
             f"(``league.learn_from_members``): {_yes(cls.learns_from_members)}.").strip()
 

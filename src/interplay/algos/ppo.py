@@ -47,7 +47,7 @@ class MAPPOSettings(PPOSettings):
 
     critic_model: CriticModelSettings | None = None
     """The critic, where it differs from ``model`` (none: the critic is built as the actor
-    is); ``type: attention`` attends across every trained agent's observation, one value per
+    is), with the keys of MADDPG's ``algo.critic_model``; ``type: attention`` attends across every trained agent's observation, one value per
     agent, whichever agents are present (it sees observations as the actors do: resize,
     grayscale and layout are taken from ``model``)."""
 

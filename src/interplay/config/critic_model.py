@@ -73,15 +73,15 @@ def takes_attention(name: str) -> bool:
                                         False))
 
 
-def refuse_attention(name: str, data: dict[str, Any]) -> None:
-    """Refuse ``critic_model.type: attention`` for an algorithm that does not take it, naming
-    the key and those that do."""
+def refuse_attention(name: str, data: dict[str, Any], where: str = "algo") -> None:
+    """Refuse ``critic_model.type: attention`` in the algorithm settings ``data`` (at
+    ``where``) for an algorithm that does not take it, naming the key and those that do."""
     critic = data.get("critic_model")
     kind = critic.get("type") if isinstance(critic, dict) else getattr(critic, "type", None)
     if kind != ATTENTION or takes_attention(name):
         return
     takers = ", ".join(sorted(n for n, takes in _TAKES.items() if takes))
-    raise ConfigError(f"algo.critic_model.type: {name} does not take an attention critic "
+    raise ConfigError(f"{where}.critic_model.type: {name} does not take an attention critic "
                       f"(it has no centralised critic or mixer that attends across agents); "
                       f"algorithms that do: {takers}")
 

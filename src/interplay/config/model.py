@@ -8,7 +8,7 @@ also have ``algo.critic_model``); ``policies.<pid>.model`` holds a partial overr
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -170,7 +170,10 @@ def check_type(value: str) -> None:
                          "module:Class")
 
 
-def same_view_as_actors(critic_model: ModelSettings) -> ModelSettings:
+Critic = TypeVar("Critic", bound=ModelSettings)
+
+
+def same_view_as_actors(critic_model: Critic) -> Critic:
     """Refuse critic settings that would prepare observations differently from the actors'
     (critics reuse the observations as the actors see them)."""
     for key in ("resize", "grayscale", "layout"):

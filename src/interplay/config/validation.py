@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from interplay.config.algo import AlgoSettings, settings_class
+from interplay.config.critic_model import refuse_attention
 from interplay.config.model import ModelOverride, check_models, refuse_renamed
 from interplay.config.schema import Config, PolicyConfig
 from interplay.errors import ConfigError
@@ -25,6 +26,7 @@ def validate(data: dict[str, Any]) -> Config:
     if isinstance(algo, dict):  # its model depends on its name: checked first, on its own
         settings = settings_class(algo.get("name", "random"))
         refuse_renamed(algo, settings.model_fields)
+        refuse_attention(algo.get("name", "random"), algo)
         validate_section(settings, algo, "algo")
     policies = data.get("policies")
     for pid, policy in (policies.items() if isinstance(policies, dict) else ()):
@@ -59,6 +61,7 @@ def policy_settings(cfg: Config, pid: str) -> AlgoSettings:
     except ConfigError as err:
         raise ConfigError(str(err).replace("algo.name", f"{where}.name", 1)) from None
     refuse_renamed(override, cls.model_fields, where)
+    refuse_attention(name, override, where)
     return validate_section(cls, _merged(base, override), where)
 
 

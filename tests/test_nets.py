@@ -244,7 +244,7 @@ def test_model_settings_are_shown_and_unknown_ones_named_with_the_nearest():
         config.load([], ["algo.name=ippo", "policies.agent.model.channels=[4]"])
 
 
-@pytest.mark.parametrize("algo", ["dqn", "maddpg", "matd3"])
+@pytest.mark.parametrize("algo", ["isac", "maddpg", "matd3"])
 def test_a_recurrent_model_is_refused_where_the_algorithm_cannot_learn_one(algo):
     with pytest.raises(ConfigError, match=rf"algo.model.recurrent: {algo} does not support "
                                           "recurrent networks yet"):

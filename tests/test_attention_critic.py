@@ -191,6 +191,10 @@ def test_the_others_refuse_it_by_name(algo):
     (["algo.name=maddpg", "algo.critic_model.type=attention", "algo.critic_model.embed=10",
       "algo.critic_model.heads=4"], r"algo\.critic_model.*multiple of heads"),
     (["algo.name=qmix", "algo.critic_model.type=mlp"], r"algo\.critic_model: type: mlp is no mixer"),
+    (["algo.name=mappo", "algo.critic_model.type=attention", "algo.model.recurrent=gru"],
+     r"algo\.critic_model\.type: attention with algo\.model\.recurrent: gru"),
+    (["env.id=interplay.envs.pixels", "env.kwargs.size=36", "algo.name=mappo",
+      "algo.critic_model.type=attention"], r"algo\.critic_model\.type: attention reads .* flat"),
 ])
 def test_impossible_attention_settings_are_refused_by_name(overrides, key, tmp_path):
     with pytest.raises(ConfigError, match=key):

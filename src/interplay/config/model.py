@@ -1,8 +1,8 @@
 """The ``model`` settings: which network a policy gets, and how its observations are prepared.
 
-``algo.model`` holds them for every policy an algorithm trains (MADDPG, MATD3, ISAC and MASAC
-also have ``algo.critic_model``); ``policies.<pid>.model`` holds a partial override, merged over
-``algo.model`` for that policy. The networks themselves are built by :mod:`interplay.nets`.
+``algo.model`` holds them for every policy an algorithm trains (MADDPG, MATD3, ISAC, MASAC,
+MAPPO and QMIX also have ``algo.critic_model``, :mod:`interplay.config.critic_model`);
+``policies.<pid>.model`` holds a partial override, merged over ``algo.model`` for that policy. The networks themselves are built by :mod:`interplay.nets`.
 """
 
 from __future__ import annotations

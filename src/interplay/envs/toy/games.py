@@ -52,6 +52,8 @@ class ScriptedTurnGame(AECEnv):
     ``action_mask`` allowing actions ``0 .. n_actions-1`` except one that rotates.
     """
 
+    agent_selection: str  # start_turns sets it, as every step after
+
     metadata = {"name": "scripted_turn_game", "render_modes": []}
 
     def __init__(self, n_agents: int = 3, plan: Sequence[Move] = (), truncate_after: int | None = None,
@@ -96,12 +98,7 @@ class ScriptedTurnGame(AECEnv):
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self.agents = list(self.possible_agents)
         self.moves = 0
-        self.rewards = dict.fromkeys(self.agents, 0.0)
-        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
-        self.terminations = dict.fromkeys(self.agents, False)
-        self.truncations = dict.fromkeys(self.agents, False)
-        self.infos: dict[str, dict] = {a: {} for a in self.agents}
-        self.agent_selection = self.agents[0]
+        start_turns(self)
 
     def _live(self) -> list[str]:
         return [a for a in self.agents if not (self.terminations[a] or self.truncations[a])]
@@ -255,6 +252,18 @@ class HiddenGoal(SharedSpaces):
             self.agents = []
         return (self._obs(), dict.fromkeys(agents, reward), dict.fromkeys(agents, done),
                 dict.fromkeys(agents, False), {a: {} for a in agents})
+
+
+def start_turns(env: AECEnv) -> None:
+    """Start a turn-based toy game's episode: every possible agent in, nothing paid or ended
+    yet, the first agent to move."""
+    env.agents = list(env.possible_agents)
+    env.rewards = dict.fromkeys(env.agents, 0.0)
+    env._cumulative_rewards = dict.fromkeys(env.agents, 0.0)
+    env.terminations = dict.fromkeys(env.agents, False)
+    env.truncations = dict.fromkeys(env.agents, False)
+    env.infos = {a: {} for a in env.agents}
+    env.agent_selection = env.agents[0]
 
 
 def cut_at_max_cycles(env: ParallelEnv, obs: dict, rewards: dict, max_cycles: int) -> tuple:

@@ -14,7 +14,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from interplay.envs.toy.games import SharedSpaces
+from interplay.envs.toy.games import SharedSpaces, start_turns
 
 
 class Recall(SharedSpaces):
@@ -76,6 +76,8 @@ class TurnRecall(AECEnv):
     without memory stays at chance (``1 / n_cues``).
     """
 
+    agent_selection: str  # start_turns sets it, as every step after
+
     metadata = {"name": "turn_recall_v0", "render_modes": []}
 
     def __init__(self, n_agents: int = 2, n_cues: int = 4, delay: int = 3):
@@ -110,12 +112,7 @@ class TurnRecall(AECEnv):
         self.agents = list(self.possible_agents)
         self.cues = self._rng.integers(0, self.n_cues, len(self.agents))
         self.turns = np.zeros(len(self.agents), np.int64)  # each player's turns taken
-        self.rewards = dict.fromkeys(self.agents, 0.0)
-        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
-        self.terminations = dict.fromkeys(self.agents, False)
-        self.truncations = dict.fromkeys(self.agents, False)
-        self.infos: dict[str, dict] = {a: {} for a in self.agents}
-        self.agent_selection = self.agents[0]
+        start_turns(self)
 
     def step(self, action) -> None:
         agent = self.agent_selection

@@ -94,6 +94,7 @@ def test_discrete_actors_never_choose_an_illegal_action(algo):
     np.testing.assert_array_equal(*greedy)  # not exploring: the most likely legal action
 
 
+@pytest.mark.slow  # masked turn-based acting is in the quick suite's algorithm matrix
 def test_isac_self_play_never_plays_an_illegal_move_in_tictactoe(tmp_path):
     cfg = load([], ["env.id=pettingzoo.classic.tictactoe_v3", "train.self_play=true",
                     "algo.name=isac", "algo.learning_starts=100", "algo.batch_size=32",

@@ -170,6 +170,17 @@ def untimed_metrics(run_dir: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in TIMING} for r in read_metrics(run_dir)]
 
 
+RAY_ONLY = frozenset({"runner_restarts", "policy_lag", "ray/runners_lost", "ray/episodes_dropped",
+                      "ray/sample_wait_s", "ray/learn_s", "ray/sample_share"})
+"""What only a Ray run's rows hold (its runners' faults and lag, where the learner's time went)."""
+
+
+def local_numbers(run_dir: Path) -> list[dict]:
+    """The run's untimed metrics less what only a Ray run reports: what one Ray runner must
+    give as the local run does."""
+    return [{k: v for k, v in r.items() if k not in RAY_ONLY} for r in untimed_metrics(run_dir)]
+
+
 class StopAfter:
     """A stop request that comes after ``n`` looks (a SIGINT in the middle of a member)."""
 

@@ -17,7 +17,7 @@ ray = pytest.importorskip("ray")
 # Each test starts Ray runners (seconds apiece, minutes in all): CI runs them with make slow.
 pytestmark = pytest.mark.slow
 
-from helpers import read_metrics  # noqa: E402
+from helpers import RAY_ONLY, read_metrics  # noqa: E402
 
 from interplay.backends import map_members  # noqa: E402
 from interplay.backends.ray.cluster import connect, disconnect  # noqa: E402
@@ -28,8 +28,6 @@ from interplay.experiment.loop import Experiment, resume, train  # noqa: E402
 from interplay.run.callbacks import Callbacks  # noqa: E402
 
 TIMING = {"wall_s", "env_steps_per_s", "run_env_steps_per_s"}
-RAY_ONLY = {"runner_restarts", "policy_lag", "ray/runners_lost", "ray/episodes_dropped",
-            "ray/sample_wait_s", "ray/learn_s", "ray/sample_share"}
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false", "train.device=cpu"]
 IPPO = ["env.id=spread", "env.num_envs=4", "algo.name=ippo", "algo.rollout=16", "algo.epochs=1",
         "algo.minibatches=2", "train.seed=3", "train.test_frequency=192", "train.test_episodes=2",

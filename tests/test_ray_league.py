@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import untimed_metrics
+from helpers import local_numbers
 
 from interplay.cli import main
 from interplay.config.loading import load
@@ -26,19 +26,12 @@ LEAGUE = ["env.id=pettingzoo.classic.connect_four_v3", "train.self_play=true", "
           "league.opponent_sampling=pfsp",
           "league.fixed=[random, 'interplay.envs.connect_four:one_ply']",
           "log.every=96", "checkpoint.every=192", *QUIET]
-RAY_ONLY = {"runner_restarts", "policy_lag"}
-
-
 def _ray(runners: int = 1) -> list[str]:
     return ["backend.name=ray", f"backend.num_env_runners={runners}"]
 
 
 def _lines(run) -> list[dict]:
     return [json.loads(x) for x in (run / "league.jsonl").read_text().splitlines()]
-
-
-def _numbers(run) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in RAY_ONLY} for r in untimed_metrics(run)]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +58,7 @@ def straight(local_ray, tmp_path_factory):
 def test_one_runner_plays_the_local_league_number_for_number(straight):
     local, remote = _lines(straight / "local"), _lines(straight / "ray")
     assert remote == local
-    assert _numbers(straight / "ray") == _numbers(straight / "local")
+    assert local_numbers(straight / "ray") == local_numbers(straight / "local")
     # every kind of member played: the scripted one, random, and the snapshots
     games = {m["name"]: m["games"] for line in local for m in line["members"]}
     assert games["random"] > 0 and games["interplay.envs.connect_four:one_ply"] > 0
@@ -77,7 +70,7 @@ def test_a_league_on_ray_resumes_exactly(straight, tmp_path):
     train(load([], [*LEAGUE, "train.steps=192", *_ray(1)]), tmp_path / "split")
     resume(tmp_path / "split", ["train.steps=384"])
     assert _lines(tmp_path / "split") == _lines(straight / "ray")
-    assert _numbers(tmp_path / "split") == _numbers(straight / "ray")
+    assert local_numbers(tmp_path / "split") == local_numbers(straight / "ray")
 
 
 @pytest.mark.slow

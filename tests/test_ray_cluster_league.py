@@ -14,12 +14,16 @@ ray = pytest.importorskip("ray")
 
 pytestmark = pytest.mark.slow  # a cluster and its actors take seconds each
 
+import test_ray_cluster  # noqa: E402
 from helpers import read_metrics  # noqa: E402
-from test_ray_cluster import IPPO, _alive, _LoseNode, cluster, nodes  # noqa: E402, F401
+from test_ray_cluster import IPPO, _alive, _LoseNode, _run_losing_a_node  # noqa: E402
 
 from interplay.cli import main  # noqa: E402
 from interplay.config.loading import load  # noqa: E402
 from interplay.experiment.loop import Experiment  # noqa: E402
+
+# This module's own cluster, made as tests/test_ray_cluster.py makes its own.
+cluster, nodes = test_ray_cluster.cluster, test_ray_cluster.nodes
 
 FIXED = ["random", "interplay.envs.connect_four:one_ply"]
 LEAGUE = ["env.id=pettingzoo.classic.connect_four_v3", "train.self_play=true", "algo.name=ippo",
@@ -132,3 +136,10 @@ def test_pack_puts_the_runners_on_as_few_nodes_as_fit(nodes, tmp_path):
         finally:
             exp.close()
         assert len(set(where)) == fit, (cpus, runners, where)
+
+
+def test_a_packed_runner_lost_with_its_node_starts_again_in_its_bundle(nodes, tmp_path):
+    result, removed, now = _run_losing_a_node(nodes, tmp_path / "run", 128,
+                                              "backend.placement=pack")
+    assert result.env_steps == 128 and removed not in now
+    assert read_metrics(tmp_path / "run")[-1]["ray/runners_lost"] == 1

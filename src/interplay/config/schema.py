@@ -484,9 +484,10 @@ class BackendConfig(Section):
     cpus_per_runner: float = Field(1.0, gt=0, le=MAX_THREADS)
     """CPUs Ray reserves for each runner."""
     placement: Literal["pack", "spread"] = "pack"
-    """Where Ray puts the env runners and search members: ``pack`` fills the nodes with room
-    (this one first, as Ray does by default); ``spread`` puts each on another node where it
-    can, so that losing a node loses few of them."""
+    """Where Ray puts the env runners and search members: ``pack`` puts the runners on as few
+    nodes as they fit on (a Ray placement group; search members go where Ray's default puts
+    them, this node first); ``spread`` puts each on another node where it can, so that losing
+    a node loses few of them."""
     gpus_for_learner: float = Field(0.0, ge=0, le=MAX_THREADS)
     """GPUs the learner (this process, on ``train.device``) needs: more than 0 reserves them on
     this node through Ray (refused before any step where the cluster or this node has too few)

@@ -117,6 +117,33 @@ def scheduling(cfg: BackendConfig) -> dict[str, Any]:
     return {"scheduling_strategy": "SPREAD"} if cfg.placement == "spread" else {}
 
 
+def pack_group(cfg: BackendConfig, runners: int, timeout_s: float) -> Any:
+    """For ``backend.placement: pack``, a Ray placement group of one bundle per env runner on
+    as few nodes as they fit on (Ray's default scheduling spreads work over nodes once a node is
+    half busy); None for ``spread``. A bundle whose node is lost is placed again by Ray, so a
+    replacement runner goes where its bundle now is. Raises TimeoutError when the cluster
+    cannot place the bundles within ``timeout_s``."""
+    if cfg.placement != "pack":
+        return None
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    group = placement_group([{"CPU": cfg.cpus_per_runner}] * runners, strategy="PACK")
+    ready, _ = ray.wait([group.ready()], timeout=timeout_s)
+    if not ready:
+        remove_placement_group(group)
+        raise TimeoutError
+    return group
+
+
+def in_group(group: Any, index: int) -> dict[str, Any]:
+    """The Ray options that put runner ``index`` in its bundle of ``group``."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    return {"scheduling_strategy": PlacementGroupSchedulingStrategy(
+        group, placement_group_bundle_index=index)}
+
+
 def node_address() -> tuple[str, str]:
     """(node id, IP address) of the Ray node this process runs on."""
     import ray

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interplay.backends.ray.acting import cpu_weights, generators, set_states, states
-from interplay.backends.ray.cluster import WorkLostError, brief, scheduling
+from interplay.backends.ray.cluster import WorkLostError, brief, in_group, pack_group, scheduling
 from interplay.backends.ray.riders import Passenger, Rider
 from interplay.config.schema import BackendConfig
 from interplay.envs.snapshot import capture, restore
@@ -272,8 +272,10 @@ class RayRunners:
         self.handles: list[Any] = []
         self.where: list[tuple[int, str, str]] = [(0, "", "")] * cfg.num_env_runners
         self._learner_slot: Any = None
+        self._group: Any = None  # the runners' placement group, for ``pack``
         try:
             self._learner_slot = reserve_learner(cfg)
+            self._group = self._place(cfg.num_env_runners)
             self.handles = [self._new(r, 0) for r in range(cfg.num_env_runners)]
             self._wait_ready(self.handles)
         except BaseException:
@@ -281,23 +283,32 @@ class RayRunners:
             raise
 
     # -- runners --------------------------------------------------------------------------
+    def _place(self, runners: int) -> Any:
+        """The placement group ``backend.placement`` asks for (None: none)."""
+        try:
+            return pack_group(self.cfg, runners, RUNNER_READY_S)
+        except TimeoutError:
+            raise self._not_placed(runners) from None
+
     def _new(self, index: int, restarts: int) -> Any:
-        return self._actor_cls.options(name=None, **scheduling(self.cfg)).remote(
-            self.build, index, restarts)
+        where = scheduling(self.cfg) if self._group is None else in_group(self._group, index)
+        return self._actor_cls.options(name=None, **where).remote(self.build, index, restarts)
 
     def _wait_ready(self, handles: list[Any]) -> None:
         ray = self._ray
         refs = [h.where.remote() for h in handles]
         ready, pending = ray.wait(refs, num_returns=len(refs), timeout=RUNNER_READY_S)
         if pending:
-            need = self.cfg.cpus_per_runner * len(pending)
-            raise RunnerFailedError(
-                f"backend: {len(pending)} env runner(s) were not placed within "
-                f"{RUNNER_READY_S:.0f} s; each asks for backend.cpus_per_runner="
-                f"{self.cfg.cpus_per_runner} CPUs ({need} in all) and the Ray cluster has "
-                f"{ray.cluster_resources().get('CPU', 0)} CPUs")
+            raise self._not_placed(len(pending))
         for ref in ready:
             self.where[self.handles.index(handles[refs.index(ref)])] = self._get(ref, None)
+
+    def _not_placed(self, runners: int) -> RunnerFailedError:
+        need = self.cfg.cpus_per_runner * runners
+        return RunnerFailedError(
+            f"backend: {runners} env runner(s) were not placed within {RUNNER_READY_S:.0f} s; "
+            f"each asks for backend.cpus_per_runner={self.cfg.cpus_per_runner} CPUs ({need} in "
+            f"all) and the Ray cluster has {self._ray.cluster_resources().get('CPU', 0)} CPUs")
 
     def pids(self) -> list[int]:
         """The runner actors' process ids."""
@@ -590,4 +601,9 @@ class RayRunners:
             if getattr(self, "_learner_slot", None) is not None:
                 ray.kill(self._learner_slot)
                 self._learner_slot = None
+            if getattr(self, "_group", None) is not None:
+                from ray.util.placement_group import remove_placement_group
+
+                remove_placement_group(self._group)
+                self._group = None
         disconnect(getattr(self, "_started", False))

@@ -129,16 +129,44 @@ class OwnTokenCritic(nn.Module):
         self.attention = AgentAttention(layout, model, out_dim, out_gain)
         self.layout = layout
 
-    def forward(self, x: torch.Tensor, slot: torch.Tensor | None = None) -> torch.Tensor:
-        """Rows ``[..., width]`` -> ``[..., out_dim]``."""
+    def forward(self, x: torch.Tensor, slot: torch.Tensor | None = None,
+                share: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows ``[..., width]`` -> ``[..., out_dim]``.
+
+        The transformer runs once per distinct joint part, not once per row: ``share`` (``[n]``
+        for flat rows ``[n, width]``) gives rows whose joint parts are equal the same number (an
+        on-policy row's table row); without it, rows ``[b, k, width]`` whose ``k`` joint parts
+        are equal (a step's rows for each of its agents) share one pass."""
         lay = self.layout
         if slot is None:
             k = lay.groups[lay.own_group][0]
             slot = (x[..., lay.slot_at:lay.slot_at + k].argmax(dim=-1) if lay.slot_at is not None
                     else torch.zeros(x.shape[:-1], dtype=torch.long, device=x.device))
+        at = slot.long() + lay.offset(lay.own_group)
+        if share is not None and x.dim() == 2:
+            return self._shared_rows(x, at, share)
+        if x.dim() >= 3 and self._joint_parts_equal(x):
+            y = self.attention(x[..., 0, :])  # [..., tokens, out_dim], once per step
+            return y.gather(-2, at.unsqueeze(-1).expand(*at.shape, y.shape[-1]))
         y = self.attention(x)
-        at = (slot.long() + lay.offset(lay.own_group)).reshape(*x.shape[:-1], 1, 1)
+        at = at.reshape(*x.shape[:-1], 1, 1)
         return y.gather(-2, at.expand(*x.shape[:-1], 1, y.shape[-1])).squeeze(-2)
+
+    def _joint_parts_equal(self, x: torch.Tensor) -> bool:
+        """Whether the rows along ``x``'s second-to-last axis carry one joint part (tokens and
+        live flags): an exact test, far cheaper than the transformer it saves."""
+        joint = x[..., self.layout.lead:]
+        return x.shape[-2] > 1 and bool((joint == joint[..., :1, :]).all())
+
+    def _shared_rows(self, x: torch.Tensor, at: torch.Tensor, share: torch.Tensor) -> torch.Tensor:
+        """Flat rows ``[n, width]``: one pass per distinct ``share``, read at each row's token."""
+        _, inverse = torch.unique(share, return_inverse=True)
+        n = inverse.shape[0]
+        first = torch.full((int(inverse.max()) + 1 if n else 0,), n, dtype=torch.long,
+                           device=x.device)
+        first.scatter_reduce_(0, inverse, torch.arange(n, device=x.device), reduce="amin")
+        y = self.attention(x[first])  # [distinct, tokens, out_dim]
+        return y[inverse, at]
 
 
 def attention_critic(layout: TokenLayout, model: CriticModelSettings, groups: list[ObsInput],

@@ -24,6 +24,7 @@ from torch import nn
 
 from interplay.config.critic_model import CriticModelSettings
 from interplay.errors import ConfigError
+from interplay.nets.attention_swap import OwnGroup, SwappedRows, own_token_layers, swapped_rows
 from interplay.nets.build import ObsInput, check_network_fits, is_user
 from interplay.nets.mlp import ACTIVATIONS, init_linear, mlp
 
@@ -55,6 +56,15 @@ class TokenLayout:
     def offset(self, group: int) -> int:
         """The token index of ``group``'s first agent."""
         return sum(k for k, _, _ in self.groups[:group])
+
+    def own(self) -> OwnGroup:
+        """Where a row keeps its own group's pieces."""
+        g = self.own_group
+        k, d, a = self.groups[g]
+        obs_at = self.lead + sum(n * w for n, w, _ in self.groups[:g])
+        act_at = (self.lead + sum(n * w for n, w, _ in self.groups)
+                  + sum(n * v for n, _, v in self.groups[:g]))
+        return OwnGroup(k, d, a, self.lead, obs_at, act_at)
 
 
 def attention_params(layout: TokenLayout, model: CriticModelSettings, out_dim: int) -> int:
@@ -136,7 +146,8 @@ class OwnTokenCritic(nn.Module):
         The transformer runs once per distinct joint part, not once per row: ``share`` (``[n]``
         for flat rows ``[n, width]``) gives rows whose joint parts are equal the same number (an
         on-policy row's table row); without it, rows ``[b, k, width]`` whose ``k`` joint parts
-        are equal (a step's rows for each of its agents) share one pass."""
+        are equal (a step's rows for each of its agents) share one pass, and rows that differ
+        only in each one's own action are read as :mod:`interplay.nets.attention_swap` says."""
         lay = self.layout
         if slot is None:
             k = lay.groups[lay.own_group][0]
@@ -148,6 +159,9 @@ class OwnTokenCritic(nn.Module):
         if x.dim() >= 3 and self._joint_parts_equal(x):
             y = self.attention(x[..., 0, :])  # [..., tokens, out_dim], once per step
             return y.gather(-2, at.unsqueeze(-1).expand(*at.shape, y.shape[-1]))
+        swapped = swapped_rows(lay.own(), x, slot)
+        if swapped is not None:
+            return self._swapped(swapped)
         y = self.attention(x)
         at = at.reshape(*x.shape[:-1], 1, 1)
         return y.gather(-2, at.expand(*x.shape[:-1], 1, y.shape[-1])).squeeze(-2)
@@ -157,6 +171,18 @@ class OwnTokenCritic(nn.Module):
         live flags): an exact test, far cheaper than the transformer it saves."""
         joint = x[..., self.layout.lead:]
         return x.shape[-2] > 1 and bool((joint == joint[..., :1, :]).all())
+
+    def _swapped(self, rows: SwappedRows) -> torch.Tensor:
+        """Each row's output at its own agent's token, the transformer's last layer run there
+        alone (see :mod:`interplay.nets.attention_swap`): ``[b, k, out_dim]``."""
+        att, lay = self.attention, self.layout
+        tokens, live = att.tokens(rows.base)
+        at = lay.offset(lay.own_group) + torch.arange(rows.own.shape[1], device=tokens.device)
+        own = att.encoders[lay.own_group](rows.own.float())
+        present = live | ~live.any(dim=1, keepdim=True)  # nobody present: attend over all
+        y = att.attend.norm(own_token_layers(att.attend.layers, tokens, own, at, present))
+        flags = live[:, at, None]
+        return att.head(y * flags) * flags
 
     def _shared_rows(self, x: torch.Tensor, at: torch.Tensor, share: torch.Tensor) -> torch.Tensor:
         """Flat rows ``[n, width]``: one pass per distinct ``share``, read at each row's token."""

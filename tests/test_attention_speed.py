@@ -103,3 +103,13 @@ def test_flat_rows_sharing_a_table_row_attend_once_each_table_row():
     out, sizes = attended(c, x, slot, share=share)
     assert sizes == [4]
     assert torch.allclose(out, c(x, slot), atol=1e-6)
+
+
+def test_each_action_of_a_discrete_agent_swapped_in_along_leading_axes():
+    c = critic(1)
+    each = torch.eye(A)
+    x = torch.stack([step_rows(3, each[a].expand(3, K, A)) for a in range(A)], dim=1)
+    out, sizes = attended(c, x)  # [b, actions, K, out]
+    assert sizes == []
+    slow = torch.stack([per_row(c, x[:, a]) for a in range(A)], dim=1)
+    assert torch.allclose(out, slow, atol=1e-5)

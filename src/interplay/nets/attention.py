@@ -145,7 +145,7 @@ class OwnTokenCritic(nn.Module):
 
         The transformer runs once per distinct joint part, not once per row: ``share`` (``[n]``
         for flat rows ``[n, width]``) gives rows whose joint parts are equal the same number (an
-        on-policy row's table row); without it, rows ``[b, k, width]`` whose ``k`` joint parts
+        on-policy row's table row); without it, rows ``[..., k, width]`` whose ``k`` joint parts
         are equal (a step's rows for each of its agents) share one pass, and rows that differ
         only in each one's own action are read as :mod:`interplay.nets.attention_swap` says."""
         lay = self.layout
@@ -159,9 +159,11 @@ class OwnTokenCritic(nn.Module):
         if x.dim() >= 3 and self._joint_parts_equal(x):
             y = self.attention(x[..., 0, :])  # [..., tokens, out_dim], once per step
             return y.gather(-2, at.unsqueeze(-1).expand(*at.shape, y.shape[-1]))
-        swapped = swapped_rows(lay.own(), x, slot)
-        if swapped is not None:
-            return self._swapped(swapped)
+        if x.dim() >= 3:  # steps' rows along axis -2, any leading axes
+            swapped = swapped_rows(lay.own(), x.reshape(-1, *x.shape[-2:]),
+                                   slot.long().reshape(-1, x.shape[-2]))
+            if swapped is not None:
+                return self._swapped(swapped).reshape(*x.shape[:-1], -1)
         y = self.attention(x)
         at = at.reshape(*x.shape[:-1], 1, 1)
         return y.gather(-2, at.expand(*x.shape[:-1], 1, y.shape[-1])).squeeze(-2)

@@ -6,8 +6,10 @@ Builds :class:`~interplay.nets.attention.OwnTokenCritic` as ``configs/mappo_atte
 sets it (embed 32, 4 heads, 1 layer, head [64]) over one group of ``k`` agents, each with an
 observation of 18 and a one-hot action of 5, and times forward + backward on a ``[batch, k]``
 batch of rows: each step's ``k`` rows, one per agent, carry the step's joint observations and
-actions (as MADDPG's critic and target rows do). Prints one JSON line per ``k``: milliseconds
-per pass (median of ``--repeats``) and rows per second.
+actions (``shared``: as MAPPO's rows and MADDPG's critic and target rows do), or the joint
+actions with each row's own agent's action swapped in (``swapped``: MADDPG's actor loss). Prints
+one JSON line per ``k`` and kind: milliseconds per pass (median of ``--repeats``) and rows per
+second.
 """
 
 from __future__ import annotations
@@ -25,22 +27,25 @@ from interplay.nets.attention import OwnTokenCritic, TokenLayout
 OBS, ACT = 18, 5
 
 
-def rows(batch: int, k: int) -> torch.Tensor:
+def rows(batch: int, k: int, swapped: bool) -> torch.Tensor:
     """``[batch, k, width]``: row j holds agent j's observation, action and slot, then the
-    step's joint observations, joint actions and live flags."""
+    step's joint observations, joint actions (agent j's from ``own`` where ``swapped``) and
+    live flags."""
     obs, act = torch.randn(batch, k, OBS), torch.randn(batch, k, ACT)
-    joint = torch.cat([obs.reshape(batch, -1), act.reshape(batch, -1), torch.ones(batch, k)],
-                      dim=1)
+    own = torch.randn(batch, k, ACT) if swapped else act
+    eye = torch.eye(k)[None, :, :, None]
+    acts = (eye * own[:, None] + (1 - eye) * act[:, None]).reshape(batch, k, -1)
+    joint_obs = obs.reshape(batch, 1, -1).expand(batch, k, -1)
     slot = torch.eye(k).expand(batch, k, k)
-    return torch.cat([obs, act, slot, joint[:, None].expand(batch, k, -1)], dim=2)
+    return torch.cat([obs, own, slot, joint_obs, acts, torch.ones(batch, k, k)], dim=2)
 
 
-def time_pass(batch: int, k: int, repeats: int) -> float:
+def time_pass(batch: int, k: int, swapped: bool, repeats: int) -> float:
     model = CriticModelSettings(type="attention", embed=32, heads=4, layers=1, hidden=[64],
                                 activation="relu")
     layout = TokenLayout(((k, OBS, ACT),), lead=OBS + ACT + k, slot_at=OBS + ACT)
     critic = OwnTokenCritic(layout, model, 1, 1.0)
-    x = rows(batch, k)
+    x = rows(batch, k, swapped)
     times = []
     for i in range(repeats + 3):  # three to warm up
         start = time.perf_counter()
@@ -61,9 +66,11 @@ def main() -> None:
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     for k in args.agents:
-        s = time_pass(args.batch, k, args.repeats)
-        print(json.dumps({"batch": args.batch, "agents": k, "ms_per_pass": round(1e3 * s, 2),
-                          "rows_per_s": round(args.batch * k / s)}))
+        for kind in ("shared", "swapped"):
+            s = time_pass(args.batch, k, kind == "swapped", args.repeats)
+            print(json.dumps({"batch": args.batch, "agents": k, "rows": kind,
+                              "ms_per_pass": round(1e3 * s, 2),
+                              "rows_per_s": round(args.batch * k / s)}))
 
 
 if __name__ == "__main__":

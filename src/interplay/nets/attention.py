@@ -13,6 +13,8 @@ Without positions, permuting a group's agents permutes the outputs alike, and an
 token changes no present agent's output. A row with no agent present attends over all of its
 tokens rather than none (a softmax over nothing is NaN) and its outputs are zeroed.
 :class:`OwnTokenCritic` reads off the output at the row's own agent's token: a value per agent.
+A step's rows carry one joint part (every agent's row the same tokens), so it attends once per
+step and reads every agent's value from that one pass, not once per agent row.
 """
 
 from __future__ import annotations

@@ -352,9 +352,11 @@ class MASAC(CentralCritics, ISAC):  # type: ignore[misc]  # joint rows, not ISAC
             return super().critic_values(pid, nets, obs, act, own, state)
         b, k = obs[pid].shape[:2]
         each = torch.eye(p.act_dim, device=obs[pid].device)
+        # [b, n, agents, in]: each action's rows of a step side by side along the agents, as
+        # an attention critic reads a step's rows
         x = torch.stack([self.critic_input(pid, obs, act, each[a].expand(b, k, -1), state)
-                         for a in range(p.act_dim)], dim=2)  # [b, agents, n, in]
-        return torch.stack([c(x).squeeze(-1) for c in nets])
+                         for a in range(p.act_dim)], dim=1)
+        return torch.stack([c(x).squeeze(-1).transpose(1, 2) for c in nets])
 
     def taken_values(self, pid: str, obs: dict[str, torch.Tensor],
                      act: dict[str, torch.Tensor],

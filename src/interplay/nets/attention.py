@@ -13,6 +13,8 @@ Without positions, permuting a group's agents permutes the outputs alike, and an
 token changes no present agent's output. A row with no agent present attends over all of its
 tokens rather than none (a softmax over nothing is NaN) and its outputs are zeroed.
 :class:`OwnTokenCritic` reads off the output at the row's own agent's token: a value per agent.
+A step's rows carry one joint part (every agent's row the same tokens), so it attends once per
+step and reads every agent's value from that one pass, not once per agent row.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from torch import nn
 
 from interplay.config.critic_model import CriticModelSettings
 from interplay.errors import ConfigError
+from interplay.nets.attention_swap import OwnGroup, SwappedRows, own_token_layers, swapped_rows
 from interplay.nets.build import ObsInput, check_network_fits, is_user
 from interplay.nets.mlp import ACTIVATIONS, init_linear, mlp
 
@@ -55,6 +58,15 @@ class TokenLayout:
     def offset(self, group: int) -> int:
         """The token index of ``group``'s first agent."""
         return sum(k for k, _, _ in self.groups[:group])
+
+    def own(self) -> OwnGroup:
+        """Where a row keeps its own group's pieces."""
+        g = self.own_group
+        k, d, a = self.groups[g]
+        obs_at = self.lead + sum(n * w for n, w, _ in self.groups[:g])
+        act_at = (self.lead + sum(n * w for n, w, _ in self.groups)
+                  + sum(n * v for n, _, v in self.groups[:g]))
+        return OwnGroup(k, d, a, self.lead, obs_at, act_at)
 
 
 def attention_params(layout: TokenLayout, model: CriticModelSettings, out_dim: int) -> int:
@@ -129,16 +141,62 @@ class OwnTokenCritic(nn.Module):
         self.attention = AgentAttention(layout, model, out_dim, out_gain)
         self.layout = layout
 
-    def forward(self, x: torch.Tensor, slot: torch.Tensor | None = None) -> torch.Tensor:
-        """Rows ``[..., width]`` -> ``[..., out_dim]``."""
+    def forward(self, x: torch.Tensor, slot: torch.Tensor | None = None,
+                share: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows ``[..., width]`` -> ``[..., out_dim]``.
+
+        The transformer runs once per distinct joint part, not once per row: ``share`` (``[n]``
+        for flat rows ``[n, width]``) gives rows whose joint parts are equal the same number (an
+        on-policy row's table row); without it, rows ``[..., k, width]`` whose ``k`` joint parts
+        are equal (a step's rows for each of its agents) share one pass, and rows that differ
+        only in each one's own action are read as :mod:`interplay.nets.attention_swap` says."""
         lay = self.layout
         if slot is None:
             k = lay.groups[lay.own_group][0]
             slot = (x[..., lay.slot_at:lay.slot_at + k].argmax(dim=-1) if lay.slot_at is not None
                     else torch.zeros(x.shape[:-1], dtype=torch.long, device=x.device))
+        at = slot.long() + lay.offset(lay.own_group)
+        if share is not None and x.dim() == 2:
+            return self._shared_rows(x, at, share)
+        if x.dim() >= 3 and self._joint_parts_equal(x):
+            y = self.attention(x[..., 0, :])  # [..., tokens, out_dim], once per step
+            return y.gather(-2, at.unsqueeze(-1).expand(*at.shape, y.shape[-1]))
+        if x.dim() >= 3:  # steps' rows along axis -2, any leading axes
+            swapped = swapped_rows(lay.own(), x.reshape(-1, *x.shape[-2:]),
+                                   slot.long().reshape(-1, x.shape[-2]))
+            if swapped is not None:
+                return self._swapped(swapped).reshape(*x.shape[:-1], -1)
         y = self.attention(x)
-        at = (slot.long() + lay.offset(lay.own_group)).reshape(*x.shape[:-1], 1, 1)
+        at = at.reshape(*x.shape[:-1], 1, 1)
         return y.gather(-2, at.expand(*x.shape[:-1], 1, y.shape[-1])).squeeze(-2)
+
+    def _joint_parts_equal(self, x: torch.Tensor) -> bool:
+        """Whether the rows along ``x``'s second-to-last axis carry one joint part (tokens and
+        live flags): an exact test, far cheaper than the transformer it saves."""
+        joint = x[..., self.layout.lead:]
+        return x.shape[-2] > 1 and bool((joint == joint[..., :1, :]).all())
+
+    def _swapped(self, rows: SwappedRows) -> torch.Tensor:
+        """Each row's output at its own agent's token, the transformer's last layer run there
+        alone (see :mod:`interplay.nets.attention_swap`): ``[b, k, out_dim]``."""
+        att, lay = self.attention, self.layout
+        tokens, live = att.tokens(rows.base)
+        at = lay.offset(lay.own_group) + torch.arange(rows.own.shape[1], device=tokens.device)
+        own = att.encoders[lay.own_group](rows.own.float())
+        present = live | ~live.any(dim=1, keepdim=True)  # nobody present: attend over all
+        y = att.attend.norm(own_token_layers(att.attend.layers, tokens, own, at, present))
+        flags = live[:, at, None]
+        return att.head(y * flags) * flags
+
+    def _shared_rows(self, x: torch.Tensor, at: torch.Tensor, share: torch.Tensor) -> torch.Tensor:
+        """Flat rows ``[n, width]``: one pass per distinct ``share``, read at each row's token."""
+        _, inverse = torch.unique(share, return_inverse=True)
+        n = inverse.shape[0]
+        first = torch.full((int(inverse.max()) + 1 if n else 0,), n, dtype=torch.long,
+                           device=x.device)
+        first.scatter_reduce_(0, inverse, torch.arange(n, device=x.device), reduce="amin")
+        y = self.attention(x[first])  # [distinct, tokens, out_dim]
+        return y[inverse, at]
 
 
 def attention_critic(layout: TokenLayout, model: CriticModelSettings, groups: list[ObsInput],

@@ -35,6 +35,7 @@ from interplay.algos.onpolicy.samples import (
     CriticInputs,
     Minibatch,
     PolicySamples,
+    critic_values,
     joint_inputs,
     own_inputs,
     policy_samples,
@@ -314,14 +315,15 @@ class OnPolicy(Algorithm):
         """The feed-forward critic's values of inputs ``x``, in return units (joined inputs a
         chunk at a time)."""
         if not x.joined:
-            return self._value_rows(p, x.own, slot)
+            return self._value_rows(p, x, slice(None), slot)
         step = VALUE_CHUNK
-        return np.concatenate([self._value_rows(p, x.take(slice(i, i + step)), slot[i:i + step])
+        return np.concatenate([self._value_rows(p, x, slice(i, i + step), slot[i:i + step])
                                for i in range(0, x.rows, step)] or [np.zeros(0)])
 
-    def _value_rows(self, p: ActorCritic, rows: torch.Tensor, slot: np.ndarray) -> np.ndarray:
+    def _value_rows(self, p: ActorCritic, x: CriticInput, i: slice,
+                    slot: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            v = p.critic(rows, tensor(slot, self.device))
+            v = critic_values(p.critic, x, i, tensor(slot, self.device))
         return p.return_units(v.squeeze(-1))
 
     def _optimise(self, pid: str, s: PolicySamples, x: CriticInput, a: Advantages,

@@ -19,6 +19,7 @@ import torch
 
 from interplay.algos.onpolicy.nets import ActorCritic, mask_tensor, tensor
 from interplay.data.rollout import Rollout
+from interplay.nets.attention import OwnTokenCritic
 
 Cells = tuple[np.ndarray, np.ndarray, np.ndarray]  # (t, e, j) of each row
 
@@ -86,6 +87,15 @@ class CriticInput(NamedTuple):
     def select(self, i: torch.Tensor) -> CriticInput:
         """Rows ``i`` alone, their table as it is."""
         return CriticInput(self.own[i], self.table, None if self.row is None else self.row[i])
+
+
+def critic_values(critic: torch.nn.Module, x: CriticInput, i: torch.Tensor | slice,
+                  slot: torch.Tensor) -> torch.Tensor:
+    """The critic's outputs at rows ``i`` of ``x`` (``slot``: theirs). An attention critic
+    attends once per table row those rows share (a tick's agents share one), not once per row."""
+    if isinstance(critic, OwnTokenCritic) and x.row is not None:
+        return critic(x.take(i), slot, share=x.row[i])
+    return critic(x.take(i), slot)
 
 
 class CriticInputs(NamedTuple):
@@ -225,7 +235,7 @@ def row_minibatches(p: ActorCritic, s: PolicySamples, x: CriticInput, adv: np.nd
     target_t = tensor(target.astype(np.float32), device)
 
     def pick(i: torch.Tensor) -> Minibatch:
-        return Minibatch(p.actor(obs[i], slot[i]), p.critic(x.take(i), slot[i]).squeeze(1),
+        return Minibatch(p.actor(obs[i], slot[i]), critic_values(p.critic, x, i, slot[i]).squeeze(1),
                          action[i], logp_old[i], adv_t[i], target_t[i],
                          None if mask is None else mask[i])
 

@@ -1,10 +1,11 @@
 """Every registered algorithm, and one a user names as ``module:Class``, on a small env of each
-kind: a short run, exact resume, eval and ``load_policy``. A cell is skipped only where the
-algorithm declares it cannot train that kind of env, so a new algorithm is tested the moment it
-registers."""
+kind: a short run, exact resume, eval and ``load_policy``. Where the algorithm declares it cannot
+train that kind of env, the cell checks instead that the run is refused before any step, naming
+the key or space it cannot take; so a new algorithm is tested the moment it registers."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,6 +20,9 @@ from helpers import newest_state, read_metrics, tiny_cfg, untimed_metrics
 
 from interplay import ConfigError, Result, evaluate, load_policy, resume, train
 from interplay.algos import REGISTRY, Algorithm, algorithm_class
+from interplay.algos.base import CAPABILITIES
+from interplay.envs.composite import from_env, is_composite, legal_in_row
+from interplay.envs.spaces import ActionView
 
 ALGORITHMS = [*sorted(REGISTRY), "custom_algo:Greedy"]
 
@@ -34,6 +38,9 @@ TINY = {"rollout": 16, "epochs": 2, "minibatches": 2, "learning_starts": 20, "tr
 """Small settings, each given to the algorithms whose settings have that key: a few hundred steps
 update every learner several times on either side of the split."""
 
+SMALL_CNN = {"camera": {"channels": [4], "kernels": [2], "strides": [2]}}
+"""One small conv layer for :mod:`interplay.envs.toy.color_key`'s 4x4 frames."""
+
 RUN = ["env.num_envs=2", "log.every=40", "train.test_frequency=120", "train.test_episodes=1"]
 
 
@@ -44,7 +51,9 @@ class EnvKind:
     """Capabilities an algorithm must have to train it: an action kind, or a capability
     attribute (see :func:`capable`)."""
     settings: dict[str, Any] = field(default_factory=dict)
-    """Settings over :data:`TINY` for this kind of env."""
+    """Settings over :data:`TINY` for this kind of env: what asks an algorithm for the
+    capabilities it needs, given to one that lacks them whether its settings hold the key or
+    not (it must refuse them)."""
 
 
 ENVS = {
@@ -60,6 +69,17 @@ ENVS = {
     "recurrent_networks": EnvKind(("env.id=spread",), ("discrete", "supports_recurrent"),
                                   {"model": {"hidden": [16], "recurrent": "gru",
                                              "recurrent_size": 16, "seq_len": 8}}),
+    # Dict (and Tuple) actions: a masked move beside a force, the mask keyed like the space
+    "composite_actions": EnvKind(("env.id=interplay.envs.aim",), ("composite",)),
+    # Dict observations: an RGB frame beside a float vector, each encoded by a network of its own
+    "image_entries": EnvKind(("env.id=interplay.envs.color_key", "env.kwargs.size=4",
+                              "env.kwargs.max_cycles=10"), ("discrete",),
+                             {"model": {"hidden": [16], "encoders": SMALL_CNN},
+                              "critic_model": {"hidden": [16], "encoders": SMALL_CNN}}),
+    # a centralised critic (or mixer) attending across the agents, whichever are present
+    "attention_critic": EnvKind(("env.id=spread",), ("discrete", "attention_critic"),
+                                {"critic_model": {"type": "attention", "embed": 8, "heads": 2,
+                                                  "layers": 1, "hidden": [8]}}),
     # small frames, a small CNN, and a couple of updates: convolutions cost the most here
     "images": EnvKind(("env.id=interplay.envs.pixels", "env.kwargs.size=36"), ("discrete",),
                       {"learning_starts": 60, "train_every": 40, "rollout": 30, "epochs": 1,
@@ -70,26 +90,46 @@ FULLY_CHECKED = [env for env in ENVS if env != "images"]
 """The kinds every check runs on; image frames (the costliest networks) get the short run only:
 past the networks, their runs are the same code as the others'."""
 
-CAPABILITY_ATTRS = {"turn_based": "turn_based", "agents_come_and_go": "agents_come_and_go",
-                    "supports_recurrent": "supports_recurrent"}
-"""The class attribute each capability is declared in, on :class:`interplay.Algorithm`."""
+REFUSED = {
+    "turn_based": r"algo\.name: .* cannot learn from env .*turn-based",
+    # an algorithm without networks has no algo.model key at all
+    "supports_recurrent": r"algo\.model(\.recurrent)?: ",
+    "attention_critic": r"algo\.critic_model\.type: .* does not take an attention critic",
+}
+"""What the error refusing each capability attribute says (an action kind's: see
+:func:`refusal`). A learner of joint rows stops only at the first step where an agent is missing
+(``agents_come_and_go``), so its cells are skipped; the last test here checks that refusal."""
 
 
 def capable(cls: type[Algorithm], need: str) -> bool:
-    """Whether ``cls`` declares it can train an env that needs ``need``."""
-    if need not in CAPABILITY_ATTRS:
-        return need in cls.action_kinds
-    return bool(getattr(cls, CAPABILITY_ATTRS[need]))
+    """Whether ``cls`` declares it can train an env that needs ``need``: a capability attribute
+    (:data:`interplay.algos.base.CAPABILITIES`), or an action kind."""
+    if need in CAPABILITIES:
+        return bool(getattr(cls, need))
+    return need in cls.action_kinds
+
+
+def missing(cls: type[Algorithm], env: str) -> str | None:
+    """The first capability ``env`` needs that ``cls`` declares it lacks."""
+    return next((need for need in ENVS[env].needs if not capable(cls, need)), None)
 
 
 def lacking(cls: type[Algorithm], env: str) -> str | None:
     """The capability ``env`` needs that ``cls`` declares it lacks, as a skip's reason."""
-    for need in ENVS[env].needs:
-        if capable(cls, need) is False:
-            declared = (f"{CAPABILITY_ATTRS[need]} = False" if need in CAPABILITY_ATTRS
-                        else f"action_kinds = {sorted(cls.action_kinds)}, not {need}")
-            return f"{cls.__name__} declares {declared}: it cannot train {env}"
-    return None
+    need = missing(cls, env)
+    if need is None:
+        return None
+    declared = (f"{need} = False" if need in CAPABILITIES
+                else f"action_kinds = {sorted(cls.action_kinds)}, not {need}")
+    return f"{cls.__name__} declares {declared}: it cannot train {env}"
+
+
+def refusal(need: str) -> str | None:
+    """The error refusing ``need`` before any step, as a pattern; None where the refusal comes
+    later."""
+    if need in CAPABILITIES:
+        return REFUSED.get(need)
+    return rf"algo\.name: .* cannot train policy .*: its action space .* is {need}"
 
 
 def assert_same(a: Any, b: Any, where: str = "state") -> None:
@@ -117,7 +157,7 @@ class Cell:
         self.cls = algorithm_class(algo)
         fields = self.cls.Settings.model_fields
         settings = {**TINY, **ENVS[env].settings}
-        tiny = [f"algo.{k}={v}" for k, v in settings.items() if k in fields]
+        tiny = [setting(k, v) for k, v in settings.items() if k in fields]
         self.overrides = [*ENVS[env].overrides, *RUN, f"algo.name={algo}", *tiny]
 
     @cached_property
@@ -143,6 +183,11 @@ class Cell:
         return {k for row in rows for k in row if k.split("/")[0] in own}
 
 
+def setting(key: str, value: Any) -> str:
+    """``algo.<key>`` as an override (JSON is YAML: nested settings keep their structure)."""
+    return f"algo.{key}={json.dumps(value)}"
+
+
 def cell_id(cell: tuple[str, str]) -> str:
     return f"{cell[0].split(':')[-1].lower()}-{cell[1]}"
 
@@ -155,6 +200,22 @@ def cell(request, tmp_path_factory) -> Cell:
     if reason:
         pytest.skip(reason)
     return Cell(algo, env, tmp_path_factory.mktemp(cell_id(request.param)))
+
+
+REFUSED_CELLS = [(a, e) for a in ALGORITHMS for e in ENVS
+                 if (need := missing(algorithm_class(a), e)) and refusal(need)]
+
+
+@pytest.mark.parametrize(("algo", "env"), REFUSED_CELLS, ids=map(cell_id, REFUSED_CELLS))
+def test_what_an_algorithm_cannot_train_is_refused_before_any_step(algo, env, tmp_path):
+    need = missing(algorithm_class(algo), env)
+    assert need is not None
+    asked = [setting(k, v) for k, v in ENVS[env].settings.items()]
+    with pytest.raises(ConfigError, match=refusal(need)) as err:
+        train(tiny_cfg(*ENVS[env].overrides, *RUN, f"algo.name={algo}", *asked,
+                       f"train.steps={STEPS}"), tmp_path / "run")
+    assert "Traceback" not in str(err.value)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists(), "it stepped before refusing"
 
 
 def test_a_short_run_trains_and_reports_finite_numbers(cell):
@@ -209,24 +270,62 @@ def test_load_policy_acts_legally_and_alike_alone_or_batched(cell):
             one = [policy.act(o, explore=explore) for o in obs]
             batched = policy.act(obs, explore=explore)
             for i, (o, a) in enumerate(zip(obs, one, strict=True)):
-                assert policy.action_space.contains(np.asarray(a, policy.action_space.dtype)), a
+                assert policy.action_space.contains(as_action(policy.action_space, a)), a
                 if isinstance(o, dict) and "action_mask" in o:
-                    assert o["action_mask"][int(a)], f"policy {pid!r} took an illegal action"
+                    assert legal(policy.spec.action_view, o["action_mask"], a), (
+                        f"policy {pid!r} took an illegal action {a}")
                 if cell.learns and not explore:  # greedy acting is a function of the observation
-                    # (to float rounding: a batch may sum in another order than one row)
-                    np.testing.assert_allclose(batched[i], a, rtol=1e-5, atol=1e-6)
+                    assert_alike(batched[i], a)
+
+
+def as_action(space: spaces.Space, action: Any) -> Any:
+    """``action`` as ``space.contains`` takes it: a Dict or Tuple one as it is, leaf by leaf."""
+    return action if is_composite(space) else np.asarray(action, space.dtype)
+
+
+def legal(view: ActionView, mask: Any, action: Any) -> bool:
+    """Whether ``action`` (in the env's terms) is legal under the env's ``mask``."""
+    flags = view.legal(mask)
+    if view.kind == "composite":
+        return legal_in_row(view.leaves, from_env(view.leaves, action), flags)
+    return bool(flags[int(action) - view.start])
+
+
+def assert_alike(batched: Any, one: Any, where: str = "action") -> None:
+    """The same action, leaf by leaf for a Dict or Tuple one, to float rounding: a batch may
+    sum in another order than one row."""
+    if isinstance(one, dict):
+        assert isinstance(batched, dict) and batched.keys() == one.keys(), where
+        for key in one:
+            assert_alike(batched[key], one[key], f"{where}.{key}")
+    elif isinstance(one, tuple):
+        assert isinstance(batched, tuple) and len(batched) == len(one), where
+        for i, (b, o) in enumerate(zip(batched, one, strict=True)):
+            assert_alike(b, o, f"{where}.{i}")
+    else:
+        np.testing.assert_allclose(batched, one, rtol=1e-5, atol=1e-6, err_msg=where)
 
 
 def observation(space: spaces.Space, seed: int) -> Any:
     """An observation of ``space``, drawn; a Dict one with an ``action_mask`` gets a mask with
-    one illegal action, so that acting legally means something."""
+    one illegal action (per leaf, for a mask keyed like a Dict or Tuple action space), so that
+    acting legally means something."""
     space.seed(seed)
     obs = space.sample()
     if isinstance(obs, dict) and "action_mask" in obs:
-        mask = np.ones_like(obs["action_mask"])
-        mask[seed % len(mask)] = 0
-        obs["action_mask"] = mask
+        obs["action_mask"] = one_illegal(obs["action_mask"], seed)
     return obs
+
+
+def one_illegal(mask: Any, seed: int) -> Any:
+    """``mask`` with every action legal but one in each of its flag vectors."""
+    if isinstance(mask, dict):
+        return {key: one_illegal(part, seed) for key, part in mask.items()}
+    if isinstance(mask, tuple):
+        return tuple(one_illegal(part, seed) for part in mask)
+    flags = np.ones_like(mask)
+    flags[seed % len(flags)] = 0
+    return flags
 
 
 def test_a_learner_of_joint_rows_refuses_agents_that_come_and_go_naming_what_can(tmp_path):

@@ -41,7 +41,9 @@ update every learner several times on either side of the split."""
 SMALL_CNN = {"camera": {"channels": [4], "kernels": [2], "strides": [2]}}
 """One small conv layer for :mod:`interplay.envs.toy.color_key`'s 4x4 frames."""
 
-RUN = ["env.num_envs=2", "log.every=40", "train.test_frequency=120", "train.test_episodes=1"]
+REPORT = 40
+"""Env steps between reports; the one test phase is at the last report before a run ends."""
+RUN = ["env.num_envs=2", f"log.every={REPORT}", "train.test_episodes=1"]
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,23 @@ class EnvKind:
     """Capabilities an algorithm must have to train it: an action kind, or a capability
     attribute (see :func:`capable`)."""
     settings: dict[str, Any] = field(default_factory=dict)
-    """Settings over :data:`TINY` for this kind of env: what asks an algorithm for the
-    capabilities it needs, given to one that lacks them whether its settings hold the key or
-    not (it must refuse them)."""
+    """Settings over :data:`TINY` for this kind of env, each given to the algorithms whose
+    settings have that key."""
+    asks: dict[str, Any] = field(default_factory=dict)
+    """Settings that ask for a capability this kind needs: given to every algorithm, so that one
+    lacking it must refuse them."""
+    steps: int = STEPS
+    """Env steps of a straight run (:data:`SHORT_STEPS` for the kinds checked on fewer)."""
 
+
+FEW_UPDATES = {"learning_starts": 60, "train_every": 40, "rollout": 30, "epochs": 1}
+"""A learning round before the split and one after it, for the kinds whose updates cost most."""
+
+SHORT_STEPS = 88
+SHORT = {"learning_starts": 30, "train_every": 40, "rollout": 20, "epochs": 1}
+"""A shorter run's schedule, for the kinds added last (to keep the matrix quick): the split, at
+44 env steps, falls inside a rollout of 40 env steps and between two learning rounds (at 30 and
+70 env steps, or 40 and 80 for the rollouts); the one test phase (at 80) comes after it."""
 
 ENVS = {
     "simultaneous_discrete": EnvKind(("env.id=spread",), ("discrete",)),
@@ -67,23 +82,25 @@ ENVS = {
     # spread again, learned by recurrent networks: their states are carried across steps,
     # checkpoints and load_policy
     "recurrent_networks": EnvKind(("env.id=spread",), ("discrete", "supports_recurrent"),
-                                  {"model": {"hidden": [16], "recurrent": "gru",
-                                             "recurrent_size": 16, "seq_len": 8}}),
+                                  asks={"model": {"hidden": [16], "recurrent": "gru",
+                                                  "recurrent_size": 16, "seq_len": 8}}),
     # Dict (and Tuple) actions: a masked move beside a force, the mask keyed like the space
-    "composite_actions": EnvKind(("env.id=interplay.envs.aim",), ("composite",)),
+    "composite_actions": EnvKind(("env.id=interplay.envs.aim",), ("composite",), SHORT,
+                                 steps=SHORT_STEPS),
     # Dict observations: an RGB frame beside a float vector, each encoded by a network of its own
     "image_entries": EnvKind(("env.id=interplay.envs.color_key", "env.kwargs.size=4",
                               "env.kwargs.max_cycles=10"), ("discrete",),
-                             {"model": {"hidden": [16], "encoders": SMALL_CNN},
-                              "critic_model": {"hidden": [16], "encoders": SMALL_CNN}}),
+                             {**SHORT, "model": {"hidden": [16], "encoders": SMALL_CNN},
+                              "critic_model": {"hidden": [16], "encoders": SMALL_CNN}},
+                             steps=SHORT_STEPS),
     # a centralised critic (or mixer) attending across the agents, whichever are present
-    "attention_critic": EnvKind(("env.id=spread",), ("discrete", "attention_critic"),
-                                {"critic_model": {"type": "attention", "embed": 8, "heads": 2,
-                                                  "layers": 1, "hidden": [8]}}),
+    "attention_critic": EnvKind(("env.id=spread",), ("discrete", "attention_critic"), SHORT,
+                                asks={"critic_model": {"type": "attention", "embed": 8,
+                                                       "heads": 2, "layers": 1, "hidden": [8]}},
+                                steps=SHORT_STEPS),
     # small frames, a small CNN, and a couple of updates: convolutions cost the most here
     "images": EnvKind(("env.id=interplay.envs.pixels", "env.kwargs.size=36"), ("discrete",),
-                      {"learning_starts": 60, "train_every": 40, "rollout": 30, "epochs": 1,
-                       "model": {"hidden": [16], "channels": [4, 8, 8]},
+                      {**FEW_UPDATES, "model": {"hidden": [16], "channels": [4, 8, 8]},
                        "critic_model": {"hidden": [16], "channels": [4, 8, 8]}}),
 }
 FULLY_CHECKED = [env for env in ENVS if env != "images"]
@@ -155,19 +172,17 @@ class Cell:
     def __init__(self, algo: str, env: str, root: Path):
         self.algo, self.env, self.root = algo, env, root
         self.cls = algorithm_class(algo)
-        fields = self.cls.Settings.model_fields
-        settings = {**TINY, **ENVS[env].settings}
-        tiny = [setting(k, v) for k, v in settings.items() if k in fields]
-        self.overrides = [*ENVS[env].overrides, *RUN, f"algo.name={algo}", *tiny]
+        self.overrides = overrides(algo, env)
+        self.steps = ENVS[env].steps
 
     @cached_property
     def straight(self) -> Result:
-        return self._train(STEPS, self.root / "straight")
+        return self._train(self.steps, self.root / "straight")
 
     @cached_property
     def resumed(self) -> Result:
-        self._train(STEPS // 2, self.root / "split")
-        return resume(self.root / "split", [f"train.steps={STEPS}"])
+        self._train(self.steps // 2, self.root / "split")
+        return resume(self.root / "split", [f"train.steps={self.steps}"])
 
     def _train(self, steps: int, run_dir: Path) -> Result:
         return train(tiny_cfg(*self.overrides, f"train.steps={steps}"), run_dir)
@@ -183,9 +198,14 @@ class Cell:
         return {k for row in rows for k in row if k.split("/")[0] in own}
 
 
-def setting(key: str, value: Any) -> str:
-    """``algo.<key>`` as an override (JSON is YAML: nested settings keep their structure)."""
-    return f"algo.{key}={json.dumps(value)}"
+def overrides(algo: str, env: str) -> list[str]:
+    """The settings of ``algo``'s run on ``env``: :data:`TINY` and the kind's own where the
+    algorithm's settings have the key, and what the kind asks for in any case."""
+    kind, fields = ENVS[env], algorithm_class(algo).Settings.model_fields
+    tiny = {k: v for k, v in {**TINY, **kind.settings}.items() if k in fields}
+    settings = [f"algo.{k}={json.dumps(v)}" for k, v in {**tiny, **kind.asks}.items()]
+    test = f"train.test_frequency={REPORT * (kind.steps // REPORT)}"
+    return [*kind.overrides, *RUN, test, f"algo.name={algo}", *settings]
 
 
 def cell_id(cell: tuple[str, str]) -> str:
@@ -210,10 +230,8 @@ REFUSED_CELLS = [(a, e) for a in ALGORITHMS for e in ENVS
 def test_what_an_algorithm_cannot_train_is_refused_before_any_step(algo, env, tmp_path):
     need = missing(algorithm_class(algo), env)
     assert need is not None
-    asked = [setting(k, v) for k, v in ENVS[env].settings.items()]
     with pytest.raises(ConfigError, match=refusal(need)) as err:
-        train(tiny_cfg(*ENVS[env].overrides, *RUN, f"algo.name={algo}", *asked,
-                       f"train.steps={STEPS}"), tmp_path / "run")
+        train(tiny_cfg(*overrides(algo, env), f"train.steps={ENVS[env].steps}"), tmp_path / "run")
     assert "Traceback" not in str(err.value)
     assert not (tmp_path / "run" / "metrics.jsonl").exists(), "it stepped before refusing"
 
@@ -232,22 +250,22 @@ def test_a_short_run_on_image_observations(algo, tmp_path):
 
 def check_short_run(cell: Cell) -> None:
     result = cell.straight
-    assert result.env_steps == STEPS
+    assert result.env_steps == cell.steps
     rows = read_metrics(result.run_dir)
     assert {r["phase"] for r in rows} == {"train", "test"}
     for row in rows:
         bad = {k: v for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)}
         assert not bad, f"non-finite metrics at {row['env_steps']} env steps: {bad}"
     if cell.learns:
-        assert cell.learned(rows), f"{cell.algo} reported no update in {STEPS} env steps"
+        assert cell.learned(rows), f"{cell.algo} reported no update in {cell.steps} env steps"
 
 
 def test_a_run_stopped_and_resumed_equals_a_straight_one(cell):
     straight, split = cell.straight.run_dir, cell.resumed.run_dir
-    assert cell.resumed.env_steps == STEPS
+    assert cell.resumed.env_steps == cell.steps
     assert untimed_metrics(split) == untimed_metrics(straight)
     if cell.learns:  # it learned after the resume, or the check proves little
-        after = [r for r in read_metrics(split) if r["env_steps"] > STEPS // 2]
+        after = [r for r in read_metrics(split) if r["env_steps"] > cell.steps // 2]
         assert cell.learned(after)
     a, b = newest_state(straight), newest_state(split)
     for part in ("algo", "storage", "runner", "rng"):

@@ -287,6 +287,7 @@ def test_a_league_on_a_cooperative_env_is_told_so(tmp_path):
               tmp_path / "ttt")
 
 
+@pytest.mark.slow  # a real SIGKILL of a CLI run; the quick suite stops a league in process
 def test_a_league_killed_with_sigkill_after_an_eviction_resumes_as_a_straight_run(
         straight, tmp_path):
     import os

@@ -29,8 +29,9 @@ def _numbers(rows):
     # recurrent policies: the actors' states (runner), the critics' carried states (algorithm)
     ("spread", 2, 250, ["algo.name=ippo", "algo.model.recurrent=gru", "algo.rollout=40", "algo.model.seq_len=8",
                         "train.batch_mode=truncate_episodes"]),
-    ("pettingzoo.classic.connect_four_v3", 3, 300, ["algo.name=mappo", "algo.model.recurrent=lstm",
-                                                    "algo.rollout=30", "algo.model.seq_len=8"]),
+    pytest.param("pettingzoo.classic.connect_four_v3", 3, 300, [
+        "algo.name=mappo", "algo.model.recurrent=lstm", "algo.rollout=30", "algo.model.seq_len=8"],
+        marks=pytest.mark.slow),  # turn-based and recurrent: also in the matrix and DQN's tests
 ])
 def test_resume_continues_exactly(tmp_path, env, num_envs, n, extra):
     register_env("crowd_resume", ShiftingCrowd)

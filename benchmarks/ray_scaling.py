@@ -23,7 +23,9 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from interplay.backends.ray.cluster import connect, disconnect
 from interplay.config.loading import load
@@ -61,7 +63,11 @@ def learner_time(rows: list[dict]) -> dict[str, float]:
     return out
 
 
-def main() -> None:
+def compare(bench: str, common: list[str], steps: int,
+            figures: Callable[[Path, Any], dict[str, Any]]) -> None:
+    """Train ``common`` locally and in each Ray layout of ``CASES``, in this process, and print
+    one JSON line per layout: env-steps/s after the first report, its ratio over local, the
+    whole run's wall time, and ``figures(run_dir, result)``."""
     load_before = os.getloadavg()
     started = connect(BackendConfig(name="ray"), num_cpus=os.cpu_count())
     try:
@@ -69,17 +75,21 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for name, extra in CASES.items():
                 t = time.perf_counter()
-                result = train(load([], [*COMMON, *extra]), Path(tmp) / name)
+                result = train(load([], [*common, *extra]), Path(tmp) / name)
                 results[name] = (rate(result.rows), time.perf_counter() - t,
-                                 learner_time(result.rows))
+                                 figures(Path(tmp) / name, result))
         base = results["local"][0]
-        for name, (r, wall, spent) in results.items():
-            print(json.dumps({"bench": "ray_scaling", "config": name, "env_steps": STEPS,
+        for name, (r, wall, more) in results.items():
+            print(json.dumps({"bench": bench, "config": name, "env_steps": steps,
                               "env_steps_per_s": round(r, 1), "ratio": round(r / base, 3),
-                              **spent, "wall_s": round(wall, 1), "cpus": os.cpu_count(),
+                              **more, "wall_s": round(wall, 1), "cpus": os.cpu_count(),
                               "load_avg_before": [round(x, 2) for x in load_before]}))
     finally:
         disconnect(started)
+
+
+def main() -> None:
+    compare("ray_scaling", COMMON, STEPS, lambda _run, result: learner_time(result.rows))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
+from interplay.envs.toy.games import start_turns
+
 
 class FirstToClaim(AECEnv):
     """Players alternate; action 1 claims the game (the claimer gets +1, the other -1), action
@@ -35,14 +37,8 @@ class FirstToClaim(AECEnv):
         return {"observation": obs, "action_mask": np.ones(2, np.int8)}
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
-        self.agents = list(self.possible_agents)
         self.moves = 0
-        self.rewards = dict.fromkeys(self.agents, 0.0)
-        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
-        self.terminations = dict.fromkeys(self.agents, False)
-        self.truncations = dict.fromkeys(self.agents, False)
-        self.infos = {a: {} for a in self.agents}
-        self.agent_selection = self.agents[0]
+        start_turns(self)
 
     def step(self, action) -> None:
         agent = self.agent_selection

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from interplay.config.loading import load
 from interplay.config.schema import Config
@@ -191,3 +193,21 @@ class StopAfter:
     def requested(self) -> bool:
         self.n -= 1
         return self.n < 0
+
+
+def assert_same_state(a: Any, b: Any, where: str = "state") -> None:
+    """``a`` and ``b`` (nested dicts, lists and tuples of tensors and plain values) hold the
+    same values, tensors bit for bit; ``where`` names the first place they differ."""
+    assert type(a) is type(b), where
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            assert_same_state(a[k], b[k], f"{where}/{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same_state(x, y, f"{where}/{i}")
+    elif isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), where
+    else:
+        assert a == b, where

@@ -16,9 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from gymnasium import spaces
-from helpers import newest_state, read_metrics, tiny_cfg, untimed_metrics
+from helpers import assert_same_state, newest_state, read_metrics, tiny_cfg, untimed_metrics
 
 from interplay import ConfigError, Result, evaluate, load_policy, resume, train
 from interplay.algos import REGISTRY, Algorithm, algorithm_class
@@ -156,23 +155,6 @@ def refusal(need: str) -> str | None:
     return rf"algo\.name: .* cannot train policy .*: its action space .* is {need}"
 
 
-def assert_same(a: Any, b: Any, where: str = "state") -> None:
-    """``a`` and ``b`` hold the same values, tensors bit for bit."""
-    assert type(a) is type(b), where
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for k in a:
-            assert_same(a[k], b[k], f"{where}/{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same(x, y, f"{where}/{i}")
-    elif isinstance(a, torch.Tensor):
-        assert torch.equal(a, b), where
-    else:
-        assert a == b, where
-
-
 class Cell:
     """One algorithm on one env: its runs, trained when a test first asks for them."""
 
@@ -275,7 +257,7 @@ def test_a_run_stopped_and_resumed_equals_a_straight_one(cell):
         assert cell.learned(after)
     a, b = newest_state(straight), newest_state(split)
     for part in ("algo", "storage", "runner", "rng"):
-        assert_same(a[part], b[part], part)
+        assert_same_state(a[part], b[part], part)
 
 
 def test_eval_scores_the_trained_policies(cell):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import newest_state, read_metrics, tiny_cfg, untimed_metrics
+from helpers import assert_same_state, newest_state, read_metrics, tiny_cfg, untimed_metrics
 
 import interplay
 from interplay.algos.dqn import DQN, DQNSettings
@@ -163,25 +163,8 @@ def test_a_turn_based_recurrent_run_resumes_exactly(tmp_path):
     assert untimed_metrics(tmp_path / "split") == untimed_metrics(tmp_path / "straight")
     a, b = newest_state(tmp_path / "straight"), newest_state(tmp_path / "split")
     for part in ("algo", "storage", "runner"):
-        _same(a[part], b[part], part)
+        assert_same_state(a[part], b[part], part)
     assert any("loss/player" in r for r in read_metrics(tmp_path / "split") if r["env_steps"] > 80)
-
-
-def _same(a, b, where: str) -> None:
-    """``a`` and ``b`` hold the same values, tensors bit for bit."""
-    assert type(a) is type(b), where
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for k in a:
-            _same(a[k], b[k], f"{where}/{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _same(x, y, f"{where}/{i}")
-    elif isinstance(a, torch.Tensor):
-        assert torch.equal(a, b), where
-    else:
-        assert a == b, where
 
 
 def test_load_policy_carries_the_recurrent_state_between_calls(tmp_path):

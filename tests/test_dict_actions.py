@@ -120,9 +120,11 @@ def test_the_distribution_is_a_product_over_the_leaves():
     mask = torch.ones(6, view.mask_dim, dtype=torch.bool)
     mask[:, 0] = False  # the Discrete leaf's first choice
     rng = np.random.default_rng(0)
-    action = dist.sample(out, mask, rng, explore=True)
+    action, act_logp = dist.act(out, mask.numpy(), rng, explore=True)
+    action = torch.from_numpy(action)
     assert action.shape == (6, 5) and (action[:, 0] != 0).all()
     logp, entropy = dist.log_prob_entropy(out, mask, action)
+    assert np.allclose(act_logp, logp.detach().numpy(), atol=1e-5)
     logits = out[:, :7].masked_fill(~mask, -1e9).split([3, 2, 2], dim=1)
     cols = [0, 3, 4]
     want = sum(torch.log_softmax(part, 1).gather(1, action[:, [c]].long()).squeeze(1)

@@ -64,7 +64,7 @@ def drive(runner: Runner, algo, steps: int, seed: int | None = 0) -> list[dict]:
 
 
 # -- masks --------------------------------------------------------------------------------
-def test_sampled_actions_respect_masks_for_discrete_and_multi_discrete():
+def test_sampled_actions_respect_masks_and_their_log_probs_are_the_learners():
     rng = np.random.default_rng(0)
     for space in (spaces.Discrete(6), spaces.MultiDiscrete([3, 4, 2])):
         dist = ActionDist(action_view(space, "a"))
@@ -72,13 +72,26 @@ def test_sampled_actions_respect_masks_for_discrete_and_multi_discrete():
         mask = rng.random((500, dist.net_out)) < 0.4
         for start, size in zip(np.cumsum([0, *dist.sizes[:-1]]), dist.sizes, strict=True):
             mask[np.arange(500), start + rng.integers(size, size=500)] = True  # one legal each
-        tmask = torch.from_numpy(mask)
         for explore in (True, False):
-            action = dist.sample(logits, tmask, rng, explore).reshape(500, -1).numpy()
+            action, logp = dist.act(logits, mask, rng, explore)
+            cols = action.reshape(500, -1)
             for j, start in enumerate(np.cumsum([0, *dist.sizes[:-1]])):
-                assert mask[np.arange(500), start + action[:, j]].all()
-        logp, entropy = dist.log_prob_entropy(logits, tmask, dist.sample(logits, tmask, rng, True))
-        assert torch.isfinite(logp).all() and torch.isfinite(entropy).all()
+                assert mask[np.arange(500), start + cols[:, j]].all()
+            want, entropy = dist.log_prob_entropy(logits, torch.from_numpy(mask),
+                                                  torch.from_numpy(action))
+            assert np.allclose(logp, want.numpy(), atol=1e-4)
+            assert torch.isfinite(entropy).all()
+
+
+def test_sampled_actions_follow_the_softmax():
+    dist = ActionDist(action_view(spaces.Discrete(4), "a"))
+    logits = torch.tensor([[2.0, 0.0, -1.0, 1.0]]).repeat(40_000, 1)
+    mask = np.ones((40_000, 4), bool)
+    mask[:, 2] = False
+    action, _ = dist.act(logits, mask, np.random.default_rng(1), True)
+    want = torch.softmax(logits[0].masked_fill(~torch.from_numpy(mask[0]), -1e9), 0).numpy()
+    seen = np.bincount(action, minlength=4) / len(action)
+    assert seen[2] == 0 and np.abs(seen - want).max() < 0.01
 
 
 def test_a_masked_policy_never_plays_an_illegal_move_in_connect_four(tmp_path):
@@ -95,12 +108,14 @@ def test_a_masked_policy_never_plays_an_illegal_move_in_connect_four(tmp_path):
 def test_gaussian_log_prob_matches_torch():
     dist = ActionDist(action_view(spaces.Box(-1, 1, (3,)), "a"))
     out = torch.cat([torch.randn(4, 3), torch.full((4, 3), -0.5)], dim=1)
-    action = dist.sample(out, None, np.random.default_rng(0), True)
+    action, act_logp = dist.act(out, None, np.random.default_rng(0), True)
+    action = torch.from_numpy(action)
     logp, entropy = dist.log_prob_entropy(out, None, action)
+    assert np.allclose(act_logp, logp.numpy(), atol=1e-5)
     ref = torch.distributions.Normal(out[:, :3], out[:, 3:].exp())
     torch.testing.assert_close(logp, ref.log_prob(action).sum(1))
     torch.testing.assert_close(entropy, ref.entropy().sum(1))
-    torch.testing.assert_close(dist.sample(out, None, np.random.default_rng(0), False), out[:, :3])
+    assert np.array_equal(dist.act(out, None, np.random.default_rng(0), False)[0], out[:, :3].numpy())
 
 
 # -- the centralised critic -----------------------------------------------------------------

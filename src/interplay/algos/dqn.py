@@ -185,22 +185,39 @@ class DQNActor(NetActor):
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         p = self.policy
-        device = self.algo.device
-        extras: dict[str, np.ndarray] = {}
-        if p.recurrent:
-            q, extras = recurrent_q(p.online, batch, len(p.spec.agents), self._recurrent_state,
-                                    device)
-        else:
-            with torch.no_grad():
-                q = p.online(obs_tensor(batch.obs, device)).cpu().numpy()
         legal = batch.mask
-        greedy = (q if legal is None else np.where(legal, q, -np.inf)).argmax(axis=1)
+        if p.recurrent:  # every row, to carry each agent's state on
+            q, extras = recurrent_q(p.online, batch, len(p.spec.agents), self._recurrent_state,
+                                    self.algo.device)
+            greedy = masked_argmax(q, legal)
+            if not explore:
+                return greedy, extras
+            random, take = self._draws(legal, len(q))
+            return np.where(take, random, greedy), extras
         if not explore:
-            return greedy, extras
-        n = len(greedy)
-        random = masked_uniform(p.act_rng, legal, q.shape)
-        take = p.act_rng.random(n) < self.algo.epsilon()
-        return np.where(take, random, greedy), extras
+            return masked_argmax(self._q(batch.obs), legal), {}
+        # Epsilon-greedy: the rows drawn at random need no Q-values.
+        random, take = self._draws(legal, batch.obs.shape[0])
+        rows = np.flatnonzero(~take)
+        if len(rows):
+            random[rows] = masked_argmax(self._q(batch.obs[rows]),
+                                         None if legal is None else legal[rows])
+        return random, {}
+
+    def _q(self, obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return self.policy.online(obs_tensor(obs, self.algo.device)).cpu().numpy()
+
+    def _draws(self, legal: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """A random legal action for each of ``n`` rows, and which rows take it."""
+        p = self.policy
+        random = masked_uniform(p.act_rng, legal, (n, p.spec.action_view.mask_dim))
+        return random, p.act_rng.random(n) < self.algo.epsilon()
+
+
+def masked_argmax(q: np.ndarray, legal: np.ndarray | None) -> np.ndarray:
+    """The best legal action of each row of ``q``."""
+    return (q if legal is None else np.where(legal, q, -np.inf)).argmax(axis=1)
 
 
 # -- the algorithm: collect, decide, learn ------------------------------------------------

@@ -58,42 +58,43 @@ class ActionDist:
         else nothing."""
         return LogStd(self.dim, log_std_init) if self.dim else nn.Identity()
 
-    def sample(self, out: torch.Tensor, mask: torch.Tensor | None, rng: np.random.Generator,
-               explore: bool) -> torch.Tensor:
-        """Actions ``[n, *shape]``: drawn with ``rng`` when exploring, else the most likely."""
+    def act(self, out: torch.Tensor, mask: np.ndarray | None, rng: np.random.Generator,
+            explore: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Actions ``[n, *shape]`` (float32 rows for a composite action) and their
+        log-probabilities ``[n]``, both NumPy: drawn with ``rng`` when exploring, else the most
+        likely.
+
+        Acting happens on a few rows at a time, where NumPy's small-array calls cost a fraction
+        of torch's: the network's output comes to the host once, and each categorical is drawn
+        by inverting its cumulative probabilities with one uniform number per row.
+        """
+        out_ = out.detach().cpu().numpy()
+        n = out_.shape[0]
+        logp = np.zeros(n, np.float32)
         if self.kind == "box":
-            return self._gaussian_sample(out, rng, explore).reshape(-1, *self.shape)
-        picks = self._categorical_sample(out, mask, rng, explore)
-        if self.kind == "discrete":
-            return picks[0]
-        if self.kind == "multi_discrete":
-            return torch.stack(picks, dim=1)
-        row = out.new_zeros(out.shape[0], *self.shape)
-        if picks:
-            row[:, self.pick_cols.to(out.device)] = torch.stack(picks, dim=1).to(row.dtype)
-        if self.dim:
-            row[:, self.number_cols.to(out.device)] = self._gaussian_sample(
-                out[:, sum(self.sizes):], rng, explore)
-        return row
-
-    def _categorical_sample(self, out: torch.Tensor, mask: torch.Tensor | None,
-                            rng: np.random.Generator, explore: bool) -> list[torch.Tensor]:
+            action, logp = _gaussian_act(out_, rng, explore)
+            return action.reshape(n, *self.shape), logp
         picks = []
-        for logits in self._logits(out, mask):
-            if explore:
-                gumbel = -np.log(-np.log(rng.random(logits.shape, np.float64).clip(1e-300, None)))
-                logits = logits + torch.from_numpy(gumbel.astype(np.float32)).to(out.device)
-            picks.append(logits.argmax(dim=1))
-        return picks
-
-    def _gaussian_sample(self, out: torch.Tensor, rng: np.random.Generator,
-                         explore: bool) -> torch.Tensor:
-        """Draws ``[n, dim]`` from ``out`` (the mean, then the log-std)."""
-        mean, log_std = out.chunk(2, dim=1)
-        if explore:
-            noise = torch.from_numpy(rng.standard_normal(mean.shape, np.float32)).to(out.device)
-            mean = mean + log_std.exp() * noise
-        return mean
+        at = 0
+        for size in self.sizes:
+            logits = out_[:, at:at + size]
+            legal = None if mask is None else mask[:, at:at + size]
+            pick, lp = _categorical_act(logits, legal, rng, explore)
+            picks.append(pick)
+            logp += lp
+            at += size
+        if self.kind == "discrete":
+            return picks[0], logp
+        if self.kind == "multi_discrete":
+            return np.stack(picks, axis=1), logp
+        row = np.zeros((n, *self.shape), np.float32)
+        if picks:
+            row[:, self.pick_cols.numpy()] = np.stack(picks, axis=1)
+        if self.dim:
+            numbers, box_logp = _gaussian_act(out_[:, at:], rng, explore)
+            row[:, self.number_cols.numpy()] = numbers
+            logp += box_logp
+        return row, logp
 
     def log_prob_entropy(self, out: torch.Tensor, mask: torch.Tensor | None,
                          action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -126,6 +127,55 @@ class ActionDist:
         if mask is not None:
             out = out.masked_fill(~mask, MASKED)
         return list(out.split(self.sizes, dim=1))
+
+
+def _categorical_act(logits: np.ndarray, legal: np.ndarray | None, rng: np.random.Generator,
+                     explore: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One pick per row of ``logits`` ``[n, K]`` (illegal choices never) and its log-probability.
+
+    The work runs over the ``K`` choices with each call covering every row (choice-major):
+    NumPy reduces a short last axis one row at a time, many times slower.
+    """
+    n, k = logits.shape
+    z = np.ascontiguousarray(logits.T)
+    if legal is not None:
+        z[~legal.T] = MASKED
+    z -= z.max(axis=0)
+    weight = np.exp(z)
+    if explore:
+        # The first choice whose running weight passes a uniform point of the total.
+        running = weight[0].copy()
+        above = [running]
+        for j in range(1, k):
+            running = running + weight[j]
+            above.append(running)
+        total = running
+        point = rng.random(n) * total
+        pick = np.zeros(n, np.int64)
+        for part in above[:-1]:
+            pick += part <= point
+        # ``point`` rounds up to the total only in rare rows: they take their last legal choice.
+        past = (total <= point).nonzero()[0]
+        if len(past):
+            pick[past] = k - 1 - (weight[::-1, past] > 0).argmax(axis=0)
+    else:
+        total = weight.sum(axis=0)
+        pick = z.argmax(axis=0)
+    chosen = z.reshape(-1)[pick * n + np.arange(n)]
+    return pick, chosen - np.log(total)
+
+
+def _gaussian_act(out: np.ndarray, rng: np.random.Generator,
+                  explore: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Draws ``[n, dim]`` from ``out`` (the mean, then the log-std) and their log-probabilities."""
+    mean, log_std = np.split(out, 2, axis=1)
+    if not explore:
+        return mean, (-log_std - _HALF_LOG_2PI).sum(axis=1)
+    noise = rng.standard_normal(mean.shape, np.float32)
+    return mean + np.exp(log_std) * noise, (-0.5 * noise ** 2 - log_std - _HALF_LOG_2PI).sum(axis=1)
+
+
+_HALF_LOG_2PI = np.float32(0.5 * math.log(2 * math.pi))
 
 
 def _gaussian(out: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

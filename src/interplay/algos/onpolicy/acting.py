@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from interplay.algos.onpolicy.nets import ActorCritic, mask_tensor, tensor
+from interplay.algos.onpolicy.nets import ActorCritic, tensor
 from interplay.algos.onpolicy.recurrent import recurrent_act
 from interplay.run.actors import ActBatch
 
@@ -38,12 +38,10 @@ class OnPolicyActor:
                                                      obs, held, self.device)
             else:
                 out = p.actor(obs, tensor(slot, self.device))
-            mask = mask_tensor(batch.mask, self.device)
-            action = p.dist.sample(out, mask, self.rng, explore)
-            logp, _ = p.dist.log_prob_entropy(out, mask, action)
+            mask = batch.mask if batch.mask is not None and not batch.mask.all() else None
+            action, extras["logp"] = p.dist.act(out, mask, self.rng, explore)
         view = p.spec.action_view
-        extras["logp"] = logp.cpu().numpy()
-        return action.cpu().numpy().astype(view.dtype).reshape(n, *view.shape), extras
+        return action.astype(view.dtype, copy=False).reshape(n, *view.shape), extras
 
 
 def slots(batch: ActBatch, p: ActorCritic) -> np.ndarray:

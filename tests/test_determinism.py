@@ -3,7 +3,8 @@
 The record in ``data/determinism.json`` was taken before the code was reorganised; any change
 that alters what a seeded run computes (a reordered RNG draw, a different batch order, a
 changed default) shows up here. Regenerate deliberately with
-``python tests/test_determinism.py --record`` and say why in the commit.
+``MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 python tests/test_determinism.py --record`` (the
+settings tests/conftest.py makes) and say why in the commit.
 """
 
 from __future__ import annotations

@@ -147,6 +147,8 @@ class StepBuffers:
         self.ended: list[int] = []
         # Who acts next, per copy; None until a copy is first written here.
         self.movers: list[tuple[str, ...] | None] = [None] * E
+        # Their columns, in their order (the agents' columns of ``reward``, say).
+        self.mover_cols: list[np.ndarray | None] = [None] * E
         self._flagged = True  # a flag may be set since the last clear_step
         # Rows whose legal-action mask may not be all True (in this process), per agent;
         # agents without masks have none.
@@ -184,7 +186,8 @@ class StepBuffers:
     def whole_actions(self, actions: dict[str, np.ndarray], rows: slice) -> np.ndarray | None:
         """``[len(rows), A]`` actions of every agent in env order, when ``actions`` is an
         :class:`ActionBlocks` whose blocks, side by side, hold them all as the env takes them
-        (Discrete from 0); None otherwise. A copy's moves are then ``dict(zip(movers, row))``."""
+        (Discrete from 0); None otherwise. A copy's moves are then ``dict(zip(movers, row))``
+        (``row[mover_cols[e]]`` where only some agents move)."""
         blocks: list[tuple[tuple[str, ...], np.ndarray]] | None = getattr(
             actions, "blocks", None)
         if not blocks:
@@ -205,6 +208,14 @@ class StepBuffers:
         ``all_legal`` (:meth:`write_acting` keeps the counts; a snapshot put back may not)."""
         self._n_acting = int(np.count_nonzero(self.acting))
         self._n_masked = sum(map(sum, self._masked.values()))
+        self.mover_cols = [None if m is None else self._plan(m).cols for m in self.movers]
+
+    def _plan(self, movers: tuple[str, ...]) -> _Plan:
+        """How to write this order of movers (worked out once)."""
+        plan = self._plans.get(movers)
+        if plan is None:
+            plan = self._plans[movers] = _Plan(movers, self)
+        return plan
 
     def no_outcome(self, e: int) -> None:
         """Copy ``e`` took no step, or its step failed: nobody was paid."""
@@ -238,14 +249,13 @@ class StepBuffers:
         """
         acting, infos, obs = self.acting, cs.infos, cs.obs
         movers = tuple(obs)
-        plan = self._plans.get(movers)
-        if plan is None:
-            plan = self._plans[movers] = _Plan(movers, self)
+        plan = self._plans.get(movers) or self._plan(movers)
         if movers != self.movers[e]:  # who acts changed: rewrite the row
             acting[e] = False
             acting[e, plan.cols] = True
             self._n_acting += len(movers) - len(self.movers[e] or ())
             self.movers[e] = movers
+            self.mover_cols[e] = plan.cols
         if self.keep_raw:
             self.raw_obs[e] = obs
             self.infos[e] = infos

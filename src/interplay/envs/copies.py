@@ -105,8 +105,9 @@ class EnvCopies:
                 if not movers:
                     buf.no_outcome(e)
                     continue
-                if whole is not None and movers == everyone:
-                    moves = dict(zip(movers, whole[i], strict=True))
+                if whole is not None:
+                    row = whole[i] if movers == everyone else whole[i][buf.mover_cols[e]]
+                    moves = dict(zip(movers, row, strict=True))
                 else:
                     if env_actions is None:
                         env_actions = buf.env_actions(actions, self._slice)

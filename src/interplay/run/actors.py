@@ -38,6 +38,7 @@ class Actor(Protocol):
 
     squashed: bool = False  # Box actions come in [-1, 1] and are mapped onto the space's bounds
     wants_env_obs: bool = False  # needs ``agent_ids`` and ``env_obs`` filled in
+    reads_obs: bool = True  # looks at ``obs`` (False: it may be handed ``[n, 0]`` rows)
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Actions ``[n, *action_shape]`` and extras to keep with the transition."""
@@ -45,7 +46,7 @@ class Actor(Protocol):
 
 
 def declared(actor: Any, fact: str) -> bool:
-    """An actor's fact (``squashed`` or ``wants_env_obs``), or the :class:`Actor` protocol's
+    """An actor's fact (``squashed``, ``wants_env_obs`` or ``reads_obs``), or the :class:`Actor` protocol's
     default for an actor that does not declare it."""
     return bool(getattr(actor, fact, getattr(Actor, fact)))
 
@@ -55,6 +56,7 @@ class RandomActor:
 
     squashed = False
     wants_env_obs = False
+    reads_obs = False
 
     def __init__(self, spec: PolicySpec, rng: np.random.Generator):
         self.view = spec.action_view
@@ -113,14 +115,14 @@ def masked_uniform(rng: np.random.Generator, mask: np.ndarray | None,
                    shape: tuple[int, int] | None = None) -> np.ndarray:
     """One legal index per row, uniformly; rows with no legal action pick index 0.
 
-    ``mask`` None: every action of a ``shape`` ``[n, actions]`` is legal (the same draws as
-    an all-True mask).
+    ``mask`` None: every action of a ``shape`` ``[n, actions]`` is legal.
     """
-    if mask is None and shape is None:
-        raise ValueError("masked_uniform: give a mask or, for all actions legal, a shape")
-    scores = rng.random(mask.shape if mask is not None else shape)
-    if mask is not None:
-        scores[~mask] = -1.0
+    if mask is None:
+        if shape is None:
+            raise ValueError("masked_uniform: give a mask or, for all actions legal, a shape")
+        return rng.integers(0, shape[1], shape[0])
+    scores = rng.random(mask.shape)
+    scores[~mask] = -1.0
     return scores.argmax(axis=1).astype(np.int64, copy=False)
 
 

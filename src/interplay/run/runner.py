@@ -379,7 +379,8 @@ class Runner:
             g.fresh[...] = False
         else:
             e, s = np.nonzero(g.acts)
-            obs = g.obs[e, s]
+            obs = (g.obs[e, s] if g.book is not None or declared(g.actor, "reads_obs")
+                   else np.empty((n, 0), g.obs.dtype))
             if masks is not None:
                 mask = masks[e, s]
             first = g.fresh[e, s]
@@ -470,7 +471,8 @@ class Runner:
             blocks = step.groups[g.spec.id]
             acts = g.acts = _acting(g, step)
             obs = _seen(g, blocks.obs)
-            self._check_finite(g, obs, "observation")
+            if g.book is not None or g.stack is not None or declared(g.actor, "reads_obs"):
+                self._check_finite(g, obs, "observation")  # else nobody reads them
             g.obs = g.stack.push(acts, obs) if g.stack is not None else obs
             g.mask = blocks.mask
             if closed is not None and g.book is not None:

@@ -115,12 +115,14 @@ def masked_uniform(rng: np.random.Generator, mask: np.ndarray | None,
                    shape: tuple[int, int] | None = None) -> np.ndarray:
     """One legal index per row, uniformly; rows with no legal action pick index 0.
 
-    ``mask`` None: every action of a ``shape`` ``[n, actions]`` is legal.
+    ``mask`` None: every action of a ``shape`` ``[n, actions]`` is legal (the same draws as
+    an all-True mask).
     """
-    if mask is None:
-        if shape is None:
+    if mask is None or mask.all():
+        n, k = mask.shape if mask is not None else shape or (None, None)
+        if n is None:
             raise ValueError("masked_uniform: give a mask or, for all actions legal, a shape")
-        return rng.integers(0, shape[1], shape[0])
+        return rng.integers(0, k, n)
     scores = rng.random(mask.shape)
     scores[~mask] = -1.0
     return scores.argmax(axis=1).astype(np.int64, copy=False)

@@ -34,6 +34,12 @@ class CopyStep:
     truncated: dict[str, Any] = field(default_factory=dict)
     final_infos: dict[str, dict] = field(default_factory=dict)  # ended agent -> its last info
     over: bool = False
+    # ``tuple(obs)``, where the adapter has it: the same object from step to step while the
+    # same agents act in the same order (the buffers then know the order at a glance).
+    movers: tuple[str, ...] | None = None
+    # ``tuple(rewards)`` where that is who acted in the step, in the order they were handed
+    # over (the ``movers`` object of the step before)
+    reward_order: tuple[str, ...] | None = None
 
 
 def is_aec(env: Any) -> bool:
@@ -106,8 +112,10 @@ class ParallelAdapter(_Adapter):
         self._set_live(self._live)
 
     def _set_live(self, live: list[str]) -> None:
-        """The agents that act next, as a list and as the keys the env's dicts are checked by."""
+        """The agents that act next, as a list, as a tuple and as the keys the env's dicts are
+        checked by."""
         self._live = live
+        self._live_order = tuple(live)
         self._live_keys = frozenset(live)
 
     def reset(self, seed: int | None) -> CopyStep:
@@ -127,7 +135,10 @@ class ParallelAdapter(_Adapter):
         out = CopyStep({}, {}, rewards)
         agents = self.env.agents
         if agents == self._live:  # the same agents go on, all known
-            if not self._known.issuperset(rewards):
+            # Rewards in the movers' order are all known; any other order is looked at.
+            if tuple(rewards) == self._live_order:
+                out.reward_order = self._live_order
+            elif not self._known.issuperset(rewards):
                 self._unknown(list(rewards))
             if not (any(terms.values()) or any(truncs.values())):
                 return self._next(out, obs, infos)
@@ -142,7 +153,9 @@ class ParallelAdapter(_Adapter):
     def _next(self, out: CopyStep, obs: dict, infos: dict) -> CopyStep:
         """Fill in ``out`` for the live agents, who act next (unless the episode is over)."""
         live = self._live
-        if obs.keys() != self._live_keys:  # the env's dict may hold more agents, or miss one
+        if tuple(obs) == self._live_order:  # the live agents, in their order
+            out.movers = self._live_order
+        elif obs.keys() != self._live_keys:  # the env's dict may hold more agents, or miss one
             try:
                 obs = {a: obs[a] for a in live}
             except KeyError as err:

@@ -147,8 +147,8 @@ class StepBuffers:
         self.ended: list[int] = []
         # Who acts next, per copy; None until a copy is first written here.
         self.movers: list[tuple[str, ...] | None] = [None] * E
-        # Their columns, in their order (the agents' columns of ``reward``, say).
-        self.mover_cols: list[np.ndarray | None] = [None] * E
+        # Each copy's plan for its movers (see _Plan): derived, rebuilt by recount().
+        self._seen = _MoverPlans(E)
         self._flagged = True  # a flag may be set since the last clear_step
         # Rows whose legal-action mask may not be all True (in this process), per agent;
         # agents without masks have none.
@@ -187,7 +187,7 @@ class StepBuffers:
         """``[len(rows), A]`` actions of every agent in env order, when ``actions`` is an
         :class:`ActionBlocks` whose blocks, side by side, hold them all as the env takes them
         (Discrete from 0); None otherwise. A copy's moves are then ``dict(zip(movers, row))``
-        (``row[mover_cols[e]]`` where only some agents move)."""
+        (``row[mover_cols(e)]`` where only some agents move)."""
         blocks: list[tuple[tuple[str, ...], np.ndarray]] | None = getattr(
             actions, "blocks", None)
         if not blocks:
@@ -208,7 +208,13 @@ class StepBuffers:
         ``all_legal`` (:meth:`write_acting` keeps the counts; a snapshot put back may not)."""
         self._n_acting = int(np.count_nonzero(self.acting))
         self._n_masked = sum(map(sum, self._masked.values()))
-        self.mover_cols = [None if m is None else self._plan(m).cols for m in self.movers]
+        self._seen.of = [None if m is None else self._plan(m) for m in self.movers]
+
+    def mover_cols(self, e: int) -> np.ndarray:
+        """The columns (of ``reward``, say) of copy ``e``'s movers, in their order."""
+        plan = self._seen.of[e]
+        assert plan is not None, f"copy {e} has had no movers yet"
+        return plan.cols
 
     def _plan(self, movers: tuple[str, ...]) -> _Plan:
         """How to write this order of movers (worked out once)."""
@@ -248,14 +254,19 @@ class StepBuffers:
         error names the agent and its space.
         """
         acting, infos, obs = self.acting, cs.infos, cs.obs
-        movers = tuple(obs)
-        plan = self._plans.get(movers) or self._plan(movers)
-        if movers != self.movers[e]:  # who acts changed: rewrite the row
-            acting[e] = False
-            acting[e, plan.cols] = True
-            self._n_acting += len(movers) - len(self.movers[e] or ())
+        movers = cs.movers
+        if movers is not None and movers is self.movers[e]:  # as before, at a glance
+            plan = self._seen.of[e]
+            assert plan is not None  # a copy with movers has their plan
+        else:
+            movers = tuple(obs) if movers is None else movers
+            plan = self._plans.get(movers) or self._plan(movers)
+            if movers != self.movers[e]:  # who acts changed: rewrite the row
+                acting[e] = False
+                acting[e, plan.cols] = True
+                self._n_acting += len(movers) - len(self.movers[e] or ())
             self.movers[e] = movers
-            self.mover_cols[e] = plan.cols
+            self._seen.of[e] = plan
         if self.keep_raw:
             self.raw_obs[e] = obs
             self.infos[e] = infos
@@ -313,7 +324,9 @@ class StepBuffers:
                 reward[e] = 0.0
             self._write_rewards(e, rewards)
         else:
-            self._write_reward_row(e, rewards)
+            self._write_reward_row(e, rewards, self.mover_cols(e)
+                                   if cs.reward_order is not None
+                                   and cs.reward_order is self.movers[e] else None)
         if not (cs.terminated or cs.truncated):
             return
         self._flagged = True
@@ -341,17 +354,21 @@ class StepBuffers:
                     row = self._mask_row(a, o, None)
                     masks[e] = True if row is None else row
 
-    def _write_reward_row(self, e: int, rewards: dict[str, Any]) -> None:
-        """Copy ``e``'s rewards with one write (their order's columns are worked out once)."""
+    def _write_reward_row(self, e: int, rewards: dict[str, Any],
+                          cols: np.ndarray | None = None) -> None:
+        """Copy ``e``'s rewards with one write, into columns ``cols`` when known (their
+        order's columns are worked out once)."""
         reward = self.reward
-        order = tuple(rewards)
-        cols = self._reward_cols.get(order)
         if cols is None:
-            cols = self._reward_cols[order] = np.array([self.col[a] for a in order], np.intp)
+            order = tuple(rewards)
+            cols = self._reward_cols.get(order)
+            if cols is None:
+                cols = self._reward_cols[order] = np.array([self.col[a] for a in order],
+                                                           np.intp)
         if len(rewards) != len(self.col):
             reward[e] = 0.0
         try:
-            reward[e, cols] = np.fromiter(rewards.values(), np.float64, len(order))
+            reward[e, cols] = np.fromiter(rewards.values(), np.float64, len(cols))
         except (TypeError, ValueError):
             self._write_rewards(e, rewards)
 
@@ -413,6 +430,17 @@ class StepBuffers:
         if self._groups is not None:
             self._groups.refresh(self._flagged)
         return self._view
+
+
+class _MoverPlans:
+    """Each copy's :class:`_Plan` for its movers. Slotted, so that an env snapshot's walk
+    passes it by: it is derived from ``movers`` and rebuilt from them after a restore (a walk
+    would refill its arrays in place, into plans other copies share)."""
+
+    __slots__ = ("of",)
+
+    def __init__(self, num_envs: int):
+        self.of: list[_Plan | None] = [None] * num_envs
 
 
 class _Plan:

@@ -106,7 +106,7 @@ class EnvCopies:
                     buf.no_outcome(e)
                     continue
                 if whole is not None:
-                    row = whole[i] if movers == everyone else whole[i][buf.mover_cols[e]]
+                    row = whole[i] if movers == everyone else whole[i][buf.mover_cols(e)]
                     moves = dict(zip(movers, row, strict=True))
                 else:
                     if env_actions is None:

@@ -38,7 +38,6 @@ class Actor(Protocol):
 
     squashed: bool = False  # Box actions come in [-1, 1] and are mapped onto the space's bounds
     wants_env_obs: bool = False  # needs ``agent_ids`` and ``env_obs`` filled in
-    reads_obs: bool = True  # looks at ``obs`` (False: it may be handed ``[n, 0]`` rows)
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Actions ``[n, *action_shape]`` and extras to keep with the transition."""
@@ -46,9 +45,11 @@ class Actor(Protocol):
 
 
 def declared(actor: Any, fact: str) -> bool:
-    """An actor's fact (``squashed``, ``wants_env_obs`` or ``reads_obs``), or the :class:`Actor` protocol's
-    default for an actor that does not declare it."""
-    return bool(getattr(actor, fact, getattr(Actor, fact)))
+    """An actor's fact (``squashed``, ``wants_env_obs`` or ``reads_obs``), or the default for
+    an actor that does not declare it (the :class:`Actor` protocol's, and True for
+    ``reads_obs``: an actor that declares False, such as :class:`RandomActor`, never looks at
+    ``ActBatch.obs`` and may be handed ``[n, 0]`` rows)."""
+    return bool(getattr(actor, fact, getattr(Actor, fact, True)))
 
 
 class RandomActor:

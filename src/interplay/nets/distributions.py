@@ -68,12 +68,14 @@ class ActionDist:
         of torch's: the network's output comes to the host once, and each categorical is drawn
         by inverting its cumulative probabilities with one uniform number per row.
         """
-        out_ = out.detach().cpu().numpy()
+        out_ = (out if out.device.type == "cpu" else out.cpu()).detach().numpy()
         n = out_.shape[0]
-        logp = np.zeros(n, np.float32)
         if self.kind == "box":
             action, logp = _gaussian_act(out_, rng, explore)
             return action.reshape(n, *self.shape), logp
+        if self.kind == "discrete":
+            return _categorical_act(out_, mask, rng, explore)
+        logp = np.zeros(n, np.float32)
         picks = []
         at = 0
         for size in self.sizes:
@@ -83,8 +85,6 @@ class ActionDist:
             picks.append(pick)
             logp += lp
             at += size
-        if self.kind == "discrete":
-            return picks[0], logp
         if self.kind == "multi_discrete":
             return np.stack(picks, axis=1), logp
         row = np.zeros((n, *self.shape), np.float32)

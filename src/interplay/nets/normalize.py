@@ -33,10 +33,21 @@ class RunningMeanStd:
 
     def normalize(self, x: np.ndarray, clip: float | None = None) -> np.ndarray:
         """``x`` standardised, in float32 (computed in it too: it is what networks take)."""
-        out = (x.astype(np.float32) - self.mean.astype(np.float32)) / self.std.astype(np.float32)
+        mean, std = self._float32()
+        out = np.subtract(x, mean, dtype=np.float32)
+        out /= std
         if clip is not None:
             np.clip(out, -clip, clip, out=out)
         return out
+
+    def _float32(self) -> tuple[np.ndarray, np.ndarray]:
+        """The mean and std in float32, worked out once per update (which replaces the
+        arrays; nothing changes them in place)."""
+        held = getattr(self, "_held", None)
+        if held is None or held[0] is not self.mean or held[1] is not self.var:
+            held = self._held = (self.mean, self.var, self.mean.astype(np.float32),
+                                 self.std.astype(np.float32))
+        return held[2], held[3]
 
     def state_dict(self) -> dict[str, Any]:
         return {"mean": self.mean.copy(), "var": self.var.copy(), "count": float(self.count)}

@@ -153,9 +153,16 @@ class TransitionBook:
         # runner then finds the state it acted in (see Transitions.state).
         self.at: np.ndarray | None = None
         self._every: tuple[np.ndarray, np.ndarray] | None = None  # (copy, slot) of every row
+        # What ``open`` is known to hold since whole blocks were last opened or closed (False:
+        # not known, look); kept where whole blocks change, cleared wherever rows do.
+        self._all_open = False
+        self._none_open = False
 
     def add_rewards(self, reward: np.ndarray) -> None:
         """Book one env step's rewards ``[E, k]``: into open transitions, else held back."""
+        if self._all_open:  # nothing to hold back
+            self.acc += reward
+            return
         booked = reward * self.open  # exact: each reward times 1 or 0
         self.acc += booked
         self.pending += reward - booked
@@ -176,6 +183,7 @@ class TransitionBook:
         if self.open[e, s].any():
             raise RuntimeError("an agent acted with a transition still open; close it first")
         self.open[e, s] = True
+        self._none_open = False
         self.acc[e, s] = self.pending[e, s]
         self.pending[e, s] = 0.0
         self.obs[e, s] = obs
@@ -189,9 +197,10 @@ class TransitionBook:
     def _start_all(self, obs: np.ndarray, action: np.ndarray, mask: np.ndarray | None,
                    extras: dict[str, np.ndarray], first: np.ndarray | bool) -> None:
         shape = self.open.shape
-        if self.open.any():
+        if not self._none_open and self.open.any():
             raise RuntimeError("an agent acted with a transition still open; close it first")
         self.open[...] = True
+        self._all_open, self._none_open = True, False
         self.acc[...] = self.pending
         self.pending[...] = 0.0
         self.obs[...] = obs.reshape(self.obs.shape)
@@ -224,6 +233,7 @@ class TransitionBook:
             return self._close_all(next_obs, next_mask, terminated, truncated, step)
         e, s = np.nonzero(sel)
         self.open[e, s] = False
+        self._all_open = False
         out = Transitions(
             obs=self.obs[e, s], action=self.action[e, s], reward=self.acc[e, s].copy(),
             next_obs=next_obs[e, s], terminated=terminated[e, s].copy(),
@@ -250,6 +260,7 @@ class TransitionBook:
             return x.reshape(n, *x.shape[2:]).copy()
 
         self.open[...] = False
+        self._all_open, self._none_open = False, True
         out = Transitions(
             obs=rows(self.obs), action=rows(self.action), reward=rows(self.acc),
             next_obs=rows(next_obs), terminated=rows(terminated), truncated=rows(truncated),
@@ -265,6 +276,7 @@ class TransitionBook:
     def discard(self, copies: np.ndarray) -> None:
         """Abandon everything open in ``copies`` (their episode was dropped)."""
         self.open[copies] = False
+        self._all_open = False
         self.acc[copies] = 0.0
         self.pending[copies] = 0.0
 

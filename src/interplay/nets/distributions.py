@@ -144,16 +144,10 @@ def _categorical_act(logits: np.ndarray, legal: np.ndarray | None, rng: np.rando
     weight = np.exp(z)
     if explore:
         # The first choice whose running weight passes a uniform point of the total.
-        running = weight[0].copy()
-        above = [running]
-        for j in range(1, k):
-            running = running + weight[j]
-            above.append(running)
-        total = running
+        running = np.cumsum(weight, axis=0)
+        total = running[-1]
         point = rng.random(n) * total
-        pick = np.zeros(n, np.int64)
-        for part in above[:-1]:
-            pick += part <= point
+        pick = np.add.reduce(running[:-1] <= point, axis=0, dtype=np.int64)
         # ``point`` rounds up to the total only in rare rows: they take their last legal choice.
         past = (total <= point).nonzero()[0]
         if len(past):

@@ -12,9 +12,7 @@ import json
 import pytest
 from helpers import local_numbers
 
-from interplay.cli import main
 from interplay.config.loading import load
-from interplay.errors import ConfigError
 from interplay.experiment.loop import Experiment, resume, train
 from interplay.run.callbacks import Callbacks
 
@@ -93,18 +91,26 @@ def test_two_runners_rate_every_member(local_ray, tmp_path):
     assert 0 < sum(games.values()) <= result.episodes
 
 
-@pytest.mark.parametrize(("extra", "key"), [
-    ("league.exploiters=[{kind: main}]", "league.exploiters"),
-    ("league.exploit_every=100", "league.exploit_every"),
-])
-def test_exploiters_on_ray_are_refused_by_key(tmp_path, capsys, extra, key):
-    pytest.importorskip("ray")
-    with pytest.raises(ConfigError, match=f"^{key}: .*backend.name: local"):
-        Experiment(load([], [*LEAGUE, extra, *_ray(1)]), tmp_path / "run")
-    code = main(["train", "--run-dir", str(tmp_path / "cli"), *[
-        arg for s in [*LEAGUE, extra, *_ray(1)] for arg in ("-s", s)]])
-    err = capsys.readouterr().err
-    assert code == 2 and key in err and "Traceback" not in err
+EXPLOITER = ("league.exploiters=[{kind: main, num_envs: 2, min_games: 4, threshold: 0.5, "
+             "max_steps: 2000}]")
+
+
+@pytest.mark.slow
+def test_exploiters_and_checks_train_beside_a_league_on_ray(local_ray, tmp_path):
+    """A main exploiter and an exploitability check train in the learner's process while the
+    league's members act in the runners; with one runner the run is the local one, number for
+    number, and it resumes exactly."""
+    common = [*LEAGUE, EXPLOITER, "league.exploit_every=192", "league.exploit_steps=96"]
+    train(load([], [*common, "train.steps=384"]), tmp_path / "local")
+    train(load([], [*common, "train.steps=384", *_ray(1)]), tmp_path / "ray")
+    local, remote = _lines(tmp_path / "local"), _lines(tmp_path / "ray")
+    assert remote == local
+    assert all(line["exploiters"][0]["env_steps"] > 0 for line in remote)
+    assert any("exploitability" in line for line in remote)
+    assert local_numbers(tmp_path / "ray") == local_numbers(tmp_path / "local")
+    train(load([], [*common, "train.steps=192", *_ray(1)]), tmp_path / "split")
+    resume(tmp_path / "split", ["train.steps=384"])
+    assert _lines(tmp_path / "split") == remote
 
 
 class _KillRunner(Callbacks):

@@ -70,7 +70,8 @@ def late_games(points: list[dict[str, Any]]) -> dict[str, Any]:
 
 def br_config(cfg: Config, pid: str, target: str, steps: int, seed: int) -> dict[str, Any]:
     """The best response's config: the run's, with one fresh policy on every seat (``pid``'s
-    own settings, if it had any) in a league whose only member is ``target``."""
+    own settings, if it had any) in a league whose only member is ``target``, stepped in this
+    process."""
     data = cfg.model_dump(mode="json", by_alias=True)
     own = {k: v for k, v in data["policies"].get(pid, {}).items() if k != "agents"}
     data["policies"] = {pid: own}
@@ -82,6 +83,7 @@ def br_config(cfg: Config, pid: str, target: str, steps: int, seed: int) -> dict
                       "sides": league.get("sides"), "rating": league.get("rating", "elo")}
     data["log"].update({"console": False, "every": max(1, min(data["log"].get("every") or steps,
                                                                 steps // 10 or 1))})
+    data["backend"] = {"name": "local"}  # in this process, whichever backend trained the run
     return data
 
 

@@ -1,0 +1,130 @@
+"""The many-agent hot path's shortcuts keep their promises.
+
+The adapter hands the buffers the movers' order as one object while it holds, and the buffers
+then skip re-deriving it; moves of some agents come from the whole action row by their
+columns; a random policy is handed no observation rows; DQN works out Q-values only for the
+rows that act greedily. Each shortcut is held against the long way here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from broken_envs import nan_obs_env
+from helpers import make_runner
+
+from interplay.algos.dqn import masked_argmax
+from interplay.config.validation import validate
+from interplay.envs.batch import ActionBlocks
+from interplay.envs.registry import register_env
+from interplay.envs.toy.swarm import Swarm
+from interplay.envs.vector import SyncVecEnv
+from interplay.errors import NonFiniteError
+from interplay.experiment.build import make_actors, make_algorithm, make_specs, make_vec_env
+from interplay.run.actors import ActBatch
+
+
+class Thinning(Swarm):
+    """Agents leave one by one; on odd steps every dict comes in reverse order; every move is
+    recorded. (The swarm moves on with every bee inside; the gone ones are not shown.)"""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.moves: list[dict] = []
+
+    def reset(self, seed=None, options=None):
+        obs, infos = super().reset(seed, options)
+        self.alive = list(self.agents)
+        return obs, infos
+
+    def step(self, actions):
+        self.moves.append(dict(actions))
+        were = list(self.alive)
+        self.agents = list(self.possible_agents)
+        obs, rew, term, trunc, info = super().step({a: actions.get(a, 0) for a in self.agents})
+        over = not self.agents
+        if self.t % 3 == 0 and len(self.alive) > 1:
+            gone = self.alive[self.t % len(self.alive)]
+            term[gone] = True
+            self.alive.remove(gone)
+        order = were[::-1] if self.t % 2 else were
+        obs, rew, term, trunc, info = ({a: d[a] for a in order}
+                                       for d in (obs, rew, term, trunc, info))
+        self.agents = [] if over else list(self.alive)
+        return obs, rew, term, trunc, info
+
+
+def test_moves_and_blocks_follow_agents_that_leave_and_orders_that_change():
+    env = SyncVecEnv(lambda: Thinning(n_agents=12, max_cycles=20), num_envs=2, raw_obs=True)
+    rng = np.random.default_rng(0)
+    step = env.reset(seed=0)
+    for _ in range(45):  # past two episode ends
+        block = rng.integers(5, size=(2, 12))
+        movers = [[a for a, on in zip(env.agents, step.acting[e], strict=True) if on]
+                  for e in range(2)]
+        step = env.step(ActionBlocks([(tuple(env.agents), block)]))
+        for e in range(2):
+            copy = env.copies[e].env
+            if movers[e] and copy.moves:
+                got = copy.moves[-1]
+                assert sorted(got) == sorted(movers[e])  # in the order their observations came
+                assert {a: int(x) for a, x in got.items()} == {
+                    a: int(block[e, env.agents.index(a)]) for a in got}
+            for a, o in step.raw_obs[e].items():
+                np.testing.assert_array_equal(step.obs[a][e], np.asarray(o, np.float32))
+                assert step.acting[e, env.agents.index(a)]
+            assert step.acting[e].sum() == len(step.raw_obs[e])
+    env.close()
+
+
+def test_a_random_policy_reads_no_observation_and_a_learner_still_checks_them():
+    register_env("hotpath_nan_obs", nan_obs_env)
+    seen = []
+    runner = make_runner({"env": {"id": "hotpath_nan_obs"}}, collect=False)
+    actor = runner.groups[0].actor
+    act = actor.act
+
+    def spy(batch: ActBatch, explore: bool):
+        seen.append(batch.obs.shape)
+        return act(batch, explore)
+
+    actor.act = spy
+    runner.reset(0)
+    for _ in range(6):  # past the step whose observations hold NaN: nobody reads them
+        runner.step()
+    assert seen and any(width == 0 for _, width in seen)  # some steps, only some agents act
+    collecting = make_runner({"env": {"id": "hotpath_nan_obs"}}, collect=True)
+    collecting.reset(0)
+    with pytest.raises(NonFiniteError, match=r"observation of agent 'a_\d'"):
+        for _ in range(6):
+            collecting.step()
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_dqn_computes_q_only_for_greedy_rows_and_acts_as_with_all_of_them(masked):
+    cfg = validate({"env": {"id": "interplay.envs.swarm", "kwargs": {"n_agents": 40}},
+                    "algo": {"name": "dqn", "epsilon_start": 0.5, "epsilon_end": 0.5},
+                    "train": {"device": "cpu"}})
+    env, _ = make_vec_env(cfg)
+    specs = make_specs(cfg, env)
+    algo = make_algorithm(cfg, specs, "cpu", env.turn_based)
+    actor = make_actors(cfg, specs, algo)[next(iter(specs))]
+    rng = np.random.default_rng(3)
+    obs = rng.normal(size=(40, 4)).astype(np.float32)
+    mask = rng.random((40, 5)) < 0.5 if masked else None
+    if mask is not None:
+        mask[:, 2] = True
+    state = actor.policy.act_rng.bit_generator.state
+    action, _ = actor.act(ActBatch(obs=obs, mask=mask), explore=True)
+    # the long way: Q-values of every row, then the same draws
+    actor.policy.act_rng.bit_generator.state = state
+    random, take = actor._draws(mask, 40)
+    with torch.no_grad():
+        q = actor.policy.online(torch.from_numpy(obs)).numpy()
+    want = np.where(take, random, masked_argmax(q, mask))
+    assert 0 < take.sum() < 40
+    np.testing.assert_array_equal(action, want)
+    if mask is not None:
+        assert mask[np.arange(40), action].all()
+    env.close()

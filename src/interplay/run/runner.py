@@ -471,8 +471,7 @@ class Runner:
             blocks = step.groups[g.spec.id]
             acts = g.acts = _acting(g, step)
             obs = _seen(g, blocks.obs)
-            if g.book is not None or g.stack is not None or declared(g.actor, "reads_obs"):
-                self._check_finite(g, obs, "observation")  # else nobody reads them
+            self._check_finite(g, obs, "observation")
             g.obs = g.stack.push(acts, obs) if g.stack is not None else obs
             g.mask = blocks.mask
             if closed is not None and g.book is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -233,11 +233,12 @@ class ActionView:
     mask_dim: int  # 0 when actions cannot be masked
     start: int = 0  # a Discrete space's first action
     leaves: tuple[Leaf, ...] = ()  # a composite space's leaves, in its order
+    # Some of its numbers are Box actions, which :meth:`to_env_batch` maps into bounds.
+    has_box: bool = field(init=False)
 
-    @property
-    def has_box(self) -> bool:
-        """Some of its numbers are Box actions, which :meth:`to_env_batch` maps into bounds."""
-        return self.kind == "box" or any(leaf.kind == "box" for leaf in self.leaves)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "has_box", self.kind == "box"
+                           or any(leaf.kind == "box" for leaf in self.leaves))
 
     def to_env(self, rows: np.ndarray) -> np.ndarray:
         """The env's own actions for a batch of rows (``[n, *shape]``); row ``i`` is copy ``i``'s.

@@ -6,7 +6,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from interplay.envs.toy.games import start_turns
+from interplay.envs.toy.games import start_move, start_turns
 
 
 class FirstToClaim(AECEnv):
@@ -41,12 +41,9 @@ class FirstToClaim(AECEnv):
         start_turns(self)
 
     def step(self, action) -> None:
-        agent = self.agent_selection
-        if self.terminations[agent] or self.truncations[agent]:
-            self._was_dead_step(action)
+        agent = start_move(self, action)
+        if agent is None:
             return
-        self._cumulative_rewards[agent] = 0.0
-        self._clear_rewards()
         other = self.agents[1 - self.agents.index(agent)]
         self.moves += 1
         if int(action) == 1:

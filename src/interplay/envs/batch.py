@@ -260,7 +260,7 @@ class StepBuffers:
             assert plan is not None  # a copy with movers has their plan
         else:
             movers = tuple(obs) if movers is None else movers
-            plan = self._plans.get(movers) or self._plan(movers)
+            plan = self._plan(movers)
             if movers != self.movers[e]:  # who acts changed: rewrite the row
                 acting[e] = False
                 acting[e, plan.cols] = True

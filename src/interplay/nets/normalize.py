@@ -16,6 +16,8 @@ class RunningMeanStd:
         self.mean = np.zeros(shape, np.float64)
         self.var = np.ones(shape, np.float64)
         self.count = eps
+        # the float32 mean and std, with the arrays they were cast from (see _float32)
+        self._held: tuple[np.ndarray, ...] | None = None
 
     def update(self, x: np.ndarray) -> None:
         if x.shape[0] == 0:
@@ -43,7 +45,7 @@ class RunningMeanStd:
     def _float32(self) -> tuple[np.ndarray, np.ndarray]:
         """The mean and std in float32, worked out once per update (which replaces the
         arrays; nothing changes them in place)."""
-        held = getattr(self, "_held", None)
+        held = self._held
         if held is None or held[0] is not self.mean or held[1] is not self.var:
             held = self._held = (self.mean, self.var, self.mean.astype(np.float32),
                                  self.std.astype(np.float32))

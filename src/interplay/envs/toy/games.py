@@ -104,16 +104,13 @@ class ScriptedTurnGame(AECEnv):
         return [a for a in self.agents if not (self.terminations[a] or self.truncations[a])]
 
     def step(self, action) -> None:
-        agent = self.agent_selection
-        if self.terminations[agent] or self.truncations[agent]:
-            self._was_dead_step(action)
+        agent = start_move(self, action)
+        if agent is None:
             return
         if self.masked and not self._mask()[int(action)]:
             self.illegal_moves += 1
-        self._cumulative_rewards[agent] = 0.0
         move = self.plan[self.moves] if self.moves < len(self.plan) else None
         self.moves += 1
-        self._clear_rewards()
         live = self._live()
         if move is None:
             for a in live:
@@ -264,6 +261,19 @@ def start_turns(env: AECEnv) -> None:
     env.truncations = dict.fromkeys(env.agents, False)
     env.infos = {a: {} for a in env.agents}
     env.agent_selection = env.agents[0]
+
+
+def start_move(env: AECEnv, action: object) -> str | None:
+    """Start a turn-based toy game's move: the agent whose turn it is, with its running total
+    and the last move's rewards cleared; None when that agent is done (its dead step is taken
+    and nothing else happens)."""
+    agent = env.agent_selection
+    if env.terminations[agent] or env.truncations[agent]:
+        env._was_dead_step(action)
+        return None
+    env._cumulative_rewards[agent] = 0.0
+    env._clear_rewards()
+    return agent
 
 
 def cut_at_max_cycles(env: ParallelEnv, obs: dict, rewards: dict, max_cycles: int) -> tuple:

@@ -14,7 +14,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from interplay.envs.toy.games import SharedSpaces, start_turns
+from interplay.envs.toy.games import SharedSpaces, start_move, start_turns
 
 
 class Recall(SharedSpaces):
@@ -115,13 +115,10 @@ class TurnRecall(AECEnv):
         start_turns(self)
 
     def step(self, action) -> None:
-        agent = self.agent_selection
-        if self.terminations[agent] or self.truncations[agent]:
-            self._was_dead_step(action)
+        agent = start_move(self, action)
+        if agent is None:
             return
         i = self.possible_agents.index(agent)
-        self._cumulative_rewards[agent] = 0.0
-        self._clear_rewards()
         if self.turns[i] == self.delay:
             self.rewards[agent] = float(int(action) == int(self.cues[i]))
         self.turns[i] += 1

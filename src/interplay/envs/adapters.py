@@ -26,7 +26,7 @@ class EnvContractError(UserError, RuntimeError):
 @dataclass(slots=True)
 class CopyStep:
     obs: dict[str, Any]  # agents that act next -> the env's own observation
-    infos: dict[str, dict]  # agents that act next -> their info dict
+    infos: dict[str, dict]  # agents that act next -> their info dict (others may be in it)
     rewards: dict[str, Any] = field(default_factory=dict)  # agent -> a number
     # agent -> its last observation, or None when the env gave none with the step that ended
     # it (then the observation it last acted on stands)
@@ -101,8 +101,8 @@ class _Adapter:
 class ParallelAdapter(_Adapter):
     """Every live agent acts at every step.
 
-    When the env's observation and info dicts hold exactly the live agents, they are handed on
-    as they are (not copied).
+    When the env's observation dict holds exactly the live agents, it is handed on as it is
+    (not copied); so is its info dict, always (it is read by agent).
     """
 
     turn_based = False
@@ -136,7 +136,7 @@ class ParallelAdapter(_Adapter):
         agents = self.env.agents
         if agents == self._live:  # the same agents go on, all known
             # Rewards in the movers' order are all known; any other order is looked at.
-            if tuple(rewards) == self._live_order:
+            if list(rewards) == self._live:
                 out.reward_order = self._live_order
             elif not self._known.issuperset(rewards):
                 self._unknown(list(rewards))
@@ -153,7 +153,7 @@ class ParallelAdapter(_Adapter):
     def _next(self, out: CopyStep, obs: dict, infos: dict) -> CopyStep:
         """Fill in ``out`` for the live agents, who act next (unless the episode is over)."""
         live = self._live
-        if tuple(obs) == self._live_order:  # the live agents, in their order
+        if list(obs) == live:  # the live agents, in their order
             out.movers = self._live_order
         elif obs.keys() != self._live_keys:  # the env's dict may hold more agents, or miss one
             try:
@@ -171,8 +171,7 @@ class ParallelAdapter(_Adapter):
             self._set_live([])
         else:
             out.obs = obs
-            out.infos = infos if infos.keys() == self._live_keys else {
-                a: infos.get(a, {}) for a in live}
+            out.infos = infos  # looked up by agent: agents that do not act may be in it
         return out
 
     def _ended(self, out: CopyStep, obs: dict, terms: dict, truncs: dict, infos: dict,

@@ -160,8 +160,13 @@ class StepBuffers:
         self._plans: dict[tuple[str, ...], _Plan] = {}
         self._reward_cols: dict[tuple[str, ...], np.ndarray] = {}
         self.agent_order = tuple(agents)
+        # The columns of every agent in env order: the one object every such plan holds.
+        self._in_order = np.arange(A, dtype=np.intp)
+        self._in_order.flags.writeable = False
         self._whole_blocks: list[tuple[tuple[str, ...], np.ndarray]] | None = None
         self._whole_ok = False
+        self._whole_rows: slice | None = None
+        self._whole_view: np.ndarray | None = None
         self._final_plans: dict[tuple[str, ...], _Plan] = {}
         self.recount()
         self._groups: GroupBlocks | None = None
@@ -193,14 +198,16 @@ class StepBuffers:
         if not blocks:
             return None
         if blocks is not self._whole_blocks:
-            self._whole_blocks = blocks
+            self._whole_blocks, self._whole_rows = blocks, None
             agents = tuple(a for group, block in blocks for a in group)
             self._whole_ok = (agents == self.agent_order and self._as_is.issuperset(agents)
                               and all(block.ndim == 2 for _, block in blocks))
         if not self._whole_ok:
             return None
-        if len(blocks) == 1:
-            return blocks[0][1][rows]
+        if len(blocks) == 1:  # a view of the one block, the same while the blocks are
+            if rows != self._whole_rows:
+                self._whole_rows, self._whole_view = rows, blocks[0][1][rows]
+            return self._whole_view
         return np.concatenate([block[rows] for _, block in blocks], axis=1)
 
     def recount(self) -> None:
@@ -272,9 +279,9 @@ class StepBuffers:
             self.infos[e] = infos
         if plan.runs:
             values = list(obs.values())
-            for i0, i1, block, j0, j1, shape, dtype in plan.runs:
+            for i0, i1, rows, shape, dtype in plan.runs:
                 part = values if i1 - i0 == len(values) else values[i0:i1]
-                if not _write_run(block, e, j0, j1, part, shape, dtype):
+                if not _write_run(rows[e], part, shape, dtype):
                     for a, o in zip(movers[i0:i1], part, strict=True):
                         self._write_obs(e, a, o)
             # Masks: none to read when no agent got an info, and none to clear when every
@@ -336,8 +343,10 @@ class StepBuffers:
         for flags, ended in ((self.terminated, cs.terminated), (self.truncated, cs.truncated)):
             if not ended:
                 continue
-            done = self._write_final_runs(e, ended)
+            done = self._write_final_runs(e, ended, flags)
             for a, o in ended.items():
+                if a in done:  # written with its run, flags and masks too
+                    continue
                 flags[e, col[a]] = True
                 masks = self.final_mask[a]
                 if o is None:  # the env gave none: the last one is still in the acting rows
@@ -345,11 +354,10 @@ class StepBuffers:
                     if masks is not None:
                         masks[e] = self.mask[a][e]
                     continue
-                if a not in done:
-                    try:
-                        self.obs_views[a].write(o, self.final_obs[a], e)
-                    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
-                        raise observation_error(a, self.obs_views[a].space, o, err) from None
+                try:
+                    self.obs_views[a].write(o, self.final_obs[a], e)
+                except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+                    raise observation_error(a, self.obs_views[a].space, o, err) from None
                 if masks is not None:
                     row = self._mask_row(a, o, None)
                     masks[e] = True if row is None else row
@@ -363,12 +371,17 @@ class StepBuffers:
             order = tuple(rewards)
             cols = self._reward_cols.get(order)
             if cols is None:
-                cols = self._reward_cols[order] = np.array([self.col[a] for a in order],
-                                                           np.intp)
+                cols = self._reward_cols[order] = (
+                    self._in_order if order == self.agent_order
+                    else np.array([self.col[a] for a in order], np.intp))
         if len(rewards) != len(self.col):
             reward[e] = 0.0
         try:
-            reward[e, cols] = np.fromiter(rewards.values(), np.float64, len(cols))
+            values = np.fromiter(rewards.values(), np.float64, len(cols))
+            if cols is self._in_order:
+                reward[e] = values
+            else:
+                reward[e, cols] = values
         except (TypeError, ValueError):
             self._write_rewards(e, rewards)
 
@@ -382,10 +395,13 @@ class StepBuffers:
                 raise EnvContractError(
                     f"reward of agent {a!r} is {r!r}; rewards must be numbers ({err})") from None
 
-    def _write_final_runs(self, e: int, ended: dict[str, Any]) -> frozenset[str] | tuple[()]:
+    def _write_final_runs(self, e: int, ended: dict[str, Any],
+                          flags: np.ndarray) -> frozenset[str] | tuple[()]:
         """Write the final observations of ``ended`` that sit side by side in a block with one
-        stacked write each (as :meth:`write_acting` does); the agents written that way."""
-        if len(ended) < 8:  # a few agents: one by one is as quick
+        stacked write each (as :meth:`write_acting` does), with their ``flags`` and their final
+        masks (all legal: such agents' observations hold no mask, and a final info is not read
+        for one); the agents written that way."""
+        if len(ended) < _FEW:  # a few agents: one by one is as quick
             return ()
         order = tuple(ended)
         plan = self._final_plans.get(order)
@@ -393,10 +409,13 @@ class StepBuffers:
             plan = self._final_plans[order] = _Plan(order, self, self.final_obs)
         values = list(ended.values())
         done: list[str] = []
-        for i0, i1, block, j0, j1, shape, dtype in plan.runs:
+        for (i0, i1, rows, shape, dtype), masks in zip(plan.runs, plan.run_final_masks,
+                                                       strict=True):
             part = values[i0:i1]
-            if not any(o is None for o in part) and _write_run(block, e, j0, j1, part, shape,
-                                                                dtype):
+            if not any(o is None for o in part) and _write_run(rows[e], part, shape, dtype):
+                flags[e, plan.cols[i0:i1]] = True
+                for block, at in masks:
+                    block[e, at] = True
                 done.extend(order[i0:i1])
         return frozenset(done)
 
@@ -450,7 +469,8 @@ class _Plan:
 
     def __init__(self, movers: tuple[str, ...], buf: StepBuffers,
                  arrays: FixedArrays | None = None):
-        self.cols = np.array([buf.col[a] for a in movers], dtype=np.intp)
+        self.cols = (buf._in_order if movers == buf.agent_order
+                     else np.array([buf.col[a] for a in movers], dtype=np.intp))
         runs: list[list[Any]] = []
         self.alone: list[str] = []
         place = (buf.obs if arrays is None else arrays).place
@@ -469,37 +489,49 @@ class _Plan:
                 runs.append(run)
         # Runs of a few agents are written one by one: that is as quick.
         self.alone += [a for r in runs if r[1] - r[0] < _FEW for a in movers[r[0]:r[1]]]
-        self.runs: list[tuple[int, int, np.ndarray, int, int, tuple[int, ...], Any]] = [
-            (r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in runs if r[1] - r[0] >= _FEW]
+        # Each run: its movers i0:i1, its rows in each copy (``block[e, j0:j1]``), the
+        # observations' shape and the rows' dtype.
+        self.runs: list[tuple[int, int, list[np.ndarray], tuple[int, ...], Any]] = [
+            (r[0], r[1], [r[2][e, r[3]:r[4]] for e in range(r[2].shape[0])], r[5], r[6])
+            for r in runs if r[1] - r[0] >= _FEW]
         self.run_masked = [a for r in self.runs for a in movers[r[0]:r[1]]
                            if buf.mask[a] is not None]
+        # Per run, where its agents' final masks sit: (block, columns) per mask block.
+        self.run_final_masks: list[list[tuple[np.ndarray, np.ndarray]]] = []
+        for i0, i1, *_ in self.runs:
+            at: dict[int, tuple[np.ndarray, list[int]]] = {}
+            for a in movers[i0:i1]:
+                if a in buf.final_mask.place:
+                    block, j = buf.final_mask.place[a]
+                    at.setdefault(id(block), (block, []))[1].append(j)
+            self.run_final_masks.append([(b, np.array(js, np.intp)) for b, js in at.values()])
 
 
-def _write_run(block: np.ndarray, e: int, j0: int, j1: int, part: list[Any],
-               shape: tuple[int, ...], dtype: Any) -> bool:
-    """Write observations ``part`` into ``block[e, j0:j1]`` with one stacked write, if they
-    all have the space's ``shape`` and a dtype the row takes as it is (see ``fits_as_is``:
-    bytes for byte rows, any number type for float rows); False, writing nothing, otherwise."""
-    rows = block[e, j0:j1]
+def _write_run(rows: np.ndarray, part: list[Any], shape: tuple[int, ...], dtype: Any) -> bool:
+    """Write observations ``part`` into ``rows`` (one copy's rows of a run of agents, ``[n,
+    dim]``) with one stacked write, if they all have the space's ``shape`` and a dtype the
+    rows take as they are (see ``fits_as_is``: bytes for byte rows, any number type for float
+    rows); False, writing nothing, otherwise."""
     if rows.size <= _SMALL:  # little data: one C-level conversion beats np.stack's own cost
         try:
             arr = np.asarray(part)
         except (ValueError, TypeError):  # ragged, or not arrays at all
             return False
-        if arr.shape != (j1 - j0, *shape) or not (
-                arr.dtype == dtype or (dtype is np.float32 and arr.dtype.kind in "biuf")):
+        if arr.shape[1:] != shape or len(arr) != len(rows) or not (
+                arr.dtype.kind in "biuf" if dtype is np.float32 else arr.dtype == dtype):
             return False
-        rows[...] = arr.reshape(rows.shape)
+        rows[...] = arr if arr.ndim == 2 else arr.reshape(rows.shape)
         return True
     casting = "no" if dtype is np.uint8 else "same_kind"
+    n = len(rows)
     try:
         if shape and list(map(len, part)).count(shape[0]) == len(part):
             # Joining along the first axis checks every other axis, and the lengths above the
             # first: the same checks as stacking, at less than half its cost.
-            np.concatenate(part, axis=0, out=rows.reshape((j1 - j0) * shape[0], *shape[1:]),
+            np.concatenate(part, axis=0, out=rows.reshape(n * shape[0], *shape[1:]),
                            casting=casting)
         else:  # stacking checks every shape, and the casting rule every dtype, before writing
-            np.stack(part, out=rows.reshape(j1 - j0, *shape), casting=casting)
+            np.stack(part, out=rows.reshape(n, *shape), casting=casting)
     except (ValueError, TypeError):
         return False
     return True

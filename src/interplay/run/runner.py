@@ -47,6 +47,7 @@ class _Group:
     actions: np.ndarray  # [E, k, *action_shape]; the env reads per-agent views of it
     flat_actions: np.ndarray  # [E*k, *action_shape], a view of ``actions``
     every: tuple[np.ndarray, np.ndarray]  # (copy, slot) of every row, for when all act
+    none_first: np.ndarray  # [E*k] False, read-only: ``first`` when no agent starts anew
     never: np.ndarray  # [E, k] False: the flags of transitions closed by a next turn
     fresh: np.ndarray  # [E, k] the agent's next action is its first of its episode
     # what the actor keeps per copy and agent (ActBatch.recurrent_state)
@@ -54,6 +55,24 @@ class _Group:
     # [E, k] which of its agents it controls in each copy's episode, for a policy that
     # train.policy_mapping_fn gives agents per episode (None: all of them, always)
     live: np.ndarray | None = None
+    fresh_any: bool = True  # False: no entry of ``fresh`` is True
+    screen: _Screen = dataclasses.field(default_factory=lambda: _Screen())  # its observations
+    # The actor's facts (wants_env_obs, squashed, reads_obs), read once per actor object: a
+    # league may hand the group another actor.
+    facts: tuple[bool, bool, bool] = (False, False, True)
+    facts_of: Any = None
+
+    def freshen(self, where: Any) -> None:
+        """Mark the agents at ``where`` (an index into ``[E, k]``) as starting an episode."""
+        self.fresh[where] = True
+        self.fresh_any = True
+
+    def actor_facts(self) -> tuple[bool, bool, bool]:
+        if self.facts_of is not self.actor:
+            actor = self.facts_of = self.actor
+            self.facts = (declared(actor, "wants_env_obs"), declared(actor, "squashed"),
+                          declared(actor, "reads_obs"))
+        return self.facts
 
 
 def _every(num_envs: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -62,6 +81,13 @@ def _every(num_envs: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     e, s = np.repeat(np.arange(num_envs), k), np.tile(np.arange(k), num_envs)
     e.flags.writeable = s.flags.writeable = False
     return e, s
+
+
+def _none_first(n: int) -> np.ndarray:
+    """``[n]`` False, read-only: ``ActBatch.first`` when no agent starts its episode."""
+    out = np.zeros(n, bool)
+    out.flags.writeable = False
+    return out
 
 
 def _acting(g: _Group, step: VecStep) -> np.ndarray:
@@ -78,8 +104,8 @@ def _seen(g: _Group, obs: np.ndarray) -> np.ndarray:
     return obs if prep is None else prep(obs)
 
 
-def _finite(x: np.ndarray) -> bool:
-    """No NaN or inf in ``x``.
+def _finite(x: np.ndarray, flat: np.ndarray | None = None) -> bool:
+    """No NaN or inf in ``x`` (``flat``: ``x.reshape(-1)``, where the caller keeps it).
 
     One number screens the whole array (NaN and inf carry into it); only when it is not finite
     does the exact elementwise test run. The cheapest screen depends on the size: a Python sum
@@ -88,14 +114,32 @@ def _finite(x: np.ndarray) -> bool:
     """
     if x.dtype.kind in "biu":  # integers (image bytes, say) are always finite
         return True
-    if x.size <= 16:
-        screen = sum(x.ravel().tolist())
-    elif x.size <= 4096 or x.flags.c_contiguous:
+    if flat is None and (x.size <= 4096 or x.flags.c_contiguous):
         flat = x.reshape(-1)
-        screen = flat.dot(flat)
-    else:
+    if flat is None:
         screen = float(x.sum())
+    elif x.size <= 16:
+        screen = sum(flat.tolist())
+    else:
+        screen = flat.dot(flat)
     return math.isfinite(screen) or bool(np.isfinite(x).all())
+
+
+class _Screen:
+    """:func:`_finite` for the arrays one place checks, which are mostly the same object from
+    step to step (the env's fixed buffers): the flat view is made once per object."""
+
+    __slots__ = ("of", "flat")
+
+    def __init__(self) -> None:
+        self.of: np.ndarray | None = None
+        self.flat: np.ndarray | None = None
+
+    def __call__(self, x: np.ndarray) -> bool:
+        if x is not self.of:
+            self.of = x
+            self.flat = x.reshape(-1) if x.flags.c_contiguous else None
+        return _finite(x, self.flat)
 
 
 class Runner:
@@ -124,7 +168,7 @@ class Runner:
                 obs=np.zeros((E, k, spec.obs_dim), spec.obs_view.dtype), mask=None,
                 acts=np.zeros((E, k), bool), actions=actions,
                 flat_actions=actions.reshape(E * k, *view.shape),
-                every=_every(E, k),
+                every=_every(E, k), none_first=_none_first(E * k),
                 never=np.zeros((E, k), bool),
                 fresh=np.ones((E, k), bool), recurrent_state={},
                 live=np.zeros((E, k), bool) if spec.mapping is not None else None,
@@ -135,6 +179,7 @@ class Runner:
             if self.mapping is None else self._merged_actions(E))
         owner = {a: pid for pid, s in specs.items() for a in s.agents}
         self.tracker = EpisodeTracker(env.agents, E, copies)
+        self._reward_screen = _Screen()
         self._every_copy = np.ones(E, bool)  # ``stepped`` when every agent acted
         self._every_copy.flags.writeable = False
         self.window = Window(owner)
@@ -271,6 +316,7 @@ class Runner:
             entry = state["groups"][g.spec.id]
             if "fresh" in entry:
                 g.fresh[...] = entry["fresh"]
+                g.fresh_any = True
                 g.recurrent_state = {k: np.array(v) for k, v in entry["memory"].items()}
             if g.book is not None:
                 b, saved = g.book, entry["book"]
@@ -370,16 +416,21 @@ class Runner:
         legal = step.all_legal
         masks = g.mask if g.book is not None or not legal else None
         mask = None
+        wants_env_obs, squashed, reads_obs = g.actor_facts()
         if n == g.acts.size:  # everyone acts (simultaneous moves): reshape instead of gathering
             e, s = g.every
             obs = g.obs.reshape(n, -1)
             if masks is not None:
                 mask = masks.reshape(n, -1)
-            first = g.fresh.reshape(n).copy()
-            g.fresh[...] = False
+            if g.fresh_any:
+                first = g.fresh.reshape(n).copy()
+                g.fresh[...] = False
+                g.fresh_any = False
+            else:
+                first = g.none_first
         else:
             e, s = np.nonzero(g.acts)
-            obs = (g.obs[e, s] if g.book is not None or declared(g.actor, "reads_obs")
+            obs = (g.obs[e, s] if g.book is not None or reads_obs
                    else np.empty((n, 0), g.obs.dtype))
             if masks is not None:
                 mask = masks[e, s]
@@ -387,8 +438,8 @@ class Runner:
             g.fresh[e, s] = False
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e, first=first,
                          recurrent_state=g.recurrent_state)
-        agents = g.spec.agents
-        if declared(g.actor, "wants_env_obs"):
+        if wants_env_obs:
+            agents = g.spec.agents
             batch.agent_ids = [agents[j] for j in s]
             if step.raw_obs is not None:
                 batch.env_obs = [step.raw_obs[i][agents[j]] for i, j in zip(e, s, strict=True)]
@@ -397,12 +448,12 @@ class Runner:
                 batch.env_obs = [g.spec.obs_view.unflatten(flat[i, j]) for i, j in zip(e, s, strict=True)]
         action, extras = g.actor.act(batch, explore)
         view = g.spec.action_view
-        if action.shape[0] != n or action.shape[1:] != view.shape:
+        if action.shape != (n, *view.shape):
             raise ValueError(
                 f"policy {g.spec.id!r} returned actions of shape {action.shape}; expected "
                 f"{(n, *view.shape)} for action space {g.spec.action_space}"
             )
-        env_action = view.to_env_batch(action, declared(g.actor, "squashed")) if view.has_box else action
+        env_action = view.to_env_batch(action, squashed) if view.has_box else action
         if n == g.acts.size:
             g.flat_actions[...] = env_action
         else:
@@ -418,7 +469,7 @@ class Runner:
         ``ended_agents`` is None when no agent's episode ended. Returns a list of closed
         batches for each collecting policy.
         """
-        if not _finite(step.reward):
+        if not self._reward_screen(step.reward):
             e, i = np.argwhere(~np.isfinite(step.reward))[0]
             agent = self.env.agents[i]
             owner = next((g.spec.id for g in self.groups if agent in g.spec.agents), None)
@@ -435,9 +486,9 @@ class Runner:
             ended = None
             if any_ended:
                 ended = blocks.terminated | blocks.truncated
-                g.fresh |= ended
+                g.freshen(ended)
             if ends:
-                g.fresh[step.episode_end] = True
+                g.freshen(step.episode_end)
             book, stack = g.book, g.stack
             if book is None and stack is None:
                 continue
@@ -469,9 +520,10 @@ class Runner:
         """Take in the observations of the agents that act next; close their last transitions."""
         for g in self.groups:
             blocks = step.groups[g.spec.id]
-            acts = g.acts = _acting(g, step)
-            obs = _seen(g, blocks.obs)
-            self._check_finite(g, obs, "observation")
+            acts = g.acts = blocks.acting if g.live is None else blocks.acting & g.live
+            obs = blocks.obs if g.spec.prep is None else g.spec.prep(blocks.obs)
+            if not g.screen(obs):
+                self._check_finite(g, obs, "observation")
             g.obs = g.stack.push(acts, obs) if g.stack is not None else obs
             g.mask = blocks.mask
             if closed is not None and g.book is not None:
@@ -523,7 +575,7 @@ class Runner:
         for hold in (self.holds or {}).values():
             hold.discard(copies)
         for g in self.groups:
-            g.fresh[copies] = True
+            g.freshen(copies)
             if g.book is not None:
                 g.book.discard(copies)
             if g.stack is not None:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from broken_envs import nan_obs_env
+from gymnasium import spaces
 from helpers import make_runner
 
 from interplay.algos.dqn import masked_argmax
@@ -27,11 +28,22 @@ from interplay.run.actors import ActBatch
 
 class Thinning(Swarm):
     """Agents leave one by one; on odd steps every dict comes in reverse order; every move is
-    recorded. (The swarm moves on with every bee inside; the gone ones are not shown.)"""
+    recorded. (The swarm moves on with every bee inside; the gone ones are not shown.)
+    ``wide`` repeats each observation that many times (and numbers its copies), so that a
+    block of them is big enough to be joined rather than converted."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, wide: int = 1, **kwargs):
         super().__init__(**kwargs)
         self.moves: list[dict] = []
+        self.wide = wide
+        self._obs_space = spaces.Box(-4.0, 4.0 + wide, (4 * wide,), np.float32)
+
+    def _observe(self):
+        obs, dist = super()._observe()
+        if self.wide > 1:
+            lift = np.repeat(np.arange(self.wide, dtype=np.float32), 4)
+            obs = {a: np.tile(o, self.wide) + lift for a, o in obs.items()}
+        return obs, dist
 
     def reset(self, seed=None, options=None):
         obs, infos = super().reset(seed, options)
@@ -52,11 +64,14 @@ class Thinning(Swarm):
         obs, rew, term, trunc, info = ({a: d[a] for a in order}
                                        for d in (obs, rew, term, trunc, info))
         self.agents = [] if over else list(self.alive)
+        self.last_obs = obs
         return obs, rew, term, trunc, info
 
 
-def test_moves_and_blocks_follow_agents_that_leave_and_orders_that_change():
-    env = SyncVecEnv(lambda: Thinning(n_agents=12, max_cycles=20), num_envs=2, raw_obs=True)
+@pytest.mark.parametrize("wide", [1, 200])  # 800 numbers each: blocks big enough to be joined
+def test_moves_and_blocks_follow_agents_that_leave_and_orders_that_change(wide):
+    env = SyncVecEnv(lambda: Thinning(wide=wide, n_agents=12, max_cycles=20), num_envs=2,
+                     raw_obs=True)
     rng = np.random.default_rng(0)
     step = env.reset(seed=0)
     for _ in range(45):  # past two episode ends
@@ -75,6 +90,10 @@ def test_moves_and_blocks_follow_agents_that_leave_and_orders_that_change():
                 np.testing.assert_array_equal(step.obs[a][e], np.asarray(o, np.float32))
                 assert step.acting[e, env.agents.index(a)]
             assert step.acting[e].sum() == len(step.raw_obs[e])
+            for i in np.flatnonzero(step.terminated[e] | step.truncated[e]):
+                a = env.agents[i]  # its last observation, as the step that ended it gave it
+                np.testing.assert_array_equal(step.final_obs[a][e],
+                                              np.asarray(copy.last_obs[a], np.float32))
     env.close()
 
 
@@ -123,4 +142,28 @@ def test_dqn_computes_q_only_for_greedy_rows_and_acts_as_with_all_of_them(masked
     np.testing.assert_array_equal(action, want)
     if mask is not None:
         assert mask[np.arange(40), action].all()
+    env.close()
+
+
+class Shuffled(Swarm):
+    """Hands its dicts over in a new random order every step."""
+
+    def step(self, actions):
+        out = super().step(actions)
+        order = list(out[0])
+        self._rng.shuffle(order)
+        return tuple({a: d[a] for a in order if a in d} for d in out)
+
+
+def test_ever_new_orders_keep_a_bounded_set_of_plans_and_land_in_their_columns():
+    from interplay.envs import batch
+
+    env = SyncVecEnv(lambda: Shuffled(n_agents=10, max_cycles=400), num_envs=1, raw_obs=True)
+    env.reset(seed=0)
+    for _ in range(batch._KEPT + 40):
+        step = env.step(ActionBlocks([(tuple(env.agents), np.zeros((1, 10), np.int64))]))
+        for a, o in step.raw_obs[0].items():
+            np.testing.assert_array_equal(step.obs[a][0], np.asarray(o, np.float32))
+        assert len(env._buf._plans) <= batch._KEPT
+    assert len(env._buf._plans) < batch._KEPT  # emptied once on the way
     env.close()

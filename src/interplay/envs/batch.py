@@ -168,6 +168,7 @@ class StepBuffers:
         self._whole_rows: slice | None = None
         self._whole_view: np.ndarray | None = None
         self._final_plans: dict[tuple[str, ...], _Plan] = {}
+        self._layouts = (_Layout(self, self.obs), _Layout(self, self.final_obs))
         self.recount()
         self._groups: GroupBlocks | None = None
         self._view = VecStep(
@@ -217,6 +218,12 @@ class StepBuffers:
         self._n_masked = sum(map(sum, self._masked.values()))
         self._seen.of = [None if m is None else self._plan(m) for m in self.movers]
 
+    def cols_of(self, agents: tuple[str, ...]) -> np.ndarray:
+        """The columns of ``agents`` (``_in_order`` itself for every agent in env order)."""
+        if agents == self.agent_order:
+            return self._in_order
+        return np.fromiter(map(self.col.__getitem__, agents), np.intp, len(agents))
+
     def mover_cols(self, e: int) -> np.ndarray:
         """The columns (of ``reward``, say) of copy ``e``'s movers, in their order."""
         plan = self._seen.of[e]
@@ -224,10 +231,10 @@ class StepBuffers:
         return plan.cols
 
     def _plan(self, movers: tuple[str, ...]) -> _Plan:
-        """How to write this order of movers (worked out once)."""
+        """How to write this order of movers (worked out once while it is kept)."""
         plan = self._plans.get(movers)
         if plan is None:
-            plan = self._plans[movers] = _Plan(movers, self)
+            plan = _kept(self._plans, movers, _Plan(movers, self, self._layouts[0]))
         return plan
 
     def no_outcome(self, e: int) -> None:
@@ -279,15 +286,15 @@ class StepBuffers:
             self.infos[e] = infos
         if plan.runs:
             values = list(obs.values())
-            for i0, i1, rows, shape, dtype in plan.runs:
+            for i0, i1, block, where, shape, dtype in plan.runs:
                 part = values if i1 - i0 == len(values) else values[i0:i1]
-                if not _write_run(rows[e], part, shape, dtype):
+                if not _write_run(block, e, where, part, shape, dtype):
                     for a, o in zip(movers[i0:i1], part, strict=True):
                         self._write_obs(e, a, o)
             # Masks: none to read when no agent got an info, and none to clear when every
             # row is known all-legal already.
-            if plan.run_masked and (self._n_masked or any(infos.values())):
-                for a in plan.run_masked:
+            if plan.runs_masked and (self._n_masked or any(infos.values())):
+                for a in plan.run_masked():
                     self._write_mask(e, a, obs[a], infos.get(a))
         for a in plan.alone:
             o = obs[a]
@@ -371,9 +378,7 @@ class StepBuffers:
             order = tuple(rewards)
             cols = self._reward_cols.get(order)
             if cols is None:
-                cols = self._reward_cols[order] = (
-                    self._in_order if order == self.agent_order
-                    else np.array([self.col[a] for a in order], np.intp))
+                cols = _kept(self._reward_cols, order, self.cols_of(order))
         if len(rewards) != len(self.col):
             reward[e] = 0.0
         try:
@@ -406,16 +411,17 @@ class StepBuffers:
         order = tuple(ended)
         plan = self._final_plans.get(order)
         if plan is None:
-            plan = self._final_plans[order] = _Plan(order, self, self.final_obs)
+            plan = _kept(self._final_plans, order, _Plan(order, self, self._layouts[1]))
         values = list(ended.values())
         done: list[str] = []
-        for (i0, i1, rows, shape, dtype), masks in zip(plan.runs, plan.run_final_masks,
-                                                       strict=True):
+        for (i0, i1, block, where, shape, dtype), masks in zip(
+                plan.runs, plan.run_final_masks(), strict=True):
             part = values[i0:i1]
-            if not any(o is None for o in part) and _write_run(rows[e], part, shape, dtype):
+            if not any(o is None for o in part) and _write_run(block, e, where, part, shape,
+                                                                dtype):
                 flags[e, plan.cols[i0:i1]] = True
-                for block, at in masks:
-                    block[e, at] = True
+                for mask_block, at in masks:
+                    mask_block[e, at] = True
                 done.extend(order[i0:i1])
         return frozenset(done)
 
@@ -462,76 +468,147 @@ class _MoverPlans:
         self.of: list[_Plan | None] = [None] * num_envs
 
 
-class _Plan:
-    """How to write one order of movers: runs of agents that sit side by side in one block
-    with the same plain (Box) observation shape, each written with one stacked write, and the
-    agents written alone (Dict observations, or none beside them)."""
+class _Layout:
+    """Where each agent's observation rows sit in one set of arrays (``obs`` or ``final_obs``),
+    as arrays over agents, so that a plan for any order of movers is worked out with a few
+    array operations: the class of its block and shape (-1: written alone: a Dict
+    observation, one holding its mask, or one with no block), and its column there."""
 
-    def __init__(self, movers: tuple[str, ...], buf: StepBuffers,
-                 arrays: FixedArrays | None = None):
-        self.cols = (buf._in_order if movers == buf.agent_order
-                     else np.array([buf.col[a] for a in movers], dtype=np.intp))
-        runs: list[list[Any]] = []
-        self.alone: list[str] = []
-        place = (buf.obs if arrays is None else arrays).place
-        run: list[Any] | None = None  # [i0, i1, block, j0, j1, shape, dtype]
-        for i, a in enumerate(movers):
+    def __init__(self, buf: StepBuffers, arrays: FixedArrays):
+        A = len(buf.agents)
+        self.kind = np.full(A, -1, np.intp)
+        self.slot = np.zeros(A, np.intp)
+        self.classes: list[tuple[np.ndarray, tuple[int, ...], Any]] = []
+        known: dict[tuple[int, tuple[int, ...]], int] = {}
+        for i, a in enumerate(buf.agents):
             view = buf.obs_views[a]
-            if not view.plain or view.has_mask_key or a not in place:
-                self.alone.append(a)
-                run = None
+            if not view.plain or view.has_mask_key or a not in arrays.place:
                 continue
-            block, j = place[a]
-            if run is not None and run[2] is block and run[4] == j and run[5] == view.shape:
-                run[1], run[4] = i + 1, j + 1
-            else:
-                run = [i, i + 1, block, j, j + 1, view.shape, view.dtype]
-                runs.append(run)
-        # Runs of a few agents are written one by one: that is as quick.
-        self.alone += [a for r in runs if r[1] - r[0] < _FEW for a in movers[r[0]:r[1]]]
-        # Each run: its movers i0:i1, its rows in each copy (``block[e, j0:j1]``), the
-        # observations' shape and the rows' dtype.
-        self.runs: list[tuple[int, int, list[np.ndarray], tuple[int, ...], Any]] = [
-            (r[0], r[1], [r[2][e, r[3]:r[4]] for e in range(r[2].shape[0])], r[5], r[6])
-            for r in runs if r[1] - r[0] >= _FEW]
-        self.run_masked = [a for r in self.runs for a in movers[r[0]:r[1]]
-                           if buf.mask[a] is not None]
-        # Per run, where its agents' final masks sit: (block, columns) per mask block.
-        self.run_final_masks: list[list[tuple[np.ndarray, np.ndarray]]] = []
+            block, j = arrays.place[a]
+            key = (id(block), view.shape)
+            if key not in known:
+                known[key] = len(self.classes)
+                self.classes.append((block, view.shape, view.dtype))
+            self.kind[i], self.slot[i] = known[key], j
+        self.has_mask = np.array([buf.mask[a] is not None for a in buf.agents], bool)
+
+
+class _Plan:
+    """How to write one order of movers: runs of agents side by side in the movers' order
+    whose rows sit in one block with the same plain (Box) observation shape, each written
+    with one stacked write (into a slice of the block, or its columns where agents between
+    them are missing), and the agents written alone (Dict observations, or too few beside
+    them)."""
+
+    def __init__(self, movers: tuple[str, ...], buf: StepBuffers, layout: _Layout):
+        self.movers, self._buf = movers, buf
+        self.cols = cols = buf.cols_of(movers)
+        kinds = layout.kind[cols]
+        n = len(movers)
+        cuts = [0, *(np.flatnonzero(kinds[1:] != kinds[:-1]) + 1).tolist(), n] if n else [0]
+        # Each run: its movers i0:i1, its block, where its rows sit there (a slice, or
+        # pieces (k0, k1, slice): movers i0+k0:i0+k1 in a slice), the observations' shape and
+        # the rows' dtype.
+        self.runs: list[tuple[int, int, np.ndarray, slice | list[tuple[int, int, slice]],
+                              tuple[int, ...], Any]] = []
+        alone: list[int] = []
+        for i0, i1 in zip(cuts[:-1], cuts[1:], strict=True):
+            kind = int(kinds[i0])
+            if kind < 0 or i1 - i0 < _FEW:  # a few agents: one by one is as quick
+                alone.extend(range(i0, i1))
+                continue
+            block, shape, dtype = layout.classes[kind]
+            at = layout.slot[cols[i0:i1]]
+            # Pieces whose columns follow one another (agents missing between them, or
+            # handed over in another order, break them): each is one slice of the block.
+            breaks = [0, *(np.flatnonzero(np.diff(at) != 1) + 1).tolist(), len(at)]
+            starts = at[breaks[:-1]].tolist()
+            pieces = [(k0, k1, slice(j, j + k1 - k0))
+                      for k0, k1, j in zip(breaks[:-1], breaks[1:], starts, strict=True)]
+            self.runs.append((i0, i1, block, pieces[0][2] if len(pieces) == 1 else pieces,
+                              shape, dtype))
+        self.alone = [movers[i] for i in alone]
+        in_runs = np.zeros(n, bool)
         for i0, i1, *_ in self.runs:
-            at: dict[int, tuple[np.ndarray, list[int]]] = {}
-            for a in movers[i0:i1]:
-                if a in buf.final_mask.place:
-                    block, j = buf.final_mask.place[a]
-                    at.setdefault(id(block), (block, []))[1].append(j)
-            self.run_final_masks.append([(b, np.array(js, np.intp)) for b, js in at.values()])
+            in_runs[i0:i1] = True
+        self._in_runs = in_runs
+        self.runs_masked = bool(layout.has_mask[cols[in_runs]].any())
+        self._masked: list[str] | None = None
+        self._final_masks: list[list[tuple[np.ndarray, np.ndarray]]] | None = None
+
+    def run_masked(self) -> list[str]:
+        """The agents of the runs that have masks (worked out when first asked)."""
+        if self._masked is None:
+            mask = self._buf.mask
+            self._masked = [a for a, inside in zip(self.movers, self._in_runs.tolist(),
+                                                   strict=True)
+                            if inside and mask[a] is not None]
+        return self._masked
+
+    def run_final_masks(self) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+        """Per run, where its agents' final masks sit: (block, columns) per mask block."""
+        if self._final_masks is None:
+            place = self._buf.final_mask.place
+            self._final_masks = []
+            for i0, i1, *_ in self.runs:
+                at: dict[int, tuple[np.ndarray, list[int]]] = {}
+                for a in self.movers[i0:i1]:
+                    if a in place:
+                        block, j = place[a]
+                        at.setdefault(id(block), (block, []))[1].append(j)
+                self._final_masks.append([(b, np.array(js, np.intp)) for b, js in at.values()])
+        return self._final_masks
 
 
-def _write_run(rows: np.ndarray, part: list[Any], shape: tuple[int, ...], dtype: Any) -> bool:
-    """Write observations ``part`` into ``rows`` (one copy's rows of a run of agents, ``[n,
-    dim]``) with one stacked write, if they all have the space's ``shape`` and a dtype the
-    rows take as they are (see ``fits_as_is``: bytes for byte rows, any number type for float
-    rows); False, writing nothing, otherwise."""
-    if rows.size <= _SMALL:  # little data: one C-level conversion beats np.stack's own cost
+_KEPT = 256  # orders of movers (or of rewards) whose plans are kept; more start afresh
+
+
+def _kept(cache: dict[tuple[str, ...], Any], key: tuple[str, ...], value: Any) -> Any:
+    """``value``, kept in ``cache`` under ``key``: envs whose agents come and go hand over
+    ever new orders, so a full cache is emptied first (plans in use stay with their copies)."""
+    if len(cache) >= _KEPT:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def _write_run(block: np.ndarray, e: int, where: slice | list[tuple[int, int, slice]],
+               part: list[Any], shape: tuple[int, ...], dtype: Any) -> bool:
+    """Write observations ``part`` into copy ``e``'s rows ``where`` of ``block`` (a slice, or
+    pieces of ``part`` each with its slice) with one stacked write per slice, if they all have
+    the space's ``shape`` and a dtype the rows take as they are (see ``fits_as_is``: bytes for
+    byte rows, any number type for float rows); False otherwise (then rows already written
+    are written again, one by one, by the caller)."""
+    n = len(part)
+    if n * block.shape[2] <= _SMALL:  # little data: one C-level conversion beats np.stack's
         try:
             arr = np.asarray(part)
         except (ValueError, TypeError):  # ragged, or not arrays at all
             return False
-        if arr.shape[1:] != shape or len(arr) != len(rows) or not (
+        if arr.shape[1:] != shape or len(arr) != n or not (
                 arr.dtype.kind in "biuf" if dtype is np.float32 else arr.dtype == dtype):
             return False
-        rows[...] = arr if arr.ndim == 2 else arr.reshape(rows.shape)
+        if arr.ndim != 2:
+            arr = arr.reshape(n, -1)
+        if isinstance(where, slice):
+            block[e, where] = arr
+        else:
+            for k0, k1, sl in where:
+                block[e, sl] = arr[k0:k1]
         return True
     casting = "no" if dtype is np.uint8 else "same_kind"
-    n = len(rows)
+    pieces = [(0, n, where)] if isinstance(where, slice) else where
     try:
-        if shape and list(map(len, part)).count(shape[0]) == len(part):
-            # Joining along the first axis checks every other axis, and the lengths above the
-            # first: the same checks as stacking, at less than half its cost.
-            np.concatenate(part, axis=0, out=rows.reshape(n * shape[0], *shape[1:]),
-                           casting=casting)
-        else:  # stacking checks every shape, and the casting rule every dtype, before writing
-            np.stack(part, out=rows.reshape(n, *shape), casting=casting)
+        whole = shape and list(map(len, part)).count(shape[0]) == n
+        for k0, k1, sl in pieces:
+            rows, some = block[e, sl], part[k0:k1] if k1 - k0 < n else part
+            if whole:
+                # Joining along the first axis checks every other axis, and the lengths above
+                # the first: the same checks as stacking, at less than half its cost.
+                np.concatenate(some, axis=0, out=rows.reshape((k1 - k0) * shape[0], *shape[1:]),
+                               casting=casting)
+            else:  # stacking checks every shape, and the casting rule every dtype
+                np.stack(some, out=rows.reshape(k1 - k0, *shape), casting=casting)
     except (ValueError, TypeError):
         return False
     return True

@@ -434,8 +434,11 @@ class Runner:
                    else np.empty((n, 0), g.obs.dtype))
             if masks is not None:
                 mask = masks[e, s]
-            first = g.fresh[e, s]
-            g.fresh[e, s] = False
+            if g.fresh_any:
+                first = g.fresh[e, s]
+                g.fresh[e, s] = False
+            else:
+                first = g.none_first[:n]
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e, first=first,
                          recurrent_state=g.recurrent_state)
         if wants_env_obs:

@@ -19,6 +19,7 @@ from interplay.algos.dqn import masked_argmax
 from interplay.config.validation import validate
 from interplay.envs.batch import ActionBlocks
 from interplay.envs.registry import register_env
+from interplay.envs.snapshot import capture, restore
 from interplay.envs.toy.swarm import Swarm
 from interplay.envs.vector import SyncVecEnv
 from interplay.errors import NonFiniteError
@@ -160,10 +161,24 @@ def test_ever_new_orders_keep_a_bounded_set_of_plans_and_land_in_their_columns()
 
     env = SyncVecEnv(lambda: Shuffled(n_agents=10, max_cycles=400), num_envs=1, raw_obs=True)
     env.reset(seed=0)
-    for _ in range(batch._KEPT + 40):
-        step = env.step(ActionBlocks([(tuple(env.agents), np.zeros((1, 10), np.int64))]))
+    zeros = ActionBlocks([(tuple(env.agents), np.zeros((1, 10), np.int64))])
+    snap = None
+    for t in range(batch._KEPT + 40):
+        step = env.step(zeros)
         for a, o in step.raw_obs[0].items():
             np.testing.assert_array_equal(step.obs[a][0], np.asarray(o, np.float32))
-        assert len(env._buf._plans) <= batch._KEPT
-    assert len(env._buf._plans) < batch._KEPT  # emptied once on the way
+        assert len(env._buf._derived.plans) <= batch._KEPT
+        if t == 20:
+            snap, then = capture(env), {a: step.obs[a][0].copy() for a in env.agents}
+    assert len(env._buf._derived.plans) < batch._KEPT  # emptied once on the way
+    # A snapshot passes the plans by; put back, the copy's order gets its plan again.
+    restore(env, snap)
+    env.restored()
+    step = env.current_step()
+    for a in env.agents:
+        np.testing.assert_array_equal(step.obs[a][0], then[a])
+    for _ in range(5):
+        step = env.step(zeros)
+        for a, o in step.raw_obs[0].items():
+            np.testing.assert_array_equal(step.obs[a][0], np.asarray(o, np.float32))
     env.close()

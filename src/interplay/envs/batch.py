@@ -147,8 +147,9 @@ class StepBuffers:
         self.ended: list[int] = []
         # Who acts next, per copy; None until a copy is first written here.
         self.movers: list[tuple[str, ...] | None] = [None] * E
-        # Each copy's plan for its movers (see _Plan): derived, rebuilt by recount().
-        self._seen = _MoverPlans(E)
+        # What is derived from the agents and the arrays (each copy's plan for its movers,
+        # plans kept by order, layouts): rebuilt or still valid after a snapshot is put back.
+        self._derived = _Derived(E, (_Layout(self, self.obs), _Layout(self, self.final_obs)))
         self._flagged = True  # a flag may be set since the last clear_step
         # Rows whose legal-action mask may not be all True (in this process), per agent;
         # agents without masks have none.
@@ -156,19 +157,7 @@ class StepBuffers:
         # Per agent, what writing its observation needs: column, view, rows, mask rows, masked.
         self._slots = {a: (self.col[a], obs_views[a], obs_views[a].shaped(self.obs[a]),
                            self.mask[a], self._masked[a]) for a in agents}
-        # How to write each order of movers the env has handed over (see _Plan).
-        self._plans: dict[tuple[str, ...], _Plan] = {}
-        self._reward_cols: dict[tuple[str, ...], np.ndarray] = {}
         self.agent_order = tuple(agents)
-        # The columns of every agent in env order: the one object every such plan holds.
-        self._in_order = np.arange(A, dtype=np.intp)
-        self._in_order.flags.writeable = False
-        self._whole_blocks: list[tuple[tuple[str, ...], np.ndarray]] | None = None
-        self._whole_ok = False
-        self._whole_rows: slice | None = None
-        self._whole_view: np.ndarray | None = None
-        self._final_plans: dict[tuple[str, ...], _Plan] = {}
-        self._layouts = (_Layout(self, self.obs), _Layout(self, self.final_obs))
         self.recount()
         self._groups: GroupBlocks | None = None
         self._view = VecStep(
@@ -198,17 +187,18 @@ class StepBuffers:
             actions, "blocks", None)
         if not blocks:
             return None
-        if blocks is not self._whole_blocks:
-            self._whole_blocks, self._whole_rows = blocks, None
+        d = self._derived
+        if blocks is not d.whole_blocks:
+            d.whole_blocks, d.whole_rows = blocks, None
             agents = tuple(a for group, block in blocks for a in group)
-            self._whole_ok = (agents == self.agent_order and self._as_is.issuperset(agents)
-                              and all(block.ndim == 2 for _, block in blocks))
-        if not self._whole_ok:
+            d.whole_ok = (agents == self.agent_order and self._as_is.issuperset(agents)
+                          and all(block.ndim == 2 for _, block in blocks))
+        if not d.whole_ok:
             return None
         if len(blocks) == 1:  # a view of the one block, the same while the blocks are
-            if rows != self._whole_rows:
-                self._whole_rows, self._whole_view = rows, blocks[0][1][rows]
-            return self._whole_view
+            if rows != d.whole_rows:
+                d.whole_rows, d.whole_view = rows, blocks[0][1][rows]
+            return d.whole_view
         return np.concatenate([block[rows] for _, block in blocks], axis=1)
 
     def recount(self) -> None:
@@ -216,25 +206,26 @@ class StepBuffers:
         ``all_legal`` (:meth:`write_acting` keeps the counts; a snapshot put back may not)."""
         self._n_acting = int(np.count_nonzero(self.acting))
         self._n_masked = sum(map(sum, self._masked.values()))
-        self._seen.of = [None if m is None else self._plan(m) for m in self.movers]
+        self._derived.of = [None if m is None else self._plan(m) for m in self.movers]
 
     def cols_of(self, agents: tuple[str, ...]) -> np.ndarray:
-        """The columns of ``agents`` (``_in_order`` itself for every agent in env order)."""
+        """The columns of ``agents`` (one shared array for every agent in env order)."""
         if agents == self.agent_order:
-            return self._in_order
+            return self._derived.in_order
         return np.fromiter(map(self.col.__getitem__, agents), np.intp, len(agents))
 
     def mover_cols(self, e: int) -> np.ndarray:
         """The columns (of ``reward``, say) of copy ``e``'s movers, in their order."""
-        plan = self._seen.of[e]
+        plan = self._derived.of[e]
         assert plan is not None, f"copy {e} has had no movers yet"
         return plan.cols
 
     def _plan(self, movers: tuple[str, ...]) -> _Plan:
         """How to write this order of movers (worked out once while it is kept)."""
-        plan = self._plans.get(movers)
+        plans = self._derived.plans
+        plan = plans.get(movers)
         if plan is None:
-            plan = _kept(self._plans, movers, _Plan(movers, self, self._layouts[0]))
+            plan = _kept(plans, movers, _Plan(movers, self, self._derived.layouts[0]))
         return plan
 
     def no_outcome(self, e: int) -> None:
@@ -270,7 +261,7 @@ class StepBuffers:
         acting, infos, obs = self.acting, cs.infos, cs.obs
         movers = cs.movers
         if movers is not None and movers is self.movers[e]:  # as before, at a glance
-            plan = self._seen.of[e]
+            plan = self._derived.of[e]
             assert plan is not None  # a copy with movers has their plan
         else:
             movers = tuple(obs) if movers is None else movers
@@ -280,7 +271,7 @@ class StepBuffers:
                 acting[e, plan.cols] = True
                 self._n_acting += len(movers) - len(self.movers[e] or ())
             self.movers[e] = movers
-            self._seen.of[e] = plan
+            self._derived.of[e] = plan
         if self.keep_raw:
             self.raw_obs[e] = obs
             self.infos[e] = infos
@@ -376,14 +367,14 @@ class StepBuffers:
         reward = self.reward
         if cols is None:
             order = tuple(rewards)
-            cols = self._reward_cols.get(order)
+            cols = self._derived.reward_cols.get(order)
             if cols is None:
-                cols = _kept(self._reward_cols, order, self.cols_of(order))
+                cols = _kept(self._derived.reward_cols, order, self.cols_of(order))
         if len(rewards) != len(self.col):
             reward[e] = 0.0
         try:
             values = np.fromiter(rewards.values(), np.float64, len(cols))
-            if cols is self._in_order:
+            if cols is self._derived.in_order:
                 reward[e] = values
             else:
                 reward[e, cols] = values
@@ -409,9 +400,10 @@ class StepBuffers:
         if len(ended) < _FEW:  # a few agents: one by one is as quick
             return ()
         order = tuple(ended)
-        plan = self._final_plans.get(order)
+        plans = self._derived.final_plans
+        plan = plans.get(order)
         if plan is None:
-            plan = _kept(self._final_plans, order, _Plan(order, self, self._layouts[1]))
+            plan = _kept(plans, order, _Plan(order, self, self._derived.layouts[1]))
         values = list(ended.values())
         done: list[str] = []
         for (i0, i1, block, where, shape, dtype), masks in zip(
@@ -457,15 +449,29 @@ class StepBuffers:
         return self._view
 
 
-class _MoverPlans:
-    """Each copy's :class:`_Plan` for its movers. Slotted, so that an env snapshot's walk
-    passes it by: it is derived from ``movers`` and rebuilt from them after a restore (a walk
-    would refill its arrays in place, into plans other copies share)."""
+class _Derived:
+    """What the buffers derive from their agents and arrays: each copy's :class:`_Plan` for its
+    movers, the plans (and reward columns) kept by order, the layouts they are worked out
+    from, the shared columns of every agent in env order, and the whole-actions view.
+    Slotted, so that an env snapshot's walk passes it by: none of it is the env's state, its
+    arrays are shared between plans (a walk would refill them in place), and ``recount()``
+    gives each copy its plan again after a restore."""
 
-    __slots__ = ("of",)
+    __slots__ = ("of", "plans", "final_plans", "reward_cols", "layouts", "in_order",
+                 "whole_blocks", "whole_ok", "whole_rows", "whole_view")
 
-    def __init__(self, num_envs: int):
+    def __init__(self, num_envs: int, layouts: tuple[_Layout, _Layout]):
         self.of: list[_Plan | None] = [None] * num_envs
+        self.plans: dict[tuple[str, ...], _Plan] = {}
+        self.final_plans: dict[tuple[str, ...], _Plan] = {}
+        self.reward_cols: dict[tuple[str, ...], np.ndarray] = {}
+        self.layouts = layouts  # for the acting rows and for the final ones
+        self.in_order = np.arange(len(layouts[0].kind), dtype=np.intp)
+        self.in_order.flags.writeable = False
+        self.whole_blocks: list[tuple[tuple[str, ...], np.ndarray]] | None = None
+        self.whole_ok = False
+        self.whole_rows: slice | None = None
+        self.whole_view: np.ndarray | None = None
 
 
 class _Layout:

@@ -2,10 +2,12 @@
 
     python benchmarks/agent_scaling.py [--env interplay.envs.swarm] [--agents 10 100 500]
                                        [--agents-kwarg n_agents] [--kwargs '{}']
+                                       [--fixed magent2.environments.battle_v4 ...]
 
 One JSON line per agent count and mode, on any Parallel env whose constructor takes the
-number of agents (``--agents-kwarg``), then on magent2's ``battle_v4`` (162 agents in one copy). Modes: ``random`` (the runner with uniform random
-actions, nothing learned), ``random_collecting`` (the same, booking every transition as a
+number of agents (``--agents-kwarg``), then on envs with a fixed number of agents (``--fixed``:
+magent2's ``battle_v4`` by default, 162 agents in one copy). Modes: ``random`` (the runner
+with uniform random actions, nothing learned), ``random_collecting`` (the same, booking every transition as a
 learner would), ``ippo_sampling`` and ``dqn_sampling`` (the learner's networks acting, transitions booked, no
 update) and ``ippo_train`` (a whole ``interplay.train`` run, updates included). Each is set against the
 lean bare loop (all actions of a step drawn with one NumPy call, handed over with
@@ -111,13 +113,16 @@ def main() -> None:
     p.add_argument("--kwargs", default="{}", help="other constructor arguments, as JSON")
     p.add_argument("--modes", nargs="+", default=[
         "random", "random_collecting", "ippo_sampling", "dqn_sampling", "ippo_train"])
-    p.add_argument("--no-battle", action="store_true",
-                   help=f"skip {BATTLE} (162 agents; measured after the --env counts)")
+    p.add_argument("--fixed", nargs="*", default=[BATTLE], metavar="ENV",
+                   help="Parallel envs with a fixed number of agents, measured after the --env "
+                        f"counts as they are built (default {BATTLE}: 162 agents; e.g. "
+                        "magent2.environments.gather_v5 for 495)")
+    p.add_argument("--no-battle", action="store_true", help="measure no --fixed env")
     args = p.parse_args()
     for n in args.agents:
         measure(args.env, {**json.loads(args.kwargs), args.agents_kwarg: n}, args.modes)
-    if not args.no_battle:
-        measure(BATTLE, {}, args.modes)
+    for env_id in [] if args.no_battle else args.fixed:
+        measure(env_id, {}, args.modes)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The connect four league preset (configs/league_connect_four.yaml) trained, then its learner
-scored against random play and the scripted lookahead players, both seats equally.
+scored against random play and the scripted lookahead players (random among the moves they
+do not force, and centre-first), both seats equally.
 
     python benchmarks/league_connect_four.py                      # the preset: 2M env steps
     python benchmarks/league_connect_four.py --steps 400000 -s league.fixed=[random]
@@ -33,7 +34,8 @@ from interplay.experiment.versus import OUTCOMES
 from interplay.population.league.exploit import exploit
 
 OPPONENTS = ("random", "interplay.envs.connect_four:one_ply",
-             "interplay.envs.connect_four:two_ply")
+             "interplay.envs.connect_four:two_ply", "interplay.envs.connect_four:center_one_ply",
+             "interplay.envs.connect_four:center_two_ply")
 
 
 def main() -> None:

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from pettingzoo.classic import connect_four_v3
 
-from interplay.envs.toy.connect_four import one_ply, two_ply
+from interplay.envs.toy.connect_four import center_one_ply, center_two_ply, one_ply, two_ply
+
+PLAYERS = [one_ply, two_ply, center_one_ply, center_two_ply]
 
 
 def position(mine: list[tuple[int, int]], theirs: list[tuple[int, int]]) -> dict:
@@ -20,13 +22,13 @@ def position(mine: list[tuple[int, int]], theirs: list[tuple[int, int]]) -> dict
     return {"observation": planes, "action_mask": legal}
 
 
-@pytest.mark.parametrize("player", [one_ply, two_ply])
+@pytest.mark.parametrize("player", PLAYERS)
 def test_a_player_takes_a_win_before_blocking_one(player):
     obs = position(mine=[(5, 0), (5, 1), (5, 2)], theirs=[(4, 0), (4, 1), (4, 2)])
     assert all(player(obs, "player_0") == 3 for _ in range(20))
 
 
-@pytest.mark.parametrize("player", [one_ply, two_ply])
+@pytest.mark.parametrize("player", PLAYERS)
 def test_a_player_blocks_the_other_players_win(player):
     obs = position(mine=[(5, 0), (5, 1), (5, 6)], theirs=[(5, 3), (4, 3), (3, 3)])
     assert all(player(obs, "player_1") == 3 for _ in range(20))
@@ -38,6 +40,19 @@ def test_two_ply_does_not_play_under_the_other_players_win():
     picks = {two_ply(obs, "player_0") for _ in range(200)}
     assert picks == {0, 2, 3, 4, 6}
     assert {one_ply(obs, "player_0") for _ in range(200)} >= {1, 5}
+
+
+def test_the_centre_players_take_the_column_nearest_the_centre_they_may():
+    assert center_one_ply(position([], []), "player_0") == 3
+    # the centre column full: the next nearest, the left one first
+    full = [(r, 3) for r in range(0, 6, 2)], [(r, 3) for r in range(1, 6, 2)]
+    assert center_one_ply(position(*full), "player_0") == 2
+    # columns 2-4 full, the other player's three in row 4: a piece in column 1 or 5 lets it
+    # win on top, so the careful one goes to the edge
+    obs = position(mine=[(0, 2), (1, 2), (1, 3), (1, 4), (2, 4), (3, 2), (3, 3), (5, 3), (5, 4)],
+                   theirs=[(0, 3), (0, 4), (2, 2), (2, 3), (3, 4), (4, 2), (4, 3), (4, 4), (5, 2)])
+    assert center_one_ply(obs, "player_0") == 1
+    assert center_two_ply(obs, "player_0") == 0
 
 
 def test_one_ply_beats_random_moves_in_real_games():

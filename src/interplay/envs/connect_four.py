@@ -1,6 +1,6 @@
-"""The players ``interplay.envs.connect_four:one_ply`` and ``:two_ply``: those of
-:mod:`interplay.envs.toy.connect_four` under their short names."""
+"""The players ``interplay.envs.connect_four:one_ply``, ``:two_ply``, ``:center_one_ply`` and
+``:center_two_ply``: those of :mod:`interplay.envs.toy.connect_four` under their short names."""
 
-from interplay.envs.toy.connect_four import one_ply, two_ply
+from interplay.envs.toy.connect_four import center_one_ply, center_two_ply, one_ply, two_ply
 
-__all__ = ["one_ply", "two_ply"]
+__all__ = ["center_one_ply", "center_two_ply", "one_ply", "two_ply"]

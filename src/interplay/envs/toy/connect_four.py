@@ -6,7 +6,10 @@
 
 ``one_ply`` wins at once when it can, else blocks a column where the other player would win at
 once, else plays a random legal column. ``two_ply`` does the same, but among the remaining
-columns avoids those that let the other player win at once on top of its piece. Each takes
+columns avoids those that let the other player win at once on top of its piece.
+``center_one_ply`` and ``center_two_ply`` look ahead as those do, but where they would pick at
+random they take the column nearest the centre: positional players, and deterministic ones
+(``eval --vs ... --opening K`` varies their games). Each takes
 PettingZoo's connect four observation (``observation``: 6x7x2 planes, the mover's pieces
 first; ``action_mask``) and the agent id, and returns a column. Their random choices come from
 NumPy's global generator, which a run seeds and checkpoints, so a league with them resumes
@@ -14,6 +17,8 @@ exactly.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -63,17 +68,20 @@ def _forced(mine: np.ndarray, theirs: np.ndarray, legal: np.ndarray) -> int | No
     return None
 
 
-def one_ply(observation: dict, agent_id: str) -> int:
-    mine, theirs, legal = _planes(observation)
-    forced = _forced(mine, theirs, legal)
-    return forced if forced is not None else int(np.random.choice(np.flatnonzero(legal)))
+_CENTRE_FIRST = (3, 2, 4, 1, 5, 0, 6)
 
 
-def two_ply(observation: dict, agent_id: str) -> int:
-    mine, theirs, legal = _planes(observation)
-    forced = _forced(mine, theirs, legal)
-    if forced is not None:
-        return forced
+def _random(columns: list[int]) -> int:
+    return int(np.random.choice(columns))
+
+
+def _central(columns: list[int]) -> int:
+    return min(columns, key=_CENTRE_FIRST.index)
+
+
+def _safe(mine: np.ndarray, theirs: np.ndarray, legal: np.ndarray) -> list[int]:
+    """The legal columns that do not let the other player win at once on top of the piece
+    (all legal columns when every one does)."""
     safe = []
     for col in np.flatnonzero(legal):
         cell = _drop(mine, theirs, int(col))
@@ -82,4 +90,28 @@ def two_ply(observation: dict, agent_id: str) -> int:
         after[cell] = 1
         if not _winning_columns(theirs, after):
             safe.append(int(col))
-    return int(np.random.choice(safe if safe else np.flatnonzero(legal)))
+    return safe or np.flatnonzero(legal).tolist()
+
+
+def _player(observation: dict, careful: bool, pick: Any) -> int:
+    mine, theirs, legal = _planes(observation)
+    forced = _forced(mine, theirs, legal)
+    if forced is not None:
+        return forced
+    return pick(_safe(mine, theirs, legal) if careful else np.flatnonzero(legal).tolist())
+
+
+def one_ply(observation: dict, agent_id: str) -> int:
+    return _player(observation, False, _random)
+
+
+def two_ply(observation: dict, agent_id: str) -> int:
+    return _player(observation, True, _random)
+
+
+def center_one_ply(observation: dict, agent_id: str) -> int:
+    return _player(observation, False, _central)
+
+
+def center_two_ply(observation: dict, agent_id: str) -> int:
+    return _player(observation, True, _central)

@@ -145,12 +145,14 @@ def test_kwargs_it_cannot_take_are_named(kwargs, needles):
         assert needle in str(err.value)
 
 
-def test_an_unknown_scenario_lists_the_scenarios(capsys):
+def test_an_unknown_scenario_lists_the_scenarios(capsys, tmp_path, monkeypatch):
     with pytest.raises(EnvSpecError, match=r"did you mean vmas:navigation\?.*balance.*transport"):
         vmas_env("navigatoin")
+    monkeypatch.chdir(tmp_path)
     assert main(["train", "-s", "env.id=vmas:no_such_task", *[f"-s={q}" for q in QUIET]]) == 2
     err = capsys.readouterr().err
     assert "no scenario 'no_such_task'" in err and "Traceback" not in err
+    assert not any((tmp_path / "runs").iterdir())  # the run that never started left no folder
 
 
 def test_check_steps_a_scenario(capsys):

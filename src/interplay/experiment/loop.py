@@ -566,8 +566,9 @@ def train(cfg: Config, run_dir: str | Path | None = None, *,
     from interplay.experiment.build import new_run_dir
 
     require_trust("the config", cfg.model_dump(by_alias=True), (), trust, "train", own=True)
+    named = bool(run_dir)
     run_dir = Path(run_dir) if run_dir else new_run_dir(cfg)
-    with hold(run_dir), StopRequest() as stop:
+    with hold(run_dir, made=not named), StopRequest() as stop:
         start_afresh(run_dir, overwrite)
         exp = Experiment(cfg, run_dir, callbacks)
         try:

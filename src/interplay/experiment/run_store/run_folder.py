@@ -53,13 +53,16 @@ class RunFolderError(UserError):
 
 
 @contextmanager
-def hold(run_dir: Path, create: bool = True) -> Iterator[None]:
-    """Hold ``run_dir`` for the body's duration; another process holding it is an error."""
+def hold(run_dir: Path, create: bool = True, made: bool = False) -> Iterator[None]:
+    """Hold ``run_dir`` for the body's duration; another process holding it is an error.
+
+    A folder made here, or by the caller just before (``made``: a new run's own folder, made
+    to claim its name), is removed again when the body leaves nothing in it."""
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise RunFolderError(f"{run_dir} is a file, not a run folder")
     refuse_links(run_dir)
-    made = create and not run_dir.is_dir()
+    made = made or (create and not run_dir.is_dir())
     if made:
         run_dir.mkdir(parents=True, exist_ok=True)
     elif not run_dir.is_dir():

@@ -35,6 +35,23 @@ from interplay.run.transitions import (
 )
 
 
+class _Screen:
+    """:func:`_finite` for the arrays one place checks, which are mostly the same object from
+    step to step (the env's fixed buffers): the flat view is made once per object."""
+
+    __slots__ = ("of", "flat")
+
+    def __init__(self) -> None:
+        self.of: np.ndarray | None = None
+        self.flat: np.ndarray | None = None
+
+    def __call__(self, x: np.ndarray) -> bool:
+        if x is not self.of:
+            self.of = x
+            self.flat = x.reshape(-1) if x.flags.c_contiguous else None
+        return _finite(x, self.flat)
+
+
 @dataclass(slots=True)
 class _Group:
     spec: PolicySpec
@@ -56,7 +73,7 @@ class _Group:
     # train.policy_mapping_fn gives agents per episode (None: all of them, always)
     live: np.ndarray | None = None
     fresh_any: bool = True  # False: no entry of ``fresh`` is True
-    screen: _Screen = dataclasses.field(default_factory=lambda: _Screen())  # its observations
+    screen: _Screen = dataclasses.field(default_factory=_Screen)  # of its observations
     # The actor's facts (wants_env_obs, squashed, reads_obs), read once per actor object: a
     # league may hand the group another actor.
     facts: tuple[bool, bool, bool] = (False, False, True)
@@ -123,23 +140,6 @@ def _finite(x: np.ndarray, flat: np.ndarray | None = None) -> bool:
     else:
         screen = flat.dot(flat)
     return math.isfinite(screen) or bool(np.isfinite(x).all())
-
-
-class _Screen:
-    """:func:`_finite` for the arrays one place checks, which are mostly the same object from
-    step to step (the env's fixed buffers): the flat view is made once per object."""
-
-    __slots__ = ("of", "flat")
-
-    def __init__(self) -> None:
-        self.of: np.ndarray | None = None
-        self.flat: np.ndarray | None = None
-
-    def __call__(self, x: np.ndarray) -> bool:
-        if x is not self.of:
-            self.of = x
-            self.flat = x.reshape(-1) if x.flags.c_contiguous else None
-        return _finite(x, self.flat)
 
 
 class Runner:
@@ -523,8 +523,8 @@ class Runner:
         """Take in the observations of the agents that act next; close their last transitions."""
         for g in self.groups:
             blocks = step.groups[g.spec.id]
-            acts = g.acts = blocks.acting if g.live is None else blocks.acting & g.live
-            obs = blocks.obs if g.spec.prep is None else g.spec.prep(blocks.obs)
+            acts = g.acts = _acting(g, step)
+            obs = _seen(g, blocks.obs)
             if not g.screen(obs):
                 self._check_finite(g, obs, "observation")
             g.obs = g.stack.push(acts, obs) if g.stack is not None else obs

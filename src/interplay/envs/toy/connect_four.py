@@ -18,7 +18,7 @@ exactly.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -93,7 +93,7 @@ def _safe(mine: np.ndarray, theirs: np.ndarray, legal: np.ndarray) -> list[int]:
     return safe or np.flatnonzero(legal).tolist()
 
 
-def _player(observation: dict, careful: bool, pick: Any) -> int:
+def _player(observation: dict, careful: bool, pick: Callable[[list[int]], int]) -> int:
     mine, theirs, legal = _planes(observation)
     forced = _forced(mine, theirs, legal)
     if forced is not None:

@@ -24,7 +24,7 @@ from interplay.envs.toy.swarm import Swarm
 from interplay.envs.vector import SyncVecEnv
 from interplay.errors import NonFiniteError
 from interplay.experiment.build import make_actors, make_algorithm, make_specs, make_vec_env
-from interplay.run.actors import ActBatch
+from interplay.run.actors import ActBatch, RandomActor
 
 
 class Thinning(Swarm):
@@ -98,6 +98,36 @@ def test_moves_and_blocks_follow_agents_that_leave_and_orders_that_change(wide):
     env.close()
 
 
+class _Looking(RandomActor):
+    """Acts at random, but says it reads its observations."""
+
+    reads_obs = True
+
+
+class Rows(Thinning):
+    """Every observation a row of one array, as magent2 hands them; at step ``nan_at`` the
+    sixth live agent's holds a NaN."""
+
+    def __init__(self, nan_at: int | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.nan_at = nan_at
+
+    def _observe(self):
+        obs, dist = super()._observe()
+        rows = np.stack(list(obs.values()))
+        if self.t == self.nan_at:
+            rows[5, 1] = np.nan
+        self.latest = dict(zip(obs, rows, strict=True))
+        return self.latest, dist
+
+    def movers(self) -> dict[str, np.ndarray]:
+        """What the agents that act next were handed."""
+        return {a: self.latest[a] for a in self.agents}
+
+
+register_env("hotpath_rows", lambda **kw: Rows(n_agents=12, max_cycles=30, **kw))
+
+
 def test_a_random_policy_is_handed_no_observation_rows_and_they_are_still_checked():
     register_env("hotpath_nan_obs", nan_obs_env)
     seen = []
@@ -115,6 +145,73 @@ def test_a_random_policy_is_handed_no_observation_rows_and_they_are_still_checke
         for _ in range(6):  # up to the step whose observations hold NaN
             runner.step()
     assert seen and any(width == 0 for _, width in seen)  # some steps, only some agents act
+    # Rows of one array nobody reads are left unwritten, and still checked.
+    runner = make_runner({"env": {"id": "hotpath_rows", "kwargs": {"nan_at": 7}}},
+                         collect=False)
+    runner.reset(0)
+    with pytest.raises(NonFiniteError, match=r"observation of agent 'bee_\d+'.*env step 7"):
+        for _ in range(9):
+            runner.step()
+
+
+def test_observations_left_unwritten_are_there_when_a_reader_takes_over():
+    runner = make_runner({"env": {"id": "hotpath_rows"}}, collect=False)
+    runner.reset(0)
+    g, env = runner.groups[0], runner.env.copies[0].env
+    stale = 0
+    for _ in range(10):
+        runner.step()
+        live = env.movers()
+        stale += not all(np.array_equal(g.obs[0, runner.specs[g.spec.id].agents.index(a)], o)
+                         for a, o in live.items())
+    assert stale  # skipped: the block is behind the env
+    # A league hands the group an actor that reads them: it acts on what the env gave.
+    got = []
+    looking = _Looking(g.spec, np.random.default_rng(0))
+    act = looking.act
+
+    def spy(batch: ActBatch, explore: bool):
+        got.append((batch.env.copy(), batch.slot.copy(), batch.obs.copy()))
+        return act(batch, explore)
+
+    looking.act = spy
+    g.actor = looking
+    for _ in range(3):
+        want = env.movers()
+        runner.step()
+        e, s, obs = got[-1]
+        agents = runner.specs[g.spec.id].agents
+        assert sorted(agents[j] for j in s) == sorted(want)
+        for j, o in zip(s, obs, strict=True):
+            np.testing.assert_array_equal(o, want[agents[j]])
+
+
+@pytest.mark.parametrize("wide", [1, 200])
+def test_skipped_blocks_are_written_exactly_when_filled(wide):
+    """A Parallel env whose blocks nobody reads is stepped with them skipped (its observations
+    are rows of one array); filled, they hold what the env gave each agent, after agents left
+    and orders changed."""
+    env = SyncVecEnv(lambda: Rows(wide=wide, n_agents=12, max_cycles=20), num_envs=2,
+                     raw_obs=True)
+    rng = np.random.default_rng(0)
+    step = env.reset(seed=0)
+    everyone = frozenset(env.agents)
+    stale = 0  # steps where some block was left behind the env
+
+    def current(e, a, o):
+        return np.array_equal(step.obs[a][e], np.asarray(o, np.float32))
+
+    for t in range(45):
+        env.skip_obs(everyone)
+        step = env.step(ActionBlocks([(tuple(env.agents), rng.integers(5, size=(2, 12)))]))
+        stale += not all(current(e, a, o) for e in range(2) for a, o in step.raw_obs[e].items())
+        if t % 4 == 0:
+            env.fill_obs()
+            for e in range(2):
+                for a, o in step.raw_obs[e].items():
+                    assert current(e, a, o), (t, e, a)
+    assert stale > 20
+    env.close()
 
 
 @pytest.mark.parametrize("masked", [False, True])

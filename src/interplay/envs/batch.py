@@ -7,6 +7,8 @@ flags in ``terminated``/``truncated``, while ``obs``/``acting`` already belong t
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -53,6 +55,12 @@ class VecStep:
     all_legal: bool = False
     # True promises that ``acting`` is all True (every agent of every copy acts now).
     all_acting: bool = False
+    # Where some observations were asked to be skipped (VecEnv ``skip_obs``): ``obs_left``
+    # says some were left unwritten in this step (known sound: see ``StepBuffers.skip_obs``),
+    # ``left_unsure`` that others of theirs were written after all, unchecked (then whoever
+    # skipped them should have the rest filled in and check them all).
+    obs_left: bool = False
+    left_unsure: bool = False
     # The env's global state (its ``state()``), kept only when asked for (a QMIX mixer reads
     # it): ``[E, S]`` float32 per copy now (after a reset, the new episode's), and in
     # ``final_state`` the state right after the step of copies where some agent's episode
@@ -236,6 +244,7 @@ class StepBuffers:
         """Clear the rewards (unless ``rewards`` is False) and flags of copies ``rows``."""
         if rewards:
             self.reward[rows] = 0.0
+        self._derived.unsure = False
         if not self._flagged:  # flags are rare (episode ends, failures); most steps skip this
             return
         self.terminated[rows] = False
@@ -275,23 +284,75 @@ class StepBuffers:
         if self.keep_raw:
             self.raw_obs[e] = obs
             self.infos[e] = infos
+        d = self._derived
         if plan.runs:
             values = list(obs.values())
-            for i0, i1, block, where, shape, dtype in plan.runs:
+            left: list[tuple[tuple, list[Any]]] | None = None
+            for run in plan.runs:
+                i0, i1 = run[0], run[1]
                 part = values if i1 - i0 == len(values) else values[i0:i1]
-                if not _write_run(block, e, where, part, shape, dtype):
-                    for a, o in zip(movers[i0:i1], part, strict=True):
-                        self._write_obs(e, a, o)
+                # Nobody reads them in this step: left unwritten where they are rows of one
+                # array of the right shape whose numbers are all finite, so that nothing
+                # is lost by not looking at them row by row.
+                if (d.skipped and id(run[2]) in d.skipped
+                        and _sound(part, run[4], run[5], plan.cuts[i0])):
+                    if left is None:
+                        left = []
+                    left.append((run, part))
+                else:
+                    self._put_run(e, movers, run, part)
+                    d.unsure |= bool(d.skipped)
+            d.left[e] = None if left is None else (movers, left)
+            d.any_left |= left is not None
             # Masks: none to read when no agent got an info, and none to clear when every
             # row is known all-legal already.
             if plan.runs_masked and (self._n_masked or any(infos.values())):
                 for a in plan.run_masked():
                     self._write_mask(e, a, obs[a], infos.get(a))
+        elif d.any_left:
+            d.left[e] = None
+        if plan.alone and d.skipped:  # written, and not screened by a reader that skips
+            d.unsure = True
         for a in plan.alone:
             o = obs[a]
             self._write_obs(e, a, o)
             if self.mask[a] is not None:
                 self._write_mask(e, a, o, infos.get(a))
+
+    def _put_run(self, e: int, movers: tuple[str, ...], run: tuple, part: list[Any]) -> None:
+        """Write one run of a plan (see :class:`_Plan`): stacked, or agent by agent when that
+        fails, so that the error names the agent."""
+        i0, i1, block, where, shape, dtype = run
+        if not _write_run(block, e, where, part, shape, dtype):
+            for a, o in zip(movers[i0:i1], part, strict=True):
+                self._write_obs(e, a, o)
+
+    def skip_obs(self, agents: frozenset[str]) -> None:
+        """In the next writes (until this is called again), leave unwritten the observation
+        blocks that hold only ``agents``: nobody reads them. Only runs of observations known
+        sound at a glance (see :func:`_sound`) are left; the others are written, and the step
+        says so (``VecStep.left_unsure``). What is left is written when :meth:`fill_obs` is
+        called; the next write of a copy drops it."""
+        members: dict[int, list[str]] = {}
+        for a, (block, _j) in self.obs.place.items():
+            members.setdefault(id(block), []).append(a)
+        self._derived.skipped = frozenset(b for b, held in members.items()
+                                          if agents.issuperset(held))
+
+    def fill_obs(self) -> None:
+        """Write the observations that :meth:`skip_obs` left unwritten."""
+        d = self._derived
+        if not d.any_left:
+            return
+        for e, left in enumerate(d.left):
+            if left is not None:
+                d.left[e] = None
+                movers, runs = left
+                for run, part in runs:
+                    self._put_run(e, movers, run, part)
+        d.any_left = False
+        if self._groups is not None:
+            self._groups.refresh(False)
 
     def _write_obs(self, e: int, a: str, o: Any) -> None:
         _col, view, rows, _masks, _masked = self._slots[a]
@@ -444,6 +505,8 @@ class StepBuffers:
         self._view.flagged = self._flagged
         self._view.all_legal = not self._n_masked
         self._view.all_acting = self._n_acting == self.acting.size
+        self._view.obs_left = self._derived.any_left
+        self._view.left_unsure = self._derived.unsure
         if self._groups is not None:
             self._groups.refresh(self._flagged)
         return self._view
@@ -458,7 +521,8 @@ class _Derived:
     gives each copy its plan again after a restore."""
 
     __slots__ = ("of", "plans", "final_plans", "reward_cols", "layouts", "in_order",
-                 "whole_blocks", "whole_ok", "whole_rows", "whole_view")
+                 "whole_blocks", "whole_ok", "whole_rows", "whole_view", "skipped", "left",
+                 "any_left", "unsure")
 
     def __init__(self, num_envs: int, layouts: tuple[_Layout, _Layout]):
         self.of: list[_Plan | None] = [None] * num_envs
@@ -472,6 +536,15 @@ class _Derived:
         self.whole_ok = False
         self.whole_rows: slice | None = None
         self.whole_view: np.ndarray | None = None
+        # Observations nobody reads (see StepBuffers.skip_obs): the ids of the blocks that
+        # hold only theirs, and per copy what its last write left unwritten.
+        self.skipped: frozenset[int] = frozenset()
+        self.left: list[tuple[tuple[str, ...], list[tuple[tuple, list[Any]]]] | None] = (
+            [None] * num_envs)
+        self.any_left = False
+        # Some observations of skipped blocks were written after all since the last
+        # clear_step (VecStep.left_unsure): whoever skipped them must fill and check them.
+        self.unsure = False
 
 
 class _Layout:
@@ -534,6 +607,8 @@ class _Plan:
             self.runs.append((i0, i1, block, pieces[0][2] if len(pieces) == 1 else pieces,
                               shape, dtype))
         self.alone = [movers[i] for i in alone]
+        # Per run (by its first mover), where its observations' arrays change (see _sound).
+        self.cuts: dict[int, list[int]] = {i0: [] for i0, *_ in self.runs}
         in_runs = np.zeros(n, bool)
         for i0, i1, *_ in self.runs:
             in_runs[i0:i1] = True
@@ -620,6 +695,56 @@ def _write_run(block: np.ndarray, e: int, where: slice | list[tuple[int, int, sl
     return True
 
 
+def _sound(part: list[Any], shape: tuple[int, ...], dtype: Any, cuts: list[int]) -> bool:
+    """The observations ``part`` are rows of a few C-contiguous arrays (their ``base``: an env
+    that hands out rows of its own arrays, as magent2's do) of rows of ``shape``, whose dtype
+    their block takes and whose numbers are all finite: rows that need not be written now
+    (see ``StepBuffers.skip_obs``). False when it cannot tell at a glance. (Each row's own
+    shape is checked when it is written: reading the shape of hundreds of arrays would cost
+    what writing them does.)
+
+    ``cuts`` (kept by the caller, updated here) are where the base changed in the last run
+    looked at: envs hand out the same layout step after step, so they are only checked. An
+    env that hands out arrays of their own is not looked at again (``cuts`` is ``[-1]``).
+    """
+    if cuts == _NOT_ROWS:
+        return False
+    try:
+        bases = [o.base for o in part]
+    except AttributeError:  # not all arrays
+        cuts[:] = _NOT_ROWS
+        return False
+    n = len(bases)
+    if not cuts or cuts[-1] != n or not all(
+            _all_is(bases[c0:c1], bases[c0]) for c0, c1 in zip(cuts[:-1], cuts[1:], strict=True)):
+        cuts[:] = [0, *(i + 1 for i, same in enumerate(map(operator.is_, bases[:-1], bases[1:]))
+                        if not same), n]
+    for c in cuts[:-1]:
+        base = bases[c]
+        if (not isinstance(base, np.ndarray) or base.shape[1:] != shape
+                or not base.flags.c_contiguous
+                or not (base.dtype.kind in "biuf" if dtype is np.float32
+                        else base.dtype == dtype)):
+            cuts[:] = _NOT_ROWS
+            return False
+        if base.dtype.kind == "f":
+            flat = base.reshape(-1)
+            if not math.isfinite(flat.dot(flat)):
+                return False
+    return True
+
+
+def _all_is(items: list[Any], one: Any) -> bool:
+    """Every one of ``items`` is ``one``, or (for arrays) equal to it in every number (so
+    finite where ``one`` is: a NaN equals nothing)."""
+    try:
+        # List equality takes identical items as equal without comparing them: a loop in C.
+        return bool(items == [one] * len(items))
+    except (ValueError, TypeError):  # an array compared with another: not the same one
+        return False
+
+
+_NOT_ROWS = [-1]  # _sound's cuts for observations that are not rows of the env's arrays
 _SMALL = 4096  # numbers in a run below which it is converted, not stacked
 _FEW = 8  # agents below which writing them one by one is as quick as one stacked write
 

@@ -79,7 +79,19 @@ class SyncVecEnv:
 
     def current_step(self) -> VecStep:
         """The step the copies are at now (what the last reset/step returned)."""
+        self._buf.fill_obs()
         return self._buf.view()
+
+    def skip_obs(self, agents: frozenset[str]) -> None:
+        """From now on, leave the observations of ``agents`` unwritten where a block holds only
+        theirs and they are known sound (see ``StepBuffers.skip_obs``): nobody reads them (a
+        policy that acts without looking, nothing booked). :meth:`fill_obs` (and
+        :meth:`current_step`) writes them after all, if they are wanted."""
+        self._buf.skip_obs(agents)
+
+    def fill_obs(self) -> None:
+        """Write the observations the last step left unwritten (see :meth:`skip_obs`)."""
+        self._buf.fill_obs()
 
     def group(self, groups: dict[str, tuple[str, ...]]) -> None:
         """Hand each group's ``[E, k, ...]`` blocks in ``VecStep.groups`` from now on."""

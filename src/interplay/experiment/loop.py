@@ -195,7 +195,10 @@ class Experiment:
     def _env_state(self) -> Any:
         if self.remote is not None:
             return self.remote.env_state()
-        return capture(self.env) if self.env.snapshot_supported else None
+        if not self.env.snapshot_supported:
+            return None
+        self.env.current_step()  # writes any observations its last step left unwritten
+        return capture(self.env)
 
     def _marks(self) -> list[int]:
         """Env-step counts where the runners must be where the loop is (a checkpoint)."""

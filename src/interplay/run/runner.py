@@ -78,6 +78,12 @@ class _Group:
     # league may hand the group another actor.
     facts: tuple[bool, bool, bool] = (False, False, True)
     facts_of: Any = None
+    # Nothing reads its observations (an actor that does not look at them, nothing booked or
+    # stacked), so the env may leave them unwritten (VecEnv ``skip_obs``); ``told``: the env
+    # was told so, and ``obs`` may hold older values until they are filled in.
+    unread: bool = False
+    told: bool = False
+    may_skip: bool = False  # the env can leave observations unwritten (and no callback sees them)
 
     def freshen(self, where: Any) -> None:
         """Mark the agents at ``where`` (an index into ``[E, k]``) as starting an episode."""
@@ -89,6 +95,8 @@ class _Group:
             actor = self.facts_of = self.actor
             self.facts = (declared(actor, "wants_env_obs"), declared(actor, "squashed"),
                           declared(actor, "reads_obs"))
+            self.unread = (self.may_skip and self.book is None and self.stack is None
+                           and not (self.facts[0] or self.facts[2]))
         return self.facts
 
 
@@ -151,6 +159,9 @@ class Runner:
         self.experiment: Any = None  # the experiment this runner trains for, if any (callbacks)
         self.callbacks = callbacks or CallbackList([])
         E = env.num_envs
+        # Observations nobody reads are left unwritten where the env can (see _Group.unread);
+        # not where a callback sees every step.
+        may_skip = hasattr(env, "skip_obs") and not self.callbacks.wants_steps
         # From here on the env hands each policy's agents as [E, k, ...] blocks.
         env.group({pid: tuple(spec.agents) for pid, spec in specs.items()})
         self.groups: list[_Group] = []
@@ -172,6 +183,7 @@ class Runner:
                 never=np.zeros((E, k), bool),
                 fresh=np.ones((E, k), bool), recurrent_state={},
                 live=np.zeros((E, k), bool) if spec.mapping is not None else None,
+                may_skip=may_skip,
             ))
         self.mapping = next((s.mapping for s in specs.values() if s.mapping is not None), None)
         self._actions: dict[str, np.ndarray] = (
@@ -411,12 +423,30 @@ class Runner:
         released = {pid: h.release(step.episode_end) for pid, h in self.holds.items()}
         return {pid: t for pid, t in released.items() if t is not None}
 
+    def _retell(self, step: VecStep) -> None:
+        """A group's actor changed whether it reads observations: tell the env whose nobody
+        reads now. A group that reads them again takes in what was left unwritten first."""
+        if any(g.told and not g.unread for g in self.groups):
+            self.env.fill_obs()  # type: ignore[attr-defined]  # only envs with skip_obs skip
+            for g in self.groups:
+                if g.told and not g.unread:
+                    obs = _seen(g, step.groups[g.spec.id].obs)
+                    if not g.screen(obs):
+                        self._check_finite(g, obs, "observation")
+                    g.obs = obs
+        for g in self.groups:
+            g.told = g.unread
+        self.env.skip_obs(  # type: ignore[attr-defined]  # only where _Group.may_skip
+            frozenset(a for g in self.groups if g.told for a in g.spec.agents))
+
     def _act(self, g: _Group, n: int, step: VecStep, explore: bool) -> None:
         # The policy is handed no mask when every action is legal; the book keeps it anyway.
         legal = step.all_legal
         masks = g.mask if g.book is not None or not legal else None
         mask = None
         wants_env_obs, squashed, reads_obs = g.actor_facts()
+        if g.unread is not g.told:
+            self._retell(step)
         if n == g.acts.size:  # everyone acts (simultaneous moves): reshape instead of gathering
             e, s = g.every
             obs = g.obs.reshape(n, -1)
@@ -436,7 +466,8 @@ class Runner:
                 mask = masks[e, s]
             if g.fresh_any:
                 first = g.fresh[e, s]
-                g.fresh[e, s] = False
+                if first.any():  # agents that left stay marked until they come back
+                    g.fresh[e, s] = False
             else:
                 first = g.none_first[:n]
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e, first=first,
@@ -524,10 +555,15 @@ class Runner:
         for g in self.groups:
             blocks = step.groups[g.spec.id]
             acts = g.acts = _acting(g, step)
-            obs = _seen(g, blocks.obs)
-            if not g.screen(obs):
-                self._check_finite(g, obs, "observation")
-            g.obs = g.stack.push(acts, obs) if g.stack is not None else obs
+            if g.told and step.obs_left and not step.left_unsure:  # nobody reads them
+                g.obs = blocks.obs
+            else:
+                if g.told and step.obs_left:  # some written after all: fill in, check all
+                    self.env.fill_obs()  # type: ignore[attr-defined]  # as told (skip_obs)
+                obs = _seen(g, blocks.obs)
+                if not g.screen(obs):
+                    self._check_finite(g, obs, "observation")
+                g.obs = g.stack.push(acts, obs) if g.stack is not None else obs
             g.mask = blocks.mask
             if closed is not None and g.book is not None:
                 t = g.book.close(acts, g.obs, g.mask, g.never, g.never, self.steps)

@@ -176,7 +176,10 @@ class EnvRunner:
 
     def env_state(self) -> Any:
         env = self.runner.env
-        return capture(env) if env.snapshot_supported else None
+        if not env.snapshot_supported:
+            return None
+        env.current_step()  # writes any observations its last step left unwritten
+        return capture(env)
 
     def state(self) -> dict[str, Any]:
         return {"state": self.runner.state_dict(), "env": self.env_state(),

@@ -33,10 +33,10 @@ class Thinning(Swarm):
     ``wide`` repeats each observation that many times (and numbers its copies), so that a
     block of them is big enough to be joined rather than converted."""
 
-    def __init__(self, wide: int = 1, **kwargs):
+    def __init__(self, wide: int = 1, drop: int = 3, **kwargs):
         super().__init__(**kwargs)
         self.moves: list[dict] = []
-        self.wide = wide
+        self.wide, self.drop = wide, drop
         self._obs_space = spaces.Box(-4.0, 4.0 + wide, (4 * wide,), np.float32)
 
     def _observe(self):
@@ -57,7 +57,7 @@ class Thinning(Swarm):
         self.agents = list(self.possible_agents)
         obs, rew, term, trunc, info = super().step({a: actions.get(a, 0) for a in self.agents})
         over = not self.agents
-        if self.t % 3 == 0 and len(self.alive) > 1:
+        if self.t % self.drop == 0 and len(self.alive) > 1:
             gone = self.alive[self.t % len(self.alive)]
             term[gone] = True
             self.alive.remove(gone)
@@ -69,14 +69,17 @@ class Thinning(Swarm):
         return obs, rew, term, trunc, info
 
 
-@pytest.mark.parametrize("wide", [1, 200])  # 800 numbers each: blocks big enough to be joined
-def test_moves_and_blocks_follow_agents_that_leave_and_orders_that_change(wide):
-    env = SyncVecEnv(lambda: Thinning(wide=wide, n_agents=12, max_cycles=20), num_envs=2,
-                     raw_obs=True)
+# wide 200: 800 numbers each, blocks big enough to be joined; 60 agents, one leaving every
+# step: runs broken by more gaps than are written slice by slice.
+@pytest.mark.parametrize(("wide", "n", "drop"), [(1, 12, 3), (200, 12, 3), (1, 60, 1),
+                                                 (200, 60, 1)])
+def test_moves_and_blocks_follow_agents_that_leave_and_orders_that_change(wide, n, drop):
+    env = SyncVecEnv(lambda: Thinning(wide=wide, drop=drop, n_agents=n, max_cycles=20),
+                     num_envs=2, raw_obs=True)
     rng = np.random.default_rng(0)
     step = env.reset(seed=0)
     for _ in range(45):  # past two episode ends
-        block = rng.integers(5, size=(2, 12))
+        block = rng.integers(5, size=(2, n))
         movers = [[a for a, on in zip(env.agents, step.acting[e], strict=True) if on]
                   for e in range(2)]
         step = env.step(ActionBlocks([(tuple(env.agents), block)]))
@@ -165,6 +168,11 @@ def test_observations_left_unwritten_are_there_when_a_reader_takes_over():
         stale += not all(np.array_equal(g.obs[0, runner.specs[g.spec.id].agents.index(a)], o)
                          for a, o in live.items())
     assert stale  # skipped: the block is behind the env
+    # Whoever asks the env for its step (a checkpoint does, before it copies the env) gets
+    # them written.
+    now = runner.env.current_step()
+    for a, o in env.movers().items():
+        np.testing.assert_array_equal(now.obs[a][0], o)
     # A league hands the group an actor that reads them: it acts on what the env gave.
     got = []
     looking = _Looking(g.spec, np.random.default_rng(0))

@@ -55,6 +55,9 @@ class VecStep:
     all_legal: bool = False
     # True promises that ``acting`` is all True (every agent of every copy acts now).
     all_acting: bool = False
+    # A number that changes whenever ``acting`` does (who acts stays the same while it does not),
+    # so that readers may keep what they work out from it; None where the env cannot tell.
+    acting_version: int | None = None
     # Where some observations were asked to be skipped (VecEnv ``skip_obs``): ``obs_left``
     # says some were left unwritten in this step (known sound: see ``StepBuffers.skip_obs``),
     # ``left_unsure`` that others of theirs were written after all, unchecked (then whoever
@@ -203,9 +206,10 @@ class StepBuffers:
                           and all(block.ndim == 2 for _, block in blocks))
         if not d.whole_ok:
             return None
-        if len(blocks) == 1:  # a view of the one block, the same while the blocks are
+        whole = blocks[0][1] if len(blocks) == 1 else getattr(actions, "whole", None)
+        if whole is not None:  # a view of the one array, the same while the blocks are
             if rows != d.whole_rows:
-                d.whole_rows, d.whole_view = rows, blocks[0][1][rows]
+                d.whole_rows, d.whole_view = rows, whole[rows]
             return d.whole_view
         return np.concatenate([block[rows] for _, block in blocks], axis=1)
 
@@ -215,6 +219,8 @@ class StepBuffers:
         self._n_acting = int(np.count_nonzero(self.acting))
         self._n_masked = sum(map(sum, self._masked.values()))
         self._derived.of = [None if m is None else self._plan(m) for m in self.movers]
+        if self._derived.acting_version is not None:  # the rows may hold another step's
+            self._derived.acting_version += 1
 
     def cols_of(self, agents: tuple[str, ...]) -> np.ndarray:
         """The columns of ``agents`` (one shared array for every agent in env order)."""
@@ -279,6 +285,7 @@ class StepBuffers:
                 acting[e] = False
                 acting[e, plan.cols] = True
                 self._n_acting += len(movers) - len(self.movers[e] or ())
+                self._derived.acting_version = (self._derived.acting_version or 0) + 1
             self.movers[e] = movers
             self._derived.of[e] = plan
         if self.keep_raw:
@@ -505,6 +512,7 @@ class StepBuffers:
         self._view.flagged = self._flagged
         self._view.all_legal = not self._n_masked
         self._view.all_acting = self._n_acting == self.acting.size
+        self._view.acting_version = self._derived.acting_version
         self._view.obs_left = self._derived.any_left
         self._view.left_unsure = self._derived.unsure
         if self._groups is not None:
@@ -522,7 +530,7 @@ class _Derived:
 
     __slots__ = ("of", "plans", "final_plans", "reward_cols", "layouts", "in_order",
                  "whole_blocks", "whole_ok", "whole_rows", "whole_view", "skipped", "left",
-                 "any_left", "unsure")
+                 "any_left", "unsure", "acting_version")
 
     def __init__(self, num_envs: int, layouts: tuple[_Layout, _Layout]):
         self.of: list[_Plan | None] = [None] * num_envs
@@ -545,6 +553,9 @@ class _Derived:
         # Some observations of skipped blocks were written after all since the last
         # clear_step (VecStep.left_unsure): whoever skipped them must fill and check them.
         self.unsure = False
+        # Counts rewrites of ``acting`` here (VecStep.acting_version); None while this process
+        # has written none (an async env's own buffers: its workers write them).
+        self.acting_version: int | None = None
 
 
 class _Layout:
@@ -585,10 +596,11 @@ class _Plan:
         kinds = layout.kind[cols]
         n = len(movers)
         cuts = [0, *(np.flatnonzero(kinds[1:] != kinds[:-1]) + 1).tolist(), n] if n else [0]
-        # Each run: its movers i0:i1, its block, where its rows sit there (a slice, or
-        # pieces (k0, k1, slice): movers i0+k0:i0+k1 in a slice), the observations' shape and
-        # the rows' dtype.
-        self.runs: list[tuple[int, int, np.ndarray, slice | list[tuple[int, int, slice]],
+        # Each run: its movers i0:i1, its block, where its rows sit there (a slice; pieces
+        # (k0, k1, slice): movers i0+k0:i0+k1 in a slice; or, broken by many gaps, its
+        # columns), the observations' shape and the rows' dtype.
+        self.runs: list[tuple[int, int, np.ndarray,
+                              slice | list[tuple[int, int, slice]] | np.ndarray,
                               tuple[int, ...], Any]] = []
         alone: list[int] = []
         for i0, i1 in zip(cuts[:-1], cuts[1:], strict=True):
@@ -601,6 +613,9 @@ class _Plan:
             # Pieces whose columns follow one another (agents missing between them, or
             # handed over in another order, break them): each is one slice of the block.
             breaks = [0, *(np.flatnonzero(np.diff(at) != 1) + 1).tolist(), len(at)]
+            if len(breaks) > _PIECES:  # broken up by many gaps: written by its columns
+                self.runs.append((i0, i1, block, at, shape, dtype))
+                continue
             starts = at[breaks[:-1]].tolist()
             pieces = [(k0, k1, slice(j, j + k1 - k0))
                       for k0, k1, j in zip(breaks[:-1], breaks[1:], starts, strict=True)]
@@ -653,13 +668,15 @@ def _kept(cache: dict[tuple[str, ...], Any], key: tuple[str, ...], value: Any) -
     return value
 
 
-def _write_run(block: np.ndarray, e: int, where: slice | list[tuple[int, int, slice]],
+def _write_run(block: np.ndarray, e: int,
+               where: slice | list[tuple[int, int, slice]] | np.ndarray,
                part: list[Any], shape: tuple[int, ...], dtype: Any) -> bool:
-    """Write observations ``part`` into copy ``e``'s rows ``where`` of ``block`` (a slice, or
-    pieces of ``part`` each with its slice) with one stacked write per slice, if they all have
-    the space's ``shape`` and a dtype the rows take as they are (see ``fits_as_is``: bytes for
-    byte rows, any number type for float rows); False otherwise (then rows already written
-    are written again, one by one, by the caller)."""
+    """Write observations ``part`` into copy ``e``'s rows ``where`` of ``block`` (a slice,
+    pieces of ``part`` each with its slice, or the columns of each) with one stacked write per
+    slice (or one stacked copy and one indexed write), if they all have the space's ``shape``
+    and a dtype the rows take as they are (see ``fits_as_is``: bytes for byte rows, any number
+    type for float rows); False otherwise (then rows already written are written again, one
+    by one, by the caller)."""
     n = len(part)
     if n * block.shape[2] <= _SMALL:  # little data: one C-level conversion beats np.stack's
         try:
@@ -671,13 +688,19 @@ def _write_run(block: np.ndarray, e: int, where: slice | list[tuple[int, int, sl
             return False
         if arr.ndim != 2:
             arr = arr.reshape(n, -1)
-        if isinstance(where, slice):
+        if not isinstance(where, list):
             block[e, where] = arr
         else:
             for k0, k1, sl in where:
                 block[e, sl] = arr[k0:k1]
         return True
     casting = "no" if dtype is np.uint8 else "same_kind"
+    if isinstance(where, np.ndarray):  # columns with many gaps: one stacked copy, then them
+        rows = np.empty((n, block.shape[2]), block.dtype)
+        if not _write_run(rows[None], 0, slice(None), part, shape, dtype):
+            return False
+        block[e, where] = rows
+        return True
     pieces = [(0, n, where)] if isinstance(where, slice) else where
     try:
         whole = shape and list(map(len, part)).count(shape[0]) == n
@@ -746,6 +769,7 @@ def _all_is(items: list[Any], one: Any) -> bool:
 
 _NOT_ROWS = [-1]  # _sound's cuts for observations that are not rows of the env's arrays
 _SMALL = 4096  # numbers in a run below which it is converted, not stacked
+_PIECES = 16  # slices a run is written in, at most; more: by its columns (one indexed write)
 _FEW = 8  # agents below which writing them one by one is as quick as one stacked write
 
 
@@ -762,12 +786,16 @@ def group_blocks(step: VecStep, agents: list[str], known: GroupBlocks | None,
 class ActionBlocks(dict):
     """Each agent's ``[E, ...]`` actions (a dict, as every vector env takes them), and the
     ``[E, k, ...]`` group blocks they are views of (``blocks``: the group's agents and its
-    block), so a copy's moves can be read off one block row instead of one array per agent."""
+    block), so a copy's moves can be read off one block row instead of one array per agent.
+    ``whole``, where the blocks are views side by side of one ``[E, A, ...]`` array in the
+    blocks' agent order, is that array."""
 
-    def __init__(self, blocks: list[tuple[tuple[str, ...], np.ndarray]]):
+    def __init__(self, blocks: list[tuple[tuple[str, ...], np.ndarray]],
+                 whole: np.ndarray | None = None):
         super().__init__((a, block[:, j]) for agents, block in blocks
                          for j, a in enumerate(agents))
         self.blocks = blocks
+        self.whole = whole
 
 
 class FixedArrays(dict):

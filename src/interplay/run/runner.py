@@ -84,6 +84,9 @@ class _Group:
     unread: bool = False
     told: bool = False
     may_skip: bool = False  # the env can leave observations unwritten (and no callback sees them)
+    # (VecStep.acting_version, copy, slot, [n, 0] observations) of the agents acting in the
+    # latest step where only some did
+    rows: tuple[int | None, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def freshen(self, where: Any) -> None:
         """Mark the agents at ``where`` (an index into ``[E, k]``) as starting an episode."""
@@ -98,6 +101,19 @@ class _Group:
             self.unread = (self.may_skip and self.book is None and self.stack is None
                            and not (self.facts[0] or self.facts[2]))
         return self.facts
+
+
+def _whole_actions(env: VecEnv, specs: dict[str, PolicySpec]) -> np.ndarray | None:
+    """One ``[1, A]`` array for every group's actions, each group's block a view of it side by
+    side, where the groups hold the env's agents in its order with one kind of single-number
+    actions, in one env copy (more copies would leave the views not in one piece): the env
+    then reads every move off it without joining the blocks."""
+    views = [s.action_view for s in specs.values()]
+    if (env.num_envs != 1 or len(specs) < 2 or any(s.mapping is not None for s in specs.values())
+            or [a for s in specs.values() for a in s.agents] != list(env.agents)
+            or any(v.shape != () or v.dtype != views[0].dtype for v in views)):
+        return None
+    return np.zeros((1, len(env.agents)), views[0].dtype)
 
 
 def _every(num_envs: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -164,12 +180,16 @@ class Runner:
         may_skip = hasattr(env, "skip_obs") and not self.callbacks.wants_steps
         # From here on the env hands each policy's agents as [E, k, ...] blocks.
         env.group({pid: tuple(spec.agents) for pid, spec in specs.items()})
+        whole = _whole_actions(env, specs)
         self.groups: list[_Group] = []
+        at = 0
         for pid, spec in specs.items():
             k, dim = len(spec.agents), spec.obs_view.dim
             size = spec.config.stack_size
             view = spec.action_view
-            actions = np.zeros((E, k, *view.shape), view.dtype)
+            actions = (np.zeros((E, k, *view.shape), view.dtype) if whole is None
+                       else whole[:, at:at + k])
+            at += k
             self.groups.append(_Group(
                 spec=spec, actor=actors[pid],
                 book=TransitionBook(E, k, spec.obs_dim, view.shape, view.dtype, view.mask_dim,
@@ -187,7 +207,7 @@ class Runner:
             ))
         self.mapping = next((s.mapping for s in specs.values() if s.mapping is not None), None)
         self._actions: dict[str, np.ndarray] = (
-            ActionBlocks([(tuple(g.spec.agents), g.actions) for g in self.groups])
+            ActionBlocks([(tuple(g.spec.agents), g.actions) for g in self.groups], whole)
             if self.mapping is None else self._merged_actions(E))
         owner = {a: pid for pid, s in specs.items() for a in s.agents}
         self.tracker = EpisodeTracker(env.agents, E, copies)
@@ -459,17 +479,27 @@ class Runner:
             else:
                 first = g.none_first
         else:
-            e, s = np.nonzero(g.acts)
-            obs = (g.obs[e, s] if g.book is not None or reads_obs
-                   else np.empty((n, 0), g.obs.dtype))
+            version = step.acting_version
+            if version is None or g.live is not None or g.rows is None or g.rows[0] != version:
+                # Who acts changed: worked out again (and kept while it holds, where the env
+                # says when it changes); an agent marked fresh may be among them.
+                e, s = np.nonzero(g.acts)
+                e.flags.writeable = s.flags.writeable = False
+                g.rows = (version, e, s, np.empty((n, 0), g.obs.dtype))
+                g.fresh_any = True
+            _, e, s, empty = g.rows
+            obs = g.obs[e, s] if g.book is not None or reads_obs else empty
             if masks is not None:
                 mask = masks[e, s]
+            first = g.none_first[:n]
             if g.fresh_any:
                 first = g.fresh[e, s]
-                if first.any():  # agents that left stay marked until they come back
+                if first.any():
                     g.fresh[e, s] = False
-            else:
-                first = g.none_first[:n]
+                elif version is not None and g.live is None:
+                    # None of these is: agents marked (those that left) act again only after
+                    # who acts changed, which looks again.
+                    g.fresh_any = False
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e, first=first,
                          recurrent_state=g.recurrent_state)
         if wants_env_obs:

@@ -287,3 +287,107 @@ def test_ever_new_orders_keep_a_bounded_set_of_plans_and_land_in_their_columns()
         for a, o in step.raw_obs[0].items():
             np.testing.assert_array_equal(step.obs[a][0], np.asarray(o, np.float32))
     env.close()
+
+
+def test_first_marks_each_agents_first_action_of_an_episode_as_agents_leave():
+    """Who acts is kept while the env says it did not change; ``first`` still marks exactly
+    each agent's first action of each episode (agents leave on their way, two copies)."""
+    register_env("hotpath_thinning", lambda **kw: Thinning(n_agents=20, drop=2, max_cycles=9))
+    runner = make_runner({"env": {"id": "hotpath_thinning", "num_envs": 2}}, collect=False)
+    g = runner.groups[0]
+    calls = []
+    act = g.actor.act
+
+    def spy(batch: ActBatch, explore: bool):
+        calls.append((batch.env.copy(), batch.slot.copy(), np.asarray(batch.first).copy()))
+        return act(batch, explore)
+
+    g.actor.act = spy
+    runner.reset(0)
+    acted: list[set] = [set(), set()]
+    partial = 0
+    for _ in range(40):  # four episodes in each copy
+        runner.step()
+        e, s, first = calls[-1]
+        partial += len(e) < 40
+        for i, j, f in zip(e.tolist(), s.tolist(), first.tolist(), strict=True):
+            assert f == (j not in acted[i]), (i, j)
+            acted[i].add(j)
+        for i in np.flatnonzero(runner._step.episode_end):
+            acted[i] = set()
+    assert partial > 20
+
+
+class Blinking:
+    """A Parallel env whose agents leave (terminated) one every third step and come back two
+    steps later, within the episode; the episode is cut at ``max_cycles``."""
+
+    metadata = {"name": "blinking"}
+
+    def __init__(self, n: int = 12, max_cycles: int = 15):
+        self.possible_agents = [f"b_{i}" for i in range(n)]
+        self.max_cycles = max_cycles
+        self._obs = spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self._act = spaces.Discrete(5)
+
+    def observation_space(self, agent):
+        return self._obs
+
+    def action_space(self, agent):
+        return self._act
+
+    def _observe(self):
+        return {a: np.full(4, (self.t % 7) / 7, np.float32) for a in self.agents}
+
+    def reset(self, seed=None, options=None):
+        self.t, self.agents, self.away = 0, list(self.possible_agents), {}
+        return self._observe(), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        were = list(self.agents)
+        back = [a for a, t in self.away.items() if self.t - t >= 2]
+        for a in back:
+            del self.away[a]
+        leaving = (self.possible_agents[self.t // 3 % len(self.possible_agents)]
+                   if self.t % 3 == 0 else None)
+        term = {a: a == leaving for a in were}
+        cut = self.t >= self.max_cycles
+        trunc = dict.fromkeys(were, cut)
+        if leaving in were and not cut:
+            self.away[leaving] = self.t
+        self.agents = [] if cut else [a for a in self.possible_agents
+                                      if (a in were and a != leaving) or a in back]
+        obs = {a: np.full(4, (self.t % 7) / 7, np.float32) for a in were}
+        obs.update(self._observe())
+        return obs, dict.fromkeys(were, 1.0), term, trunc, {a: {} for a in were}
+
+    def close(self):
+        pass
+
+
+def test_first_marks_the_first_action_of_agents_that_come_back():
+    register_env("hotpath_blinking", lambda **kw: Blinking())
+    runner = make_runner({"env": {"id": "hotpath_blinking"}}, collect=False)
+    g = runner.groups[0]
+    calls = []
+    act = g.actor.act
+
+    def spy(batch: ActBatch, explore: bool):
+        calls.append((batch.slot.copy(), np.asarray(batch.first).copy()))
+        return act(batch, explore)
+
+    g.actor.act = spy
+    runner.reset(0)
+    acted: set = set()
+    firsts = 0
+    for _ in range(45):
+        runner.step()
+        s, first = calls[-1]
+        for j, f in zip(s.tolist(), first.tolist(), strict=True):
+            assert f == (j not in acted), j
+            acted.add(j)
+            firsts += f
+        blocks = runner._step.groups[g.spec.id]
+        acted -= set(np.flatnonzero(blocks.terminated[0] | blocks.truncated[0]).tolist())
+    assert firsts > 45  # three episodes' starts and a dozen returns

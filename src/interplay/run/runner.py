@@ -84,9 +84,10 @@ class _Group:
     unread: bool = False
     told: bool = False
     may_skip: bool = False  # the env can leave observations unwritten (and no callback sees them)
-    # (VecStep.acting_version, copy, slot, [n, 0] observations) of the agents acting in the
-    # latest step where only some did
-    rows: tuple[int | None, np.ndarray, np.ndarray, np.ndarray] | None = None
+    # (copy, slot, [n, 0] observations) of the agents acting where only some do, kept while
+    # who acts stays as it was at VecStep.acting_version ``rows_of``
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    rows_of: int | None = None
 
     def freshen(self, where: Any) -> None:
         """Mark the agents at ``where`` (an index into ``[E, k]``) as starting an episode."""
@@ -467,6 +468,9 @@ class Runner:
         wants_env_obs, squashed, reads_obs = g.actor_facts()
         if g.unread is not g.told:
             self._retell(step)
+        version = step.acting_version
+        if version != g.rows_of:  # who acts changed: an agent marked fresh may act now
+            g.rows_of, g.rows, g.fresh_any = version, None, True
         if n == g.acts.size:  # everyone acts (simultaneous moves): reshape instead of gathering
             e, s = g.every
             obs = g.obs.reshape(n, -1)
@@ -479,19 +483,15 @@ class Runner:
             else:
                 first = g.none_first
         else:
-            version = step.acting_version
-            if version is None or g.live is not None or g.rows is None or g.rows[0] != version:
-                # Who acts changed: worked out again (and kept while it holds, where the env
-                # says when it changes); an agent marked fresh may be among them.
+            if g.rows is None or version is None or g.live is not None:
+                # Worked out again where who acts changed (kept while the env says it holds).
                 e, s = np.nonzero(g.acts)
                 e.flags.writeable = s.flags.writeable = False
-                g.rows = (version, e, s, np.empty((n, 0), g.obs.dtype))
-                g.fresh_any = True
-            _, e, s, empty = g.rows
+                g.rows = (e, s, np.empty((n, 0), g.obs.dtype))
+            e, s, empty = g.rows
             obs = g.obs[e, s] if g.book is not None or reads_obs else empty
             if masks is not None:
                 mask = masks[e, s]
-            first = g.none_first[:n]
             if g.fresh_any:
                 first = g.fresh[e, s]
                 if first.any():
@@ -500,6 +500,8 @@ class Runner:
                     # None of these is: agents marked (those that left) act again only after
                     # who acts changed, which looks again.
                     g.fresh_any = False
+            else:
+                first = g.none_first[:n]
         batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e, first=first,
                          recurrent_state=g.recurrent_state)
         if wants_env_obs:

@@ -298,17 +298,17 @@ class StepBuffers:
             for run in plan.runs:
                 i0, i1 = run[0], run[1]
                 part = values if i1 - i0 == len(values) else values[i0:i1]
-                # Nobody reads them in this step: left unwritten where they are rows of one
-                # array of the right shape whose numbers are all finite, so that nothing
-                # is lost by not looking at them row by row.
-                if (d.skipped and id(run[2]) in d.skipped
-                        and _sound(part, run[4], run[5], plan.cuts[i0])):
+                # Nobody reads them: left unwritten where they are rows of the env's own
+                # arrays, of the right shape and all finite, so that nothing is lost by not
+                # looking at them row by row; otherwise written, for the reader to check.
+                skip = bool(d.skipped) and id(run[2]) in d.skipped
+                if skip and _sound(part, run[4], run[5], plan.cuts[i0]):
                     if left is None:
                         left = []
                     left.append((run, part))
                 else:
                     self._put_run(e, movers, run, part)
-                    d.unsure |= bool(d.skipped)
+                    d.unsure |= skip
             d.left[e] = None if left is None else (movers, left)
             d.any_left |= left is not None
             # Masks: none to read when no agent got an info, and none to clear when every

@@ -391,3 +391,42 @@ def test_first_marks_the_first_action_of_agents_that_come_back():
         blocks = runner._step.groups[g.spec.id]
         acted -= set(np.flatnonzero(blocks.terminated[0] | blocks.truncated[0]).tolist())
     assert firsts > 45  # three episodes' starts and a dozen returns
+
+
+class TwoTeams(Blinking):
+    """Two teams (``x_*``, ``y_*``) in one env, every move recorded."""
+
+    def __init__(self):
+        super().__init__()
+        self.possible_agents = [*(f"x_{i}" for i in range(3)), *(f"y_{i}" for i in range(4))]
+        self.moves: list[dict] = []
+
+    def step(self, actions):
+        self.moves.append({a: int(x) for a, x in actions.items()})
+        return super().step(actions)
+
+
+def test_teams_in_one_copy_hand_the_env_exactly_the_moves_their_policies_chose():
+    """With one copy, the teams' action blocks are views of one array the env reads every move
+    off; each agent still gets its own policy's choice, as agents leave and come back."""
+    register_env("hotpath_two_teams", lambda **kw: TwoTeams())
+    runner = make_runner({"env": {"id": "hotpath_two_teams"}}, collect=False)
+    assert len(runner.groups) == 2
+    assert runner._actions.whole is not None  # the one array both blocks are views of
+    chosen: dict[str, int] = {}
+    for g in runner.groups:
+        act, agents = g.actor.act, g.spec.agents
+
+        def spy(batch: ActBatch, explore: bool, act=act, agents=agents):
+            action, extras = act(batch, explore)
+            chosen.update((agents[j], int(x)) for j, x in zip(batch.slot, action, strict=True))
+            return action, extras
+
+        g.actor.act = spy
+    runner.reset(0)
+    env = runner.env.copies[0].env
+    for _ in range(30):
+        chosen.clear()
+        runner.step()
+        assert env.moves[-1] == chosen
+    assert len({a[0] for a in chosen}) == 2

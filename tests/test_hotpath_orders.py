@@ -20,6 +20,7 @@ from interplay.config.validation import validate
 from interplay.envs.batch import ActionBlocks
 from interplay.envs.registry import register_env
 from interplay.envs.snapshot import capture, restore
+from interplay.envs.spaces import ObservationError
 from interplay.envs.toy.swarm import Swarm
 from interplay.envs.vector import SyncVecEnv
 from interplay.errors import NonFiniteError
@@ -430,3 +431,26 @@ def test_teams_in_one_copy_hand_the_env_exactly_the_moves_their_policies_chose()
         runner.step()
         assert env.moves[-1] == chosen
     assert len({a[0] for a in chosen}) == 2
+
+
+class CutRow(Rows):
+    """Rows of one array, but from step 4 on the third agent is handed only part of its row."""
+
+    def _observe(self):
+        obs, dist = super()._observe()
+        if self.t >= 4:
+            a = list(obs)[2]
+            obs[a] = obs[a][:3]
+        return obs, dist
+
+
+def test_a_row_left_unwritten_that_breaks_its_space_is_named_once_read():
+    register_env("hotpath_cut_row", lambda **kw: CutRow(n_agents=12, max_cycles=30))
+    runner = make_runner({"env": {"id": "hotpath_cut_row"}}, collect=False)
+    runner.reset(0)
+    for _ in range(6):  # nobody reads it
+        runner.step()
+    g = runner.groups[0]
+    g.actor = _Looking(g.spec, np.random.default_rng(0))
+    with pytest.raises(ObservationError, match=r"env copy 0.*bee_\d+.*shape \(3,\)"):
+        runner.step()

@@ -355,8 +355,11 @@ class StepBuffers:
             if left is not None:
                 d.left[e] = None
                 movers, runs = left
-                for run, part in runs:
-                    self._put_run(e, movers, run, part)
+                try:
+                    for run, part in runs:
+                        self._put_run(e, movers, run, part)
+                except ObservationError as err:
+                    raise ObservationError(f"env copy {e}, the latest step: {err}") from None
         d.any_left = False
         if self._groups is not None:
             self._groups.refresh(False)

@@ -454,3 +454,50 @@ def test_a_row_left_unwritten_that_breaks_its_space_is_named_once_read():
     g.actor = _Looking(g.spec, np.random.default_rng(0))
     with pytest.raises(ObservationError, match=r"env copy 0.*bee_\d+.*shape \(3,\)"):
         runner.step()
+
+
+class SharedBlock(Blinking):
+    """Teams ``x`` and ``y`` with observations of one width (so one block), ``z`` with wider
+    ones, rows of one array; from step 3 on ``x_1``'s observation holds a NaN. Nobody leaves."""
+
+    def __init__(self):
+        super().__init__()
+        self.possible_agents = [*(f"x_{i}" for i in range(4)), *(f"y_{i}" for i in range(4)),
+                                *(f"z_{i}" for i in range(9))]
+        self._wide = spaces.Box(-1.0, 1.0, (6,), np.float32)
+
+    def observation_space(self, agent):
+        return self._wide if agent[0] == "z" else self._obs
+
+    def _observe(self):
+        v = (self.t % 7) / 7
+        narrow = np.full((8, 4), v, np.float32)
+        if self.t >= 3:
+            narrow[1, 0] = np.nan
+        wide = np.full((9, 6), v, np.float32)
+        return {a: (wide[i - 8] if i >= 8 else narrow[i])
+                for i, a in enumerate(self.possible_agents)}
+
+    def step(self, actions):
+        self.t += 1
+        obs, cut = self._observe(), self.t >= self.max_cycles
+        if cut:
+            self.agents = []
+        agents = list(obs)
+        return (obs, dict.fromkeys(agents, 0.0), dict.fromkeys(agents, False),
+                dict.fromkeys(agents, cut), {a: {} for a in agents})
+
+
+def test_a_random_group_whose_block_a_reader_shares_is_still_checked():
+    """``x`` acts at random and ``y``, in the same block, reads: that block is written, not
+    left, while ``z``'s rows are left; a NaN in ``x``'s observations still stops the run."""
+    register_env("hotpath_shared_block", lambda **kw: SharedBlock())
+    runner = make_runner({"env": {"id": "hotpath_shared_block"}}, collect=False)
+    groups = {g.spec.id: g for g in runner.groups}
+    assert set(groups) == {"x", "y", "z"}
+    y = groups["y"]
+    y.actor = _Looking(y.spec, np.random.default_rng(0))
+    runner.reset(0)
+    with pytest.raises(NonFiniteError, match=r"observation of agent 'x_1'.*env step 3"):
+        for _ in range(6):
+            runner.step()

@@ -334,17 +334,19 @@ class StepBuffers:
             for a, o in zip(movers[i0:i1], part, strict=True):
                 self._write_obs(e, a, o)
 
-    def skip_obs(self, agents: frozenset[str]) -> None:
+    def skip_obs(self, agents: frozenset[str]) -> frozenset[str]:
         """In the next writes (until this is called again), leave unwritten the observation
         blocks that hold only ``agents``: nobody reads them. Only runs of observations known
         sound at a glance (see :func:`_sound`) are left; the others are written, and the step
         says so (``VecStep.left_unsure``). What is left is written when :meth:`fill_obs` is
-        called; the next write of a copy drops it."""
+        called; the next write of a copy drops it. Returns the agents of those blocks (those
+        whose observations may be left: not those sharing a block with an agent read)."""
         members: dict[int, list[str]] = {}
         for a, (block, _j) in self.obs.place.items():
             members.setdefault(id(block), []).append(a)
-        self._derived.skipped = frozenset(b for b, held in members.items()
-                                          if agents.issuperset(held))
+        skipped = {b: held for b, held in members.items() if agents.issuperset(held)}
+        self._derived.skipped = frozenset(skipped)
+        return frozenset(a for held in skipped.values() for a in held)
 
     def fill_obs(self) -> None:
         """Write the observations that :meth:`skip_obs` left unwritten."""

@@ -82,12 +82,13 @@ class SyncVecEnv:
         self._buf.fill_obs()
         return self._buf.view()
 
-    def skip_obs(self, agents: frozenset[str]) -> None:
+    def skip_obs(self, agents: frozenset[str]) -> frozenset[str]:
         """From now on, leave the observations of ``agents`` unwritten where a block holds only
         theirs and they are known sound (see ``StepBuffers.skip_obs``): nobody reads them (a
         policy that acts without looking, nothing booked). :meth:`fill_obs` (and
-        :meth:`current_step`) writes them after all, if they are wanted."""
-        self._buf.skip_obs(agents)
+        :meth:`current_step`) writes them after all, if they are wanted. Returns the agents whose
+        observations may be left so."""
+        return self._buf.skip_obs(agents)
 
     def fill_obs(self) -> None:
         """Write the observations the last step left unwritten (see :meth:`skip_obs`)."""

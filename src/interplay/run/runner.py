@@ -79,10 +79,12 @@ class _Group:
     facts: tuple[bool, bool, bool] = (False, False, True)
     facts_of: Any = None
     # Nothing reads its observations (an actor that does not look at them, nothing booked or
-    # stacked), so the env may leave them unwritten (VecEnv ``skip_obs``); ``told``: the env
-    # was told so, and ``obs`` may hold older values until they are filled in.
+    # stacked), so the env may leave them unwritten (VecEnv ``skip_obs``); ``told``: what the
+    # env was last told of it; ``leaves``: the env may leave them (its block holds no agent
+    # read), so ``obs`` may hold older values until they are filled in.
     unread: bool = False
     told: bool = False
+    leaves: bool = False
     may_skip: bool = False  # the env can leave observations unwritten (and no callback sees them)
     # (copy, slot, [n, 0] observations) of the agents acting where only some do, kept while
     # who acts stays as it was at VecStep.acting_version ``rows_of``
@@ -447,18 +449,20 @@ class Runner:
     def _retell(self, step: VecStep) -> None:
         """A group's actor changed whether it reads observations: tell the env whose nobody
         reads now. A group that reads them again takes in what was left unwritten first."""
-        if any(g.told and not g.unread for g in self.groups):
+        if any(g.leaves and not g.unread for g in self.groups):
             self.env.fill_obs()  # type: ignore[attr-defined]  # only envs with skip_obs skip
             for g in self.groups:
-                if g.told and not g.unread:
+                if g.leaves and not g.unread:
                     obs = _seen(g, step.groups[g.spec.id].obs)
                     if not g.screen(obs):
                         self._check_finite(g, obs, "observation")
                     g.obs = obs
         for g in self.groups:
             g.told = g.unread
-        self.env.skip_obs(  # type: ignore[attr-defined]  # only where _Group.may_skip
+        left = self.env.skip_obs(  # type: ignore[attr-defined]  # only where _Group.may_skip
             frozenset(a for g in self.groups if g.told for a in g.spec.agents))
+        for g in self.groups:
+            g.leaves = g.told and left.issuperset(g.spec.agents)
 
     def _act(self, g: _Group, n: int, step: VecStep, explore: bool) -> None:
         # The policy is handed no mask when every action is legal; the book keeps it anyway.
@@ -587,10 +591,10 @@ class Runner:
         for g in self.groups:
             blocks = step.groups[g.spec.id]
             acts = g.acts = _acting(g, step)
-            if g.told and step.obs_left and not step.left_unsure:  # nobody reads them
+            if g.leaves and step.obs_left and not step.left_unsure:  # nobody reads them
                 g.obs = blocks.obs
             else:
-                if g.told and step.obs_left:  # some written after all: fill in, check all
+                if g.leaves and step.obs_left:  # some written after all: fill in, check all
                     self.env.fill_obs()  # type: ignore[attr-defined]  # as told (skip_obs)
                 obs = _seen(g, blocks.obs)
                 if not g.screen(obs):

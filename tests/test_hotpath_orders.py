@@ -433,6 +433,62 @@ def test_teams_in_one_copy_hand_the_env_exactly_the_moves_their_policies_chose()
     assert len({a[0] for a in chosen}) == 2
 
 
+class SpacedTeams(TwoTeams):
+    """Two teams whose actions are not Discrete from 0, every move recorded as it came."""
+
+    def __init__(self, x_space, y_space):
+        super().__init__()
+        self.spaces = {"x": x_space, "y": y_space}
+
+    def action_space(self, agent):
+        return self.spaces[agent[0]]
+
+    def step(self, actions):
+        self.moves.append(dict(actions))
+        return Blinking.step(self, actions)
+
+
+@pytest.mark.parametrize("num_envs", [1, 2])
+@pytest.mark.parametrize("x_space, y_space, lined_up", [
+    (spaces.Box(-1.0, 1.0, (2,), np.float32), spaces.Box(-2.0, 2.0, (2,), np.float32), True),
+    (spaces.MultiDiscrete([3, 4], start=[1, -2]), spaces.MultiDiscrete([2, 2]), True),
+    (spaces.Discrete(5, start=2), spaces.Discrete(3), True),
+    (spaces.Box(-1.0, 1.0, (2,), np.float64), spaces.Box(-1.0, 1.0, (3,), np.float32), False),
+    (spaces.Discrete(4, start=-1), spaces.Box(-1.0, 1.0, (1,), np.float32), False),
+], ids=["box", "multi_discrete", "discrete_start", "box_shapes_differ", "kinds_differ"])
+def test_converted_actions_reach_the_env_as_each_agent_chose(x_space, y_space, lined_up,
+                                                             num_envs):
+    """Actions the env takes in another form (Box in its dtype, Discrete and MultiDiscrete
+    from their start) are converted a block at a time where the blocks line up, else agent by
+    agent; either way each agent gets its own choice, in the space's form, as agents leave
+    and come back."""
+    register_env("hotpath_spaced", lambda **kw: SpacedTeams(x_space, y_space))
+    runner = make_runner({"env": {"id": "hotpath_spaced", "num_envs": num_envs}}, collect=False)
+    assert len(runner.groups) == 2
+    runner.reset(0)
+    envs = [c.env for c in runner.env.copies]
+    for _ in range(40):
+        acting = runner._step.acting.copy()
+        runner.step()
+        for e, env in enumerate(envs):
+            got = env.moves[-1]
+            movers = [a for i, a in enumerate(runner.env.agents) if acting[e, i]]
+            assert sorted(got) == sorted(movers)  # in the order the env last listed them
+            for g in runner.groups:
+                space = env.action_space(g.spec.agents[0])
+                for j, a in enumerate(g.spec.agents):
+                    if a not in got:
+                        continue
+                    want = g.actions[e, j]
+                    if isinstance(space, spaces.Box):
+                        assert got[a].dtype == space.dtype and got[a].shape == space.shape
+                        np.testing.assert_array_equal(got[a], want.astype(space.dtype))
+                    else:
+                        assert np.all(np.asarray(got[a]) == want + space.start), (a, got[a])
+                    assert space.contains(np.asarray(got[a], dtype=space.dtype)), (a, got[a])
+    assert bool(runner.env._buf._derived.whole_views) == lined_up  # the way it went
+
+
 class CutRow(Rows):
     """Rows of one array, but from step 4 on the third agent is handed only part of its row."""
 

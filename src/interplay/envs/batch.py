@@ -190,10 +190,13 @@ class StepBuffers:
         return {a: x if a in self._as_is else views[a].to_env(x) for a, x in actions.items()}
 
     def whole_actions(self, actions: dict[str, np.ndarray], rows: slice) -> np.ndarray | None:
-        """``[len(rows), A]`` actions of every agent in env order, when ``actions`` is an
-        :class:`ActionBlocks` whose blocks, side by side, hold them all as the env takes them
-        (Discrete from 0); None otherwise. A copy's moves are then ``dict(zip(movers, row))``
-        (``row[mover_cols(e)]`` where only some agents move)."""
+        """``[len(rows), A, *shape]`` actions of every agent in env order as the env takes them,
+        when ``actions`` is an :class:`ActionBlocks` whose blocks, side by side, hold them all,
+        each block's agents with one action space and every block's actions of one shape and
+        dtype once the env's (Discrete counted from the space's start, MultiDiscrete and Box
+        in the space's dtype): converted once per block, not once per agent. None otherwise. A
+        copy's moves are then ``dict(zip(movers, row))`` (``row[mover_cols(e)]`` where only
+        some agents move)."""
         blocks: list[tuple[tuple[str, ...], np.ndarray]] | None = getattr(
             actions, "blocks", None)
         if not blocks:
@@ -201,17 +204,39 @@ class StepBuffers:
         d = self._derived
         if blocks is not d.whole_blocks:
             d.whole_blocks, d.whole_rows = blocks, None
-            agents = tuple(a for group, block in blocks for a in group)
-            d.whole_ok = (agents == self.agent_order and self._as_is.issuperset(agents)
-                          and all(block.ndim == 2 for _, block in blocks))
-        if not d.whole_ok:
+            d.whole_views = self._block_views(blocks)
+        views = d.whole_views
+        if views is None:
             return None
-        whole = blocks[0][1] if len(blocks) == 1 else getattr(actions, "whole", None)
-        if whole is not None:  # a view of the one array, the same while the blocks are
-            if rows != d.whole_rows:
-                d.whole_rows, d.whole_view = rows, whole[rows]
-            return d.whole_view
-        return np.concatenate([block[rows] for _, block in blocks], axis=1)
+        if not views:  # every action goes to the env as it is
+            whole = blocks[0][1] if len(blocks) == 1 else getattr(actions, "whole", None)
+            if whole is not None:  # a view of the one array, the same while the blocks are
+                if rows != d.whole_rows:
+                    d.whole_rows, d.whole_view = rows, whole[rows]
+                return d.whole_view
+            return np.concatenate([block[rows] for _, block in blocks], axis=1)
+        out = [view.to_env(block[rows]) for view, (_, block) in zip(views, blocks, strict=True)]
+        return out[0] if len(out) == 1 else np.concatenate(out, axis=1)
+
+    def _block_views(self, blocks: list[tuple[tuple[str, ...], np.ndarray]]
+                     ) -> list[ActionView] | None:
+        """How :meth:`whole_actions` hands over ``blocks``: ``[]`` when every action goes to
+        the env as it is, each block's one action view when they must be converted, None when
+        they cannot be read as one array (not in env order, agents of a block with different
+        spaces, composite actions, or shapes or dtypes that differ once converted)."""
+        agents = tuple(a for group, _ in blocks for a in group)
+        if agents != self.agent_order:
+            return None
+        if self._as_is.issuperset(agents):
+            return [] if all(block.ndim == 2 for _, block in blocks) else None
+        views = [self.action_views[group[0]] for group, _ in blocks]
+        if any(v.kind == "composite" or any(self.action_views[a] != v for a in group)
+               or block.shape[2:] != v.shape
+               for v, (group, block) in zip(views, blocks, strict=True)):
+            return None
+        if len({(v.shape, np.dtype(v.space.dtype)) for v in views}) != 1:
+            return None
+        return views
 
     def recount(self) -> None:
         """Count the True entries of ``acting`` and the masked rows behind ``all_acting`` and
@@ -534,7 +559,7 @@ class _Derived:
     gives each copy its plan again after a restore."""
 
     __slots__ = ("of", "plans", "final_plans", "reward_cols", "layouts", "in_order",
-                 "whole_blocks", "whole_ok", "whole_rows", "whole_view", "skipped", "left",
+                 "whole_blocks", "whole_views", "whole_rows", "whole_view", "skipped", "left",
                  "any_left", "unsure", "acting_version")
 
     def __init__(self, num_envs: int, layouts: tuple[_Layout, _Layout]):
@@ -546,7 +571,8 @@ class _Derived:
         self.in_order = np.arange(len(layouts[0].kind), dtype=np.intp)
         self.in_order.flags.writeable = False
         self.whole_blocks: list[tuple[tuple[str, ...], np.ndarray]] | None = None
-        self.whole_ok = False
+        # the blocks' action views (see StepBuffers._block_views)
+        self.whole_views: list[ActionView] | None = None
         self.whole_rows: slice | None = None
         self.whole_view: np.ndarray | None = None
         # Observations nobody reads (see StepBuffers.skip_obs): the ids of the blocks that

@@ -557,3 +557,83 @@ def test_a_random_group_whose_block_a_reader_shares_is_still_checked():
     with pytest.raises(NonFiniteError, match=r"observation of agent 'x_1'.*env step 3"):
         for _ in range(6):
             runner.step()
+
+
+class DictCrowd(Blinking):
+    """``Blinking`` with Dict observations of Boxes (one of them a scalar), each agent's
+    numbers its own; from step ``at`` on, agent ``b_5`` is handed ``bad`` instead."""
+
+    def __init__(self, bad=None, at=4):
+        super().__init__()
+        self._obs = spaces.Dict({"pos": spaces.Box(-9.0, 9.0, (2,), np.float32),
+                                 "grid": spaces.Box(-9.0, 9.0, (3,), np.float64),
+                                 "hp": spaces.Box(0, 9, (), np.int64)})
+        self.bad, self.at = bad, at
+
+    def _one(self, a):
+        i = int(a[2:])
+        good = {"pos": np.array([i, self.t], np.float32),
+                "grid": np.arange(3, dtype=np.float64) * i + self.t / 10,
+                "hp": np.int64(i % 9)}
+        if a != "b_5" or self.bad is None or self.t < self.at:
+            return good
+        return {"no_key": {"pos": good["pos"], "grid": good["grid"]},
+                "extra_key": {**good, "speed": 3.0},
+                "short_pos": {**good, "pos": good["pos"][:1]},
+                "text": {**good, "hp": "x"},
+                "array": good["pos"]}[self.bad]
+
+    def _observe(self):
+        return {a: self._one(a) for a in self.agents}
+
+    def step(self, actions):
+        obs, rew, term, trunc, info = super().step(actions)
+        self.handed = {a: self._one(a) for a in obs}
+        return self.handed, rew, term, trunc, info
+
+
+def test_dict_observations_of_many_agents_land_as_each_one_alone_would():
+    """Dicts of Boxes are written an entry of every agent at a time: each row is exactly the
+    agent's own flattened observation, as agents leave and come back, final ones too."""
+    register_env("hotpath_dict_crowd", lambda **kw: DictCrowd())
+    runner = make_runner({"env": {"id": "hotpath_dict_crowd", "num_envs": 2}}, collect=False)
+    (g,) = runner.groups
+    view = runner.env.obs_views[g.spec.agents[0]]
+    assert view.entries  # the way these take
+    runner.reset(0)
+    finals = 0
+    for _ in range(40):
+        runner.step()
+        step = runner._step
+        blocks = step.groups[g.spec.id]
+        for e, copy in enumerate(runner.env.copies):
+            env = copy.env
+            want = np.zeros(view.dim, np.float32)
+            for j, a in enumerate(g.spec.agents):
+                if step.acting[e, runner.env.agents.index(a)]:
+                    view.flatten(env._one(a), want)
+                    np.testing.assert_array_equal(blocks.obs[e, j], want)
+                if blocks.terminated[e, j] or blocks.truncated[e, j]:
+                    view.flatten(env.handed[a], want)
+                    np.testing.assert_array_equal(blocks.final_obs[e, j], want)
+                    finals += 1
+    assert finals > 20
+
+
+@pytest.mark.parametrize(("bad", "said"), [
+    ("no_key", "(keys missing: ['hp'])"),
+    ("extra_key", "(keys not in the space: ['speed'])"),
+    ("short_pos", "(key 'pos': its shape is not (2,))"),
+    ("text", "(key 'hp': its dtype <U1 is not a number type)"),
+    ("array", "got an array of shape (2,) and dtype float32"),
+])
+def test_a_dict_observation_that_does_not_fit_among_many_is_named(bad, said):
+    register_env("hotpath_dict_bad", lambda **kw: DictCrowd(bad=bad))
+    runner = make_runner({"env": {"id": "hotpath_dict_bad"}}, collect=False)
+    runner.reset(0)
+    with pytest.raises(ObservationError) as info:
+        for _ in range(10):
+            runner.step()
+    text = str(info.value)
+    assert "at step 4 of its episode: agent 'b_5': observation space Dict(" in text
+    assert said in text

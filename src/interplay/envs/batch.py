@@ -592,33 +592,40 @@ class _Derived:
 class _Layout:
     """Where each agent's observation rows sit in one set of arrays (``obs`` or ``final_obs``),
     as arrays over agents, so that a plan for any order of movers is worked out with a few
-    array operations: the class of its block and shape (-1: written alone: a Dict
-    observation, one holding its mask, or one with no block), and its column there."""
+    array operations: the class of its block and shape or Dict entries (-1: written alone:
+    another Dict or Tuple observation, one holding its mask, or one with no block), and its
+    column there."""
 
     def __init__(self, buf: StepBuffers, arrays: FixedArrays):
         A = len(buf.agents)
         self.kind = np.full(A, -1, np.intp)
         self.slot = np.zeros(A, np.intp)
-        self.classes: list[tuple[np.ndarray, tuple[int, ...], Any]] = []
-        known: dict[tuple[int, tuple[int, ...]], int] = {}
+        # (block, a Box's shape or a Dict's entries, the rows' dtype or None for entries)
+        self.classes: list[tuple[np.ndarray, tuple, Any]] = []
+        known: dict[tuple[int, tuple], int] = {}
         for i, a in enumerate(buf.agents):
             view = buf.obs_views[a]
-            if not view.plain or view.has_mask_key or a not in arrays.place:
+            if a not in arrays.place or not (view.plain and not view.has_mask_key
+                                             or view.entries):
                 continue
             block, j = arrays.place[a]
-            key = (id(block), view.shape)
+            # A Box's rows: its shape and their dtype; a Dict's: its entries (dtype None).
+            shape: tuple = view.shape if view.plain else view.entries
+            dtype = view.dtype if view.plain else None
+            key = (id(block), shape)
             if key not in known:
                 known[key] = len(self.classes)
-                self.classes.append((block, view.shape, view.dtype))
+                self.classes.append((block, shape, dtype))
             self.kind[i], self.slot[i] = known[key], j
         self.has_mask = np.array([buf.mask[a] is not None for a in buf.agents], bool)
 
 
 class _Plan:
     """How to write one order of movers: runs of agents side by side in the movers' order
-    whose rows sit in one block with the same plain (Box) observation shape, each written
-    with one stacked write (into a slice of the block, or its columns where agents between
-    them are missing), and the agents written alone (Dict observations, or too few beside
+    whose rows sit in one block with the same plain (Box) observation shape, or the same Dict
+    of Boxes, each written with one stacked write (into a slice of the block, or its columns
+    where agents between them are missing), and the agents written alone (other Dict or Tuple
+    observations, one holding its mask, or too few beside
     them)."""
 
     def __init__(self, movers: tuple[str, ...], buf: StepBuffers, layout: _Layout):
@@ -709,6 +716,12 @@ def _write_run(block: np.ndarray, e: int,
     type for float rows); False otherwise (then rows already written are written again, one
     by one, by the caller)."""
     n = len(part)
+    if dtype is None:  # Dicts of Boxes: an entry of every one at a time
+        rows = _entry_rows(part, shape, block.shape[2])  # type: ignore[arg-type]
+        if rows is None:
+            return False
+        _place(block, e, where, rows)
+        return True
     if n * block.shape[2] <= _SMALL:  # little data: one C-level conversion beats np.stack's
         try:
             arr = np.asarray(part)
@@ -717,13 +730,7 @@ def _write_run(block: np.ndarray, e: int,
         if arr.shape[1:] != shape or len(arr) != n or not (
                 arr.dtype.kind in "biuf" if dtype is np.float32 else arr.dtype == dtype):
             return False
-        if arr.ndim != 2:
-            arr = arr.reshape(n, -1)
-        if not isinstance(where, list):
-            block[e, where] = arr
-        else:
-            for k0, k1, sl in where:
-                block[e, sl] = arr[k0:k1]
+        _place(block, e, where, arr.reshape(n, -1) if arr.ndim != 2 else arr)
         return True
     casting = "no" if dtype is np.uint8 else "same_kind"
     if isinstance(where, np.ndarray):  # columns with many gaps: one stacked copy, then them
@@ -747,6 +754,39 @@ def _write_run(block: np.ndarray, e: int,
     except (ValueError, TypeError):
         return False
     return True
+
+
+def _place(block: np.ndarray, e: int, where: slice | list[tuple[int, int, slice]] | np.ndarray,
+           rows: np.ndarray) -> None:
+    """Write ``rows`` ``[n, dim]`` into copy ``e``'s rows ``where`` of ``block`` (see
+    :func:`_write_run`)."""
+    if isinstance(where, list):
+        for k0, k1, sl in where:
+            block[e, sl] = rows[k0:k1]
+    else:
+        block[e, where] = rows
+
+
+def _entry_rows(part: list[Any], entries: tuple[tuple[str, int, int, tuple[int, ...]], ...],
+                dim: int) -> np.ndarray | None:
+    """Flat float32 rows ``[n, dim]`` of the Dict observations ``part``, an entry of every one
+    at a time (``entries``: see ``ObsView.entries``), if each holds exactly the space's keys
+    and each entry has its Box's shape and a number dtype; None otherwise (then they are
+    written one by one, which names what does not fit)."""
+    n = len(part)
+    rows = np.empty((n, dim), np.float32)
+    try:
+        # Every key is found below: with this count, no observation holds another.
+        if sum(map(len, part)) != n * len(entries):
+            return None
+        for key, c0, c1, shape in entries:
+            arr = np.asarray(list(map(operator.itemgetter(key), part)))
+            if arr.shape != (n, *shape) or arr.dtype.kind not in "biuf":
+                return None
+            rows[:, c0:c1] = arr.reshape(n, c1 - c0)
+    except (TypeError, KeyError, ValueError, IndexError):  # not dicts, or ragged entries
+        return None
+    return rows
 
 
 def _sound(part: list[Any], shape: tuple[int, ...], dtype: Any, cuts: list[int]) -> bool:

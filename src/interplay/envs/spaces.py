@@ -62,6 +62,9 @@ class ObsView:
     shape: tuple[int, ...] = ()  # the Box's shape when plain: what a plain write compares
     dtype: Any = np.float32  # how rows of this observation are stored
     leaves: Leaves | None = None  # a Dict/Tuple with image entries: where each entry sits
+    # A Dict of number Boxes (no action_mask): each entry's key, its columns in the flat row
+    # and its shape, so that many observations are written an entry at a time.
+    entries: tuple[tuple[str, int, int, tuple[int, ...]], ...] = ()
 
     def write(self, obs: Any, rows: np.ndarray, e: int) -> None:
         """Write the flat view of ``obs`` into ``rows[e]``; raise ValueError (or TypeError,
@@ -107,6 +110,21 @@ def _policy_space(space: spaces.Space, has_mask_key: bool) -> spaces.Space:
     if len(inner) == 1 and "observation" in inner:
         return inner["observation"]
     return spaces.Dict(inner)
+
+
+def _box_entries(space: spaces.Space) -> tuple[tuple[str, int, int, tuple[int, ...]], ...]:
+    """A Dict whose entries are all Boxes of numbers (not bytes, which are range-checked one
+    by one): each key, its columns in the flat row and its shape (see ``ObsView.entries``);
+    ``()`` for any other space."""
+    if not isinstance(space, spaces.Dict) or not all(
+            isinstance(sub, spaces.Box) and sub.dtype != np.uint8 for sub in space.spaces.values()):
+        return ()
+    out, at = [], 0
+    for key, sub in space.spaces.items():
+        n = int(np.prod(sub.shape))
+        out.append((key, at, at + n, tuple(sub.shape)))
+        at += n
+    return tuple(out)
 
 
 def fits_as_is(obs: Any, shape: tuple[int, ...], dtype: Any) -> bool:
@@ -209,7 +227,8 @@ def obs_view(space: spaces.Space, agent: str) -> ObsView:
         return ObsView(space=space, dim=leaves.dim, has_mask_key=has_mask, dtype=leaves.dtype,
                        leaves=leaves)
     if not isinstance(box, spaces.Box):
-        return ObsView(space=space, dim=dim, has_mask_key=has_mask)
+        return ObsView(space=space, dim=dim, has_mask_key=has_mask,
+                       entries=() if has_mask else _box_entries(box))
     dtype = np.uint8 if box.dtype == np.uint8 else np.float32
     return ObsView(space=space, dim=dim, has_mask_key=has_mask, plain=True,
                    shape=tuple(box.shape), dtype=dtype)

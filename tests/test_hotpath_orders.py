@@ -637,3 +637,72 @@ def test_a_dict_observation_that_does_not_fit_among_many_is_named(bad, said):
     text = str(info.value)
     assert "at step 4 of its episode: agent 'b_5': observation space Dict(" in text
     assert said in text
+
+
+class InfoMasks(Blinking):
+    """``Blinking`` whose agents get their legal actions in their infos: each its own
+    (``own``), one array for all (``shared``), only some agents (``some``), or from step 4 on
+    one too short for ``b_5`` (``bad``)."""
+
+    def __init__(self, how="own"):
+        super().__init__()
+        self.how = how
+
+    def _mask(self, a):
+        i = int(a[2:])
+        if self.how == "shared":
+            return self.shared
+        if self.how == "bad" and a == "b_5" and self.t >= 4:
+            return np.ones(3, np.int8)
+        row = np.ones(5, np.int8)
+        row[(i + self.t) % 5] = 0
+        return row
+
+    def _infos(self, agents):
+        self.shared = np.array([1, 0, 1, 1, self.t % 2], np.int8)
+        if self.how == "some":
+            return {a: {"action_mask": self._mask(a)} if int(a[2:]) % 2 else {} for a in agents}
+        return {a: {"action_mask": self._mask(a)} for a in agents}
+
+    def reset(self, seed=None, options=None):
+        obs, _ = super().reset(seed, options)
+        self.given = self._infos(self.agents)
+        return obs, self.given
+
+    def step(self, actions):
+        obs, rew, term, trunc, _ = super().step(actions)
+        self.given = self._infos(list(obs))
+        return obs, rew, term, trunc, self.given
+
+
+@pytest.mark.parametrize("how", ["own", "shared", "some"])
+def test_masks_many_agents_get_in_their_infos_land_as_each_ones_own(how):
+    """Masks from infos are written for a run of agents at once where each got one; every
+    row holds exactly that agent's legal actions (all legal where it got none), as agents
+    leave and come back."""
+    register_env(f"hotpath_info_masks_{how}", lambda **kw: InfoMasks(how))
+    runner = make_runner({"env": {"id": f"hotpath_info_masks_{how}", "num_envs": 2}},
+                         collect=False)
+    (g,) = runner.groups
+    runner.reset(0)
+    for _ in range(40):
+        runner.step()
+        step = runner._step
+        assert not step.all_legal
+        mask = step.groups[g.spec.id].mask
+        for e, copy in enumerate(runner.env.copies):
+            given = copy.env.given
+            for j, a in enumerate(g.spec.agents):
+                if step.acting[e, runner.env.agents.index(a)]:
+                    want = given[a].get("action_mask", np.ones(5, np.int8)).astype(bool)
+                    np.testing.assert_array_equal(mask[e, j], want, err_msg=a)
+
+
+def test_a_mask_too_short_among_many_in_the_infos_is_named():
+    register_env("hotpath_info_masks_bad", lambda **kw: InfoMasks("bad"))
+    runner = make_runner({"env": {"id": "hotpath_info_masks_bad"}}, collect=False)
+    runner.reset(0)
+    with pytest.raises(ObservationError, match=r"at step 4 of its episode: agent 'b_5': "
+                                               r"action_mask has 3 entries .* needs 5"):
+        for _ in range(10):
+            runner.step()

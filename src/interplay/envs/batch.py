@@ -165,6 +165,7 @@ class StepBuffers:
         # Rows whose legal-action mask may not be all True (in this process), per agent;
         # agents without masks have none.
         self._masked = {a: [self.mask[a] is not None] * E for a in agents}
+        self._mask_rows = E * sum(self.mask[a] is not None for a in agents)  # all masked
         # Per agent, what writing its observation needs: column, view, rows, mask rows, masked.
         self._slots = {a: (self.col[a], obs_views[a], obs_views[a].shaped(self.obs[a]),
                            self.mask[a], self._masked[a]) for a in agents}
@@ -338,7 +339,8 @@ class StepBuffers:
             d.any_left |= left is not None
             # Masks: none to read when no agent got an info, and none to clear when every
             # row is known all-legal already.
-            if plan.runs_masked and (self._n_masked or any(infos.values())):
+            if plan.runs_masked and (self._n_masked or any(infos.values())) and not (
+                    self._n_masked == self._mask_rows and self._put_masks(e, plan, infos)):
                 for a in plan.run_masked():
                     self._write_mask(e, a, obs[a], infos.get(a))
         elif d.any_left:
@@ -350,6 +352,27 @@ class StepBuffers:
             self._write_obs(e, a, o)
             if self.mask[a] is not None:
                 self._write_mask(e, a, o, infos.get(a))
+
+    def _put_masks(self, e: int, plan: _Plan, infos: dict[str, Any]) -> bool:
+        """Write the masks the runs' agents got in their infos with one write, when each got
+        one, every one of them fits the action space, and they sit in one block (only called
+        while every mask row is marked masked already: nothing to count); False otherwise
+        (then they are written one by one, which names what does not fit)."""
+        at = plan.run_mask_block()
+        if at is None:
+            return False
+        agents, block, cols = at
+        try:
+            masks = list(map(_GET_MASK, operator.itemgetter(*agents)(infos)))
+            # Envs often hand every agent the same array: one row, checked once.
+            arr = np.asarray(masks[0] if _all_is(masks, masks[0]) else masks)
+        except (KeyError, TypeError, ValueError):  # no info or no mask, or ragged masks
+            return False
+        if (arr.shape[-1:] != (block.shape[2],) or arr.ndim > 2 or arr.ndim == 2
+                and len(arr) != len(agents) or arr.dtype.kind not in "biuf"):
+            return False
+        block[e, cols] = arr.astype(bool, copy=False)
+        return True
 
     def _put_run(self, e: int, movers: tuple[str, ...], run: tuple, part: list[Any]) -> None:
         """Write one run of a plan (see :class:`_Plan`): stacked, or agent by agent when that
@@ -668,6 +691,7 @@ class _Plan:
         self._in_runs = in_runs
         self.runs_masked = bool(layout.has_mask[cols[in_runs]].any())
         self._masked: list[str] | None = None
+        self._mask_block: tuple[tuple[str, ...], np.ndarray, np.ndarray] | None | bool = False
         self._final_masks: list[list[tuple[np.ndarray, np.ndarray]]] | None = None
 
     def run_masked(self) -> list[str]:
@@ -678,6 +702,18 @@ class _Plan:
                                                    strict=True)
                             if inside and mask[a] is not None]
         return self._masked
+
+    def run_mask_block(self) -> tuple[tuple[str, ...], np.ndarray, np.ndarray] | None:
+        """The agents of the runs that have masks, the one block their masks sit in and their
+        columns there; None when they are few or their masks sit in more than one block."""
+        if self._mask_block is False:
+            agents = tuple(self.run_masked())
+            place = self._buf.mask.place
+            blocks = {id(place[a][0]) for a in agents}
+            self._mask_block = None if len(agents) < _FEW or len(blocks) != 1 else (
+                agents, place[agents[0]][0], np.array([place[a][1] for a in agents], np.intp))
+        assert self._mask_block is not True
+        return self._mask_block
 
     def run_final_masks(self) -> list[list[tuple[np.ndarray, np.ndarray]]]:
         """Per run, where its agents' final masks sit: (block, columns) per mask block."""
@@ -838,6 +874,7 @@ def _all_is(items: list[Any], one: Any) -> bool:
         return False
 
 
+_GET_MASK = operator.itemgetter(MASK_KEY)
 _NOT_ROWS = [-1]  # _sound's cuts for observations that are not rows of the env's arrays
 _SMALL = 4096  # numbers in a run below which it is converted, not stacked
 _PIECES = 16  # slices a run is written in, at most; more: by its columns (one indexed write)

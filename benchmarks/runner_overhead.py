@@ -54,24 +54,52 @@ class LeanSampler:
     env, the honest denominator of an overhead ratio.
 
     Discrete and MultiDiscrete agents draw integers below their sizes (plus their starts), Box
-    agents uniform values between finite bounds; agents with masks choose among legal moves (a
-    mask is per agent by nature, so that is one draw and one lookup per masked agent).
+    agents uniform values between finite bounds; agents with masks choose among legal moves:
+    Discrete agents of one size that all got a mask with one draw over their stacked masks,
+    any others with one draw and one lookup each.
     """
 
     def __init__(self, env: Any, rng: np.random.Generator, masked: bool):
         self.env, self.rng, self.masked = env, rng, masked
         self._agents: list[str] = []
         self._draw: Callable[[], Any] = lambda: ()
+        self._masked_agents: list[str] = []
+        self._starts: np.ndarray | None = None
 
     def __call__(self, obs: dict, infos: dict) -> dict:
         agents = self.env.agents
         masks = [legal(obs[a], infos.get(a)) for a in agents] if self.masked else None
         if masks is not None and any(m is not None for m in masks):
+            picks = self._masked_draw(agents, masks)
+            if picks is not None:
+                return dict(zip(agents, picks, strict=True))
             return {a: lean_action(self.env.action_space(a), m, self.rng)
                     for a, m in zip(agents, masks, strict=True)}
         if agents != self._agents:
             self._agents, self._draw = list(agents), self._drawer(agents)
         return dict(zip(agents, self._draw(), strict=True))
+
+    def _masked_draw(self, agents: list[str], masks: list[Any]) -> np.ndarray | None:
+        """One legal move per agent from their stacked masks (the highest of one uniform
+        number per move, illegal ones left out), where every agent has a Discrete space of one
+        size and a mask; None otherwise."""
+        if agents != self._masked_agents:  # their spaces' sizes and starts, once per order
+            spaces_ = [self.env.action_space(a) for a in agents]
+            same = {type(s).__name__ for s in spaces_} == {"Discrete"} and len(
+                {s.n for s in spaces_}) == 1
+            self._masked_agents = list(agents)
+            self._starts = np.array([s.start for s in spaces_]) if same else None
+        if self._starts is None or any(m is None for m in masks):
+            return None
+        try:
+            legal_ = np.asarray(masks, dtype=bool)
+        except ValueError:  # masks of different lengths
+            return None
+        if legal_.ndim != 2 or legal_.shape[0] != len(agents):
+            return None
+        scores = self.rng.random(legal_.shape)
+        scores[~legal_] = -1.0
+        return scores.argmax(axis=1) + self._starts
 
     def _drawer(self, agents: list[str]) -> Callable[[], Any]:
         spaces_ = [self.env.action_space(a) for a in agents]

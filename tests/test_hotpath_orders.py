@@ -706,3 +706,87 @@ def test_a_mask_too_short_among_many_in_the_infos_is_named():
                                                r"action_mask has 3 entries .* needs 5"):
         for _ in range(10):
             runner.step()
+
+
+class MaskedCrowd(InfoMasks):
+    """``InfoMasks`` whose masks come in the observations instead, PettingZoo's board-game
+    way (``{"observation": ..., "action_mask": ...}``); from step 4 on ``b_5`` is handed
+    ``bad`` instead (``how="bad"`` with ``bad`` one of ``short_mask``, ``no_mask``,
+    ``extra_key``, ``bare``, ``short_obs``)."""
+
+    def __init__(self, how="own", bad=None):
+        super().__init__(how)
+        self.bad = bad
+        self._obs = spaces.Dict({"observation": spaces.Box(-1.0, 1.0, (4,), np.float32),
+                                 "action_mask": spaces.Box(0, 1, (5,), np.int8)})
+
+    def _wrap(self, obs):
+        out = {}
+        for a, o in obs.items():
+            o = o + int(a[2:]) / 100
+            out[a] = {"observation": o, "action_mask": self._mask(a)}
+            if a == "b_5" and self.bad is not None and self.t >= 4:
+                out[a] = {"short_mask": {"observation": o, "action_mask": np.ones(3, np.int8)},
+                          "no_mask": {"observation": o, "other": 1},
+                          "extra_key": {"observation": o, "action_mask": self._mask(a), "x": 1},
+                          "bare": o,
+                          "short_obs": {"observation": o[:3], "action_mask": self._mask(a)},
+                          }[self.bad]
+        return out
+
+    def reset(self, seed=None, options=None):
+        obs, _ = super().reset(seed, options)
+        self.given = self._wrap(obs)
+        return self.given, {a: {} for a in obs}
+
+    def step(self, actions):
+        obs, rew, term, trunc, _ = super().step(actions)
+        self.given = self.handed = self._wrap(obs)
+        return self.given, rew, term, trunc, {a: {} for a in obs}
+
+
+@pytest.mark.parametrize("how", ["own", "shared"])
+def test_observations_beside_their_masks_of_many_agents_land_as_each_ones_own(how):
+    register_env(f"hotpath_masked_crowd_{how}", lambda **kw: MaskedCrowd(how))
+    runner = make_runner({"env": {"id": f"hotpath_masked_crowd_{how}", "num_envs": 2}},
+                         collect=False)
+    (g,) = runner.groups
+    runner.reset(0)
+    finals = 0
+    for _ in range(40):
+        runner.step()
+        step = runner._step
+        blocks = step.groups[g.spec.id]
+        for e, copy in enumerate(runner.env.copies):
+            given = copy.env.given
+            for j, a in enumerate(g.spec.agents):
+                if step.acting[e, runner.env.agents.index(a)]:
+                    np.testing.assert_array_equal(blocks.obs[e, j], given[a]["observation"])
+                    np.testing.assert_array_equal(blocks.mask[e, j],
+                                                  given[a]["action_mask"].astype(bool))
+                if blocks.terminated[e, j] or blocks.truncated[e, j]:
+                    handed = copy.env.handed[a]  # by the step, not the reset after it
+                    np.testing.assert_array_equal(blocks.final_obs[e, j], handed["observation"])
+                    np.testing.assert_array_equal(blocks.final_mask[e, j],
+                                                  handed["action_mask"].astype(bool))
+                    finals += 1
+    assert finals > 20
+    assert any(run[6] for run in runner.env._buf._derived.of[0].runs)  # the way they went
+
+
+@pytest.mark.parametrize(("bad", "said"), [
+    ("short_mask", "action_mask has 3 entries but the action space Discrete(5) needs 5"),
+    ("no_mask", "it holds no action_mask"),
+    ("extra_key", "keys not in the space: ['x']"),
+    ("bare", "got an array of shape (4,) and dtype float32"),
+    ("short_obs", "its shape is not (4,)"),
+])
+def test_a_dict_with_a_mask_that_does_not_fit_among_many_is_named(bad, said):
+    register_env("hotpath_masked_bad", lambda **kw: MaskedCrowd("own", bad))
+    runner = make_runner({"env": {"id": "hotpath_masked_bad"}}, collect=False)
+    runner.reset(0)
+    with pytest.raises(ObservationError) as info:
+        for _ in range(10):
+            runner.step()
+    text = str(info.value)
+    assert "at step 4 of its episode: agent 'b_5'" in text and said in text, text

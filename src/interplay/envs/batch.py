@@ -160,7 +160,8 @@ class StepBuffers:
         self.movers: list[tuple[str, ...] | None] = [None] * E
         # What is derived from the agents and the arrays (each copy's plan for its movers,
         # plans kept by order, layouts): rebuilt or still valid after a snapshot is put back.
-        self._derived = _Derived(E, (_Layout(self, self.obs), _Layout(self, self.final_obs)))
+        self._derived = _Derived(E, (_Layout(self, self.obs, keyed=True),
+                                     _Layout(self, self.final_obs, keyed=False)))
         self._flagged = True  # a flag may be set since the last clear_step
         # Rows whose legal-action mask may not be all True (in this process), per agent;
         # agents without masks have none.
@@ -340,7 +341,7 @@ class StepBuffers:
             # Masks: none to read when no agent got an info, and none to clear when every
             # row is known all-legal already.
             if plan.runs_masked and (self._n_masked or any(infos.values())) and not (
-                    self._n_masked == self._mask_rows and self._put_masks(e, plan, infos)):
+                    self._n_masked == self._mask_rows and self._put_masks(e, plan, obs, infos)):
                 for a in plan.run_masked():
                     self._write_mask(e, a, obs[a], infos.get(a))
         elif d.any_left:
@@ -353,20 +354,22 @@ class StepBuffers:
             if self.mask[a] is not None:
                 self._write_mask(e, a, o, infos.get(a))
 
-    def _put_masks(self, e: int, plan: _Plan, infos: dict[str, Any]) -> bool:
-        """Write the masks the runs' agents got in their infos with one write, when each got
-        one, every one of them fits the action space, and they sit in one block (only called
-        while every mask row is marked masked already: nothing to count); False otherwise
-        (then they are written one by one, which names what does not fit)."""
+    def _put_masks(self, e: int, plan: _Plan, obs: dict[str, Any], infos: dict[str, Any]) -> bool:
+        """Write the masks the runs' agents got (in their observations or in their infos, all
+        in one of those) with one write, when each got one, every one of them fits the action
+        space, and they sit in one block (only called while every mask row is marked masked
+        already: nothing to count); False otherwise (then they are written one by one, which
+        names what does not fit)."""
         at = plan.run_mask_block()
-        if at is None:
+        if at is None or plan.masks_in_obs is None:
             return False
         agents, block, cols = at
         try:
-            masks = list(map(_GET_MASK, operator.itemgetter(*agents)(infos)))
+            given = operator.itemgetter(*agents)(obs if plan.masks_in_obs else infos)
+            masks = list(map(_GET_MASK, given))
             # Envs often hand every agent the same array: one row, checked once.
             arr = np.asarray(masks[0] if _all_is(masks, masks[0]) else masks)
-        except (KeyError, TypeError, ValueError):  # no info or no mask, or ragged masks
+        except (KeyError, TypeError, ValueError, IndexError):  # no mask, or ragged masks
             return False
         if (arr.shape[-1:] != (block.shape[2],) or arr.ndim > 2 or arr.ndim == 2
                 and len(arr) != len(agents) or arr.dtype.kind not in "biuf"):
@@ -377,8 +380,10 @@ class StepBuffers:
     def _put_run(self, e: int, movers: tuple[str, ...], run: tuple, part: list[Any]) -> None:
         """Write one run of a plan (see :class:`_Plan`): stacked, or agent by agent when that
         fails, so that the error names the agent."""
-        i0, i1, block, where, shape, dtype = run
-        if not _write_run(block, e, where, part, shape, dtype):
+        i0, i1, block, where, shape, dtype, keyed = run
+        # the observations beside their masks, each in a Dict, taken out
+        inner = _inner_obs(part) if keyed else part
+        if inner is None or not _write_run(block, e, where, inner, shape, dtype):
             for a, o in zip(movers[i0:i1], part, strict=True):
                 self._write_obs(e, a, o)
 
@@ -527,7 +532,7 @@ class StepBuffers:
             plan = _kept(plans, order, _Plan(order, self, self._derived.layouts[1]))
         values = list(ended.values())
         done: list[str] = []
-        for (i0, i1, block, where, shape, dtype), masks in zip(
+        for (i0, i1, block, where, shape, dtype, _keyed), masks in zip(
                 plan.runs, plan.run_final_masks(), strict=True):
             part = values[i0:i1]
             if not any(o is None for o in part) and _write_run(block, e, where, part, shape,
@@ -616,29 +621,31 @@ class _Layout:
     """Where each agent's observation rows sit in one set of arrays (``obs`` or ``final_obs``),
     as arrays over agents, so that a plan for any order of movers is worked out with a few
     array operations: the class of its block and shape or Dict entries (-1: written alone:
-    another Dict or Tuple observation, one holding its mask, or one with no block), and its
-    column there."""
+    another Dict or Tuple observation, one with no block, or, unless ``keyed``, a Box beside
+    an action_mask), and its column there."""
 
-    def __init__(self, buf: StepBuffers, arrays: FixedArrays):
+    def __init__(self, buf: StepBuffers, arrays: FixedArrays, keyed: bool):
         A = len(buf.agents)
         self.kind = np.full(A, -1, np.intp)
         self.slot = np.zeros(A, np.intp)
         # (block, a Box's shape or a Dict's entries, the rows' dtype or None for entries)
         self.classes: list[tuple[np.ndarray, tuple, Any]] = []
-        known: dict[tuple[int, tuple], int] = {}
+        self.keyed: list[bool] = []  # per class: a Box beside an action_mask, in a Dict
+        known: dict[tuple[int, tuple, bool], int] = {}
         for i, a in enumerate(buf.agents):
             view = buf.obs_views[a]
-            if a not in arrays.place or not (view.plain and not view.has_mask_key
+            if a not in arrays.place or not (view.plain and (keyed or not view.has_mask_key)
                                              or view.entries):
                 continue
             block, j = arrays.place[a]
             # A Box's rows: its shape and their dtype; a Dict's: its entries (dtype None).
             shape: tuple = view.shape if view.plain else view.entries
             dtype = view.dtype if view.plain else None
-            key = (id(block), shape)
+            key = (id(block), shape, view.has_mask_key)
             if key not in known:
                 known[key] = len(self.classes)
                 self.classes.append((block, shape, dtype))
+                self.keyed.append(view.has_mask_key)
             self.kind[i], self.slot[i] = known[key], j
         self.has_mask = np.array([buf.mask[a] is not None for a in buf.agents], bool)
 
@@ -659,10 +666,11 @@ class _Plan:
         cuts = [0, *(np.flatnonzero(kinds[1:] != kinds[:-1]) + 1).tolist(), n] if n else [0]
         # Each run: its movers i0:i1, its block, where its rows sit there (a slice; pieces
         # (k0, k1, slice): movers i0+k0:i0+k1 in a slice; or, broken by many gaps, its
-        # columns), the observations' shape and the rows' dtype.
+        # columns), the observations' shape and the rows' dtype, and whether each is a Dict
+        # holding its observation beside its action_mask.
         self.runs: list[tuple[int, int, np.ndarray,
                               slice | list[tuple[int, int, slice]] | np.ndarray,
-                              tuple[int, ...], Any]] = []
+                              tuple[int, ...], Any, bool]] = []
         alone: list[int] = []
         for i0, i1 in zip(cuts[:-1], cuts[1:], strict=True):
             kind = int(kinds[i0])
@@ -670,18 +678,19 @@ class _Plan:
                 alone.extend(range(i0, i1))
                 continue
             block, shape, dtype = layout.classes[kind]
+            keyed = layout.keyed[kind]
             at = layout.slot[cols[i0:i1]]
             # Pieces whose columns follow one another (agents missing between them, or
             # handed over in another order, break them): each is one slice of the block.
             breaks = [0, *(np.flatnonzero(np.diff(at) != 1) + 1).tolist(), len(at)]
             if len(breaks) > _PIECES:  # broken up by many gaps: written by its columns
-                self.runs.append((i0, i1, block, at, shape, dtype))
+                self.runs.append((i0, i1, block, at, shape, dtype, keyed))
                 continue
             starts = at[breaks[:-1]].tolist()
             pieces = [(k0, k1, slice(j, j + k1 - k0))
                       for k0, k1, j in zip(breaks[:-1], breaks[1:], starts, strict=True)]
             self.runs.append((i0, i1, block, pieces[0][2] if len(pieces) == 1 else pieces,
-                              shape, dtype))
+                              shape, dtype, keyed))
         self.alone = [movers[i] for i in alone]
         # Per run (by its first mover), where its observations' arrays change (see _sound).
         self.cuts: dict[int, list[int]] = {i0: [] for i0, *_ in self.runs}
@@ -690,6 +699,10 @@ class _Plan:
             in_runs[i0:i1] = True
         self._in_runs = in_runs
         self.runs_masked = bool(layout.has_mask[cols[in_runs]].any())
+        # Where the runs' masks come from, when from one place: the observations (``True``),
+        # the infos (``False``); None when from both.
+        keyed_runs = {run[6] for run in self.runs if layout.has_mask[cols[run[0]:run[1]]].any()}
+        self.masks_in_obs = keyed_runs.pop() if len(keyed_runs) == 1 else None
         self._masked: list[str] | None = None
         self._mask_block: tuple[tuple[str, ...], np.ndarray, np.ndarray] | None | bool = False
         self._final_masks: list[list[tuple[np.ndarray, np.ndarray]]] | None = None
@@ -825,6 +838,17 @@ def _entry_rows(part: list[Any], entries: tuple[tuple[str, int, int, tuple[int, 
     return rows
 
 
+def _inner_obs(part: list[Any]) -> list[Any] | None:
+    """The observations in Dicts ``part`` that each hold one beside its action_mask and
+    nothing else; None when they do not all."""
+    try:
+        if sum(map(len, part)) != 2 * len(part):  # with both keys found: nothing else
+            return None
+        return list(map(_GET_OBS, part))
+    except (TypeError, KeyError, IndexError, ValueError):  # not Dicts, or no observation
+        return None
+
+
 def _sound(part: list[Any], shape: tuple[int, ...], dtype: Any, cuts: list[int]) -> bool:
     """The observations ``part`` are rows of a few C-contiguous arrays (their ``base``: an env
     that hands out rows of its own arrays, as magent2's do) of rows of ``shape``, whose dtype
@@ -875,6 +899,7 @@ def _all_is(items: list[Any], one: Any) -> bool:
 
 
 _GET_MASK = operator.itemgetter(MASK_KEY)
+_GET_OBS = operator.itemgetter("observation")
 _NOT_ROWS = [-1]  # _sound's cuts for observations that are not rows of the env's arrays
 _SMALL = 4096  # numbers in a run below which it is converted, not stacked
 _PIECES = 16  # slices a run is written in, at most; more: by its columns (one indexed write)

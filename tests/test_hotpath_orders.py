@@ -771,7 +771,7 @@ def test_observations_beside_their_masks_of_many_agents_land_as_each_ones_own(ho
                                                   handed["action_mask"].astype(bool))
                     finals += 1
     assert finals > 20
-    assert any(run[6] for run in runner.env._buf._derived.of[0].runs)  # the way they went
+    assert any(run.keyed for run in runner.env._buf._derived.of[0].runs)  # the way they went
 
 
 @pytest.mark.parametrize(("bad", "said"), [
@@ -790,3 +790,54 @@ def test_a_dict_with_a_mask_that_does_not_fit_among_many_is_named(bad, said):
             runner.step()
     text = str(info.value)
     assert "at step 4 of its episode: agent 'b_5'" in text and said in text, text
+
+
+class Alternating(Blinking):
+    """Two teams whose agents take turns in the env's order (``x_0, y_1, x_2, ...``), with
+    observations of different widths, each agent's numbers its own; agents leave and come
+    back as in ``Blinking``."""
+
+    def __init__(self):
+        super().__init__(n=24)
+        self.possible_agents = [f"{'xy'[i % 2]}_{i}" for i in range(24)]
+        self.widths = {"x": 4, "y": 6}
+
+    def observation_space(self, agent):
+        return spaces.Box(-99.0, 99.0, (self.widths[agent[0]],), np.float32)
+
+    def _one(self, a):
+        return np.arange(self.widths[a[0]], dtype=np.float32) + int(a[2:]) + self.t / 10
+
+    def _observe(self):
+        return {a: self._one(a) for a in self.agents}
+
+    def step(self, actions):
+        obs, rew, term, trunc, info = super().step(actions)
+        self.handed = {a: self._one(a) for a in obs}
+        return self.handed, rew, term, trunc, info
+
+
+def test_teams_that_take_turns_in_the_env_order_land_in_their_blocks():
+    """Agents of a team are written together even where the other team's lie between them:
+    each row is the agent's own observation, as agents leave and come back, finals too."""
+    register_env("hotpath_alternating", lambda **kw: Alternating())
+    runner = make_runner({"env": {"id": "hotpath_alternating", "num_envs": 2}}, collect=False)
+    assert len(runner.groups) == 2
+    runner.reset(0)
+    finals = 0
+    for _ in range(40):
+        runner.step()
+        step = runner._step
+        for e, copy in enumerate(runner.env.copies):
+            env = copy.env
+            for g in runner.groups:
+                blocks = step.groups[g.spec.id]
+                for j, a in enumerate(g.spec.agents):
+                    if step.acting[e, runner.env.agents.index(a)]:
+                        np.testing.assert_array_equal(blocks.obs[e, j], env._one(a))
+                    if blocks.terminated[e, j] or blocks.truncated[e, j]:
+                        np.testing.assert_array_equal(blocks.final_obs[e, j], env.handed[a])
+                        finals += 1
+    assert finals > 40
+    runs = runner.env._buf._derived.of[0].runs
+    assert len(runs) == 2 and not any(isinstance(r.members, slice) for r in runs)

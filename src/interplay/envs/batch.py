@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -321,15 +321,14 @@ class StepBuffers:
         d = self._derived
         if plan.runs:
             values = list(obs.values())
-            left: list[tuple[tuple, list[Any]]] | None = None
+            left: list[tuple[_Run, Sequence[Any]]] | None = None
             for run in plan.runs:
-                i0, i1 = run[0], run[1]
-                part = values if i1 - i0 == len(values) else values[i0:i1]
+                part = values if len(run) == len(values) else run.pick(values)
                 # Nobody reads them: left unwritten where they are rows of the env's own
                 # arrays, of the right shape and all finite, so that nothing is lost by not
                 # looking at them row by row; otherwise written, for the reader to check.
-                skip = bool(d.skipped) and id(run[2]) in d.skipped
-                if skip and _sound(part, run[4], run[5], plan.cuts[i0]):
+                skip = bool(d.skipped) and id(run.block) in d.skipped
+                if skip and _sound(part, run.shape, run.dtype, plan.cuts[run.first]):
                     if left is None:
                         left = []
                     left.append((run, part))
@@ -377,14 +376,13 @@ class StepBuffers:
         block[e, cols] = arr.astype(bool, copy=False)
         return True
 
-    def _put_run(self, e: int, movers: tuple[str, ...], run: tuple, part: list[Any]) -> None:
+    def _put_run(self, e: int, movers: tuple[str, ...], run: _Run, part: Sequence[Any]) -> None:
         """Write one run of a plan (see :class:`_Plan`): stacked, or agent by agent when that
         fails, so that the error names the agent."""
-        i0, i1, block, where, shape, dtype, keyed = run
         # the observations beside their masks, each in a Dict, taken out
-        inner = _inner_obs(part) if keyed else part
-        if inner is None or not _write_run(block, e, where, inner, shape, dtype):
-            for a, o in zip(movers[i0:i1], part, strict=True):
+        inner = _inner_obs(part) if run.keyed else part
+        if inner is None or not _write_run(run.block, e, run.where, inner, run.shape, run.dtype):
+            for a, o in zip(run.pick(movers), part, strict=True):
                 self._write_obs(e, a, o)
 
     def skip_obs(self, agents: frozenset[str]) -> frozenset[str]:
@@ -532,15 +530,14 @@ class StepBuffers:
             plan = _kept(plans, order, _Plan(order, self, self._derived.layouts[1]))
         values = list(ended.values())
         done: list[str] = []
-        for (i0, i1, block, where, shape, dtype, _keyed), masks in zip(
-                plan.runs, plan.run_final_masks(), strict=True):
-            part = values[i0:i1]
-            if not any(o is None for o in part) and _write_run(block, e, where, part, shape,
-                                                                dtype):
-                flags[e, plan.cols[i0:i1]] = True
+        for run, masks in zip(plan.runs, plan.run_final_masks(), strict=True):
+            part = run.pick(values)
+            if not any(o is None for o in part) and _write_run(
+                    run.block, e, run.where, part, run.shape, run.dtype):
+                flags[e, plan.cols[run.members]] = True
                 for mask_block, at in masks:
                     mask_block[e, at] = True
-                done.extend(order[i0:i1])
+                done.extend(run.pick(order))
         return frozenset(done)
 
     def _mask_row(self, agent: str, obs: Any, info: dict | None) -> np.ndarray | None:
@@ -606,7 +603,7 @@ class _Derived:
         # Observations nobody reads (see StepBuffers.skip_obs): the ids of the blocks that
         # hold only theirs, and per copy what its last write left unwritten.
         self.skipped: frozenset[int] = frozenset()
-        self.left: list[tuple[tuple[str, ...], list[tuple[tuple, list[Any]]]] | None] = (
+        self.left: list[tuple[tuple[str, ...], list[tuple[_Run, Sequence[Any]]]] | None] = (
             [None] * num_envs)
         self.any_left = False
         # Some observations of skipped blocks were written after all since the last
@@ -650,58 +647,92 @@ class _Layout:
         self.has_mask = np.array([buf.mask[a] is not None for a in buf.agents], bool)
 
 
+class _Run:
+    """Movers of one order whose observations are written together: their rows sit in one
+    block with the same plain (Box) observation shape, or the same Dict of Boxes.
+
+    ``members`` are their places in the movers' order (a slice where they sit side by side
+    there, else an index array: agents of other blocks between them) and ``pick`` takes
+    theirs out of a sequence in that order; ``where`` is where their rows sit in ``block``
+    (a slice; pieces ``(k0, k1, slice)``: members ``k0:k1`` in a slice; or, broken by many
+    gaps, its columns); ``keyed``: each is a Dict holding its observation beside its
+    action_mask. ``first`` is the place of the first of them.
+    """
+
+    __slots__ = ("members", "pick", "block", "where", "shape", "dtype", "keyed", "first")
+
+    def __init__(self, members: slice | np.ndarray, block: np.ndarray,
+                 where: slice | list[tuple[int, int, slice]] | np.ndarray,
+                 shape: tuple, dtype: Any, keyed: bool):
+        self.members, self.block, self.where = members, block, where
+        self.shape, self.dtype, self.keyed = shape, dtype, keyed
+        if isinstance(members, slice):
+            self.first = int(members.start)
+            self.pick: Callable[[Sequence[Any]], Sequence[Any]] = operator.itemgetter(members)
+        else:
+            self.first = int(members[0])
+            self.pick = operator.itemgetter(*members.tolist())  # at least _FEW: a tuple
+
+    def __len__(self) -> int:
+        m = self.members
+        return m.stop - m.start if isinstance(m, slice) else len(m)
+
+
 class _Plan:
-    """How to write one order of movers: runs of agents side by side in the movers' order
-    whose rows sit in one block with the same plain (Box) observation shape, or the same Dict
-    of Boxes, each written with one stacked write (into a slice of the block, or its columns
-    where agents between them are missing), and the agents written alone (other Dict or Tuple
-    observations, one holding its mask, or too few beside
-    them)."""
+    """How to write one order of movers: runs (:class:`_Run`) of agents whose rows sit in one
+    block with the same plain (Box) observation shape, or the same Dict of Boxes, each written
+    with one stacked write (into a slice of the block, or its columns where agents between
+    them are missing), and the agents written alone (other Dict or Tuple observations, one
+    holding its mask, or too few of a kind)."""
 
     def __init__(self, movers: tuple[str, ...], buf: StepBuffers, layout: _Layout):
         self.movers, self._buf = movers, buf
         self.cols = cols = buf.cols_of(movers)
         kinds = layout.kind[cols]
         n = len(movers)
-        cuts = [0, *(np.flatnonzero(kinds[1:] != kinds[:-1]) + 1).tolist(), n] if n else [0]
-        # Each run: its movers i0:i1, its block, where its rows sit there (a slice; pieces
-        # (k0, k1, slice): movers i0+k0:i0+k1 in a slice; or, broken by many gaps, its
-        # columns), the observations' shape and the rows' dtype, and whether each is a Dict
-        # holding its observation beside its action_mask.
-        self.runs: list[tuple[int, int, np.ndarray,
-                              slice | list[tuple[int, int, slice]] | np.ndarray,
-                              tuple[int, ...], Any, bool]] = []
+        self.runs: list[_Run] = []
         alone: list[int] = []
+        cuts = [0, *(np.flatnonzero(kinds[1:] != kinds[:-1]) + 1).tolist(), n] if n else [0]
+        # Side by side in the movers' order, or, where agents of other kinds lie between
+        # them (two teams taking turns in the env's order), wherever they are.
+        groups: dict[int, list[slice | np.ndarray]] = {}
         for i0, i1 in zip(cuts[:-1], cuts[1:], strict=True):
-            kind = int(kinds[i0])
-            if kind < 0 or i1 - i0 < _FEW:  # a few agents: one by one is as quick
-                alone.extend(range(i0, i1))
+            groups.setdefault(int(kinds[i0]), []).append(slice(i0, i1))
+        for kind, spans in groups.items():
+            members: slice | np.ndarray = spans[0]
+            if len(spans) > 1:
+                members = np.flatnonzero(kinds == kind)
+            size = members.stop - members.start if isinstance(members, slice) else len(members)
+            if kind < 0 or size < _FEW:  # a few agents: one by one is as quick
+                for span in spans:
+                    alone.extend(range(span.start, span.stop))
                 continue
             block, shape, dtype = layout.classes[kind]
-            keyed = layout.keyed[kind]
-            at = layout.slot[cols[i0:i1]]
+            at = layout.slot[cols[members]]
             # Pieces whose columns follow one another (agents missing between them, or
             # handed over in another order, break them): each is one slice of the block.
             breaks = [0, *(np.flatnonzero(np.diff(at) != 1) + 1).tolist(), len(at)]
             if len(breaks) > _PIECES:  # broken up by many gaps: written by its columns
-                self.runs.append((i0, i1, block, at, shape, dtype, keyed))
-                continue
-            starts = at[breaks[:-1]].tolist()
-            pieces = [(k0, k1, slice(j, j + k1 - k0))
-                      for k0, k1, j in zip(breaks[:-1], breaks[1:], starts, strict=True)]
-            self.runs.append((i0, i1, block, pieces[0][2] if len(pieces) == 1 else pieces,
-                              shape, dtype, keyed))
+                where: slice | list[tuple[int, int, slice]] | np.ndarray = at
+            else:
+                starts = at[breaks[:-1]].tolist()
+                pieces = [(k0, k1, slice(j, j + k1 - k0))
+                          for k0, k1, j in zip(breaks[:-1], breaks[1:], starts, strict=True)]
+                where = pieces[0][2] if len(pieces) == 1 else pieces
+            self.runs.append(_Run(members, block, where, shape, dtype, layout.keyed[kind]))
+        self.runs.sort(key=operator.attrgetter("first"))
+        alone.sort()
         self.alone = [movers[i] for i in alone]
         # Per run (by its first mover), where its observations' arrays change (see _sound).
-        self.cuts: dict[int, list[int]] = {i0: [] for i0, *_ in self.runs}
+        self.cuts: dict[int, list[int]] = {run.first: [] for run in self.runs}
         in_runs = np.zeros(n, bool)
-        for i0, i1, *_ in self.runs:
-            in_runs[i0:i1] = True
+        for run in self.runs:
+            in_runs[run.members] = True
         self._in_runs = in_runs
         self.runs_masked = bool(layout.has_mask[cols[in_runs]].any())
         # Where the runs' masks come from, when from one place: the observations (``True``),
         # the infos (``False``); None when from both.
-        keyed_runs = {run[6] for run in self.runs if layout.has_mask[cols[run[0]:run[1]]].any()}
+        keyed_runs = {run.keyed for run in self.runs if layout.has_mask[cols[run.members]].any()}
         self.masks_in_obs = keyed_runs.pop() if len(keyed_runs) == 1 else None
         self._masked: list[str] | None = None
         self._mask_block: tuple[tuple[str, ...], np.ndarray, np.ndarray] | None | bool = False
@@ -733,9 +764,9 @@ class _Plan:
         if self._final_masks is None:
             place = self._buf.final_mask.place
             self._final_masks = []
-            for i0, i1, *_ in self.runs:
+            for run in self.runs:
                 at: dict[int, tuple[np.ndarray, list[int]]] = {}
-                for a in self.movers[i0:i1]:
+                for a in run.pick(self.movers):
                     if a in place:
                         block, j = place[a]
                         at.setdefault(id(block), (block, []))[1].append(j)
@@ -757,7 +788,7 @@ def _kept(cache: dict[tuple[str, ...], Any], key: tuple[str, ...], value: Any) -
 
 def _write_run(block: np.ndarray, e: int,
                where: slice | list[tuple[int, int, slice]] | np.ndarray,
-               part: list[Any], shape: tuple[int, ...], dtype: Any) -> bool:
+               part: Sequence[Any], shape: tuple[int, ...], dtype: Any) -> bool:
     """Write observations ``part`` into copy ``e``'s rows ``where`` of ``block`` (a slice,
     pieces of ``part`` each with its slice, or the columns of each) with one stacked write per
     slice (or one stacked copy and one indexed write), if they all have the space's ``shape``
@@ -816,7 +847,7 @@ def _place(block: np.ndarray, e: int, where: slice | list[tuple[int, int, slice]
         block[e, where] = rows
 
 
-def _entry_rows(part: list[Any], entries: tuple[tuple[str, int, int, tuple[int, ...]], ...],
+def _entry_rows(part: Sequence[Any], entries: tuple[tuple[str, int, int, tuple[int, ...]], ...],
                 dim: int) -> np.ndarray | None:
     """Flat float32 rows ``[n, dim]`` of the Dict observations ``part``, an entry of every one
     at a time (``entries``: see ``ObsView.entries``), if each holds exactly the space's keys
@@ -838,7 +869,7 @@ def _entry_rows(part: list[Any], entries: tuple[tuple[str, int, int, tuple[int, 
     return rows
 
 
-def _inner_obs(part: list[Any]) -> list[Any] | None:
+def _inner_obs(part: Sequence[Any]) -> list[Any] | None:
     """The observations in Dicts ``part`` that each hold one beside its action_mask and
     nothing else; None when they do not all."""
     try:
@@ -849,7 +880,7 @@ def _inner_obs(part: list[Any]) -> list[Any] | None:
         return None
 
 
-def _sound(part: list[Any], shape: tuple[int, ...], dtype: Any, cuts: list[int]) -> bool:
+def _sound(part: Sequence[Any], shape: tuple[int, ...], dtype: Any, cuts: list[int]) -> bool:
     """The observations ``part`` are rows of a few C-contiguous arrays (their ``base``: an env
     that hands out rows of its own arrays, as magent2's do) of rows of ``shape``, whose dtype
     their block takes and whose numbers are all finite: rows that need not be written now

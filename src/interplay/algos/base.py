@@ -212,4 +212,7 @@ class LearnSchedule:
 def tensor(x: np.ndarray, device: str) -> torch.Tensor:
     """``x`` as a tensor on ``device``. The runner hands read-only views of its buffers
     (masks, say); torch wants memory it may write to, so those alone are copied."""
-    return torch.from_numpy(np.require(x, requirements=("C", "W"))).to(device)
+    if not (x.flags.c_contiguous and x.flags.writeable):
+        x = np.require(x, requirements=("C", "W"))
+    t = torch.from_numpy(x)
+    return t if device == "cpu" else t.to(device)

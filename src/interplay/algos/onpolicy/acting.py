@@ -37,7 +37,8 @@ class OnPolicyActor:
                 out, extras["state"] = recurrent_act(p.actor, batch, slot, len(p.spec.agents),
                                                      obs, held, self.device)
             else:
-                out = p.actor(obs, tensor(slot, self.device))
+                # one network for every agent: which agent a row is does not matter
+                out = p.actor(obs, tensor(slot, self.device) if p.actor.per_agent else None)
             mask = batch.mask if batch.mask is not None and not batch.mask.all() else None
             action, extras["logp"] = p.dist.act(out, mask, self.rng, explore)
         view = p.spec.action_view

@@ -8,6 +8,8 @@ rows that act greedily. Each shortcut is held against the long way here.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -559,7 +561,42 @@ def test_a_random_group_whose_block_a_reader_shares_is_still_checked():
             runner.step()
 
 
-class DictCrowd(Blinking):
+class OwnRows(Blinking):
+    """``Blinking`` whose agents each see numbers of their own (``_one``); what each step
+    handed out is kept in ``handed``."""
+
+    def _observe(self):
+        return {a: self._one(a) for a in self.agents}
+
+    def step(self, actions):
+        obs, rew, term, trunc, info = super().step(actions)
+        self.handed = {a: self._one(a) for a in obs}
+        return self.handed, rew, term, trunc, info
+
+
+def assert_rows_as_handed(runner, row_of, steps=40) -> int:
+    """Step ``runner`` over an ``OwnRows`` env: each acting agent's row is ``row_of(view,
+    observation)`` of what the env hands it, and each final row of what the step handed;
+    returns how many final rows were checked."""
+    finals = 0
+    for _ in range(steps):
+        runner.step()
+        step = runner._step
+        for e, copy in enumerate(runner.env.copies):
+            env = copy.env
+            for g in runner.groups:
+                blocks, view = step.groups[g.spec.id], g.spec.obs_view
+                for j, a in enumerate(g.spec.agents):
+                    if step.acting[e, runner.env.agents.index(a)]:
+                        np.testing.assert_array_equal(blocks.obs[e, j], row_of(view, env._one(a)))
+                    if blocks.terminated[e, j] or blocks.truncated[e, j]:
+                        np.testing.assert_array_equal(blocks.final_obs[e, j],
+                                                      row_of(view, env.handed[a]))
+                        finals += 1
+    return finals
+
+
+class DictCrowd(OwnRows):
     """``Blinking`` with Dict observations of Boxes (one of them a scalar), each agent's
     numbers its own; from step ``at`` on, agent ``b_5`` is handed ``bad`` instead."""
 
@@ -583,14 +620,6 @@ class DictCrowd(Blinking):
                 "text": {**good, "hp": "x"},
                 "array": good["pos"]}[self.bad]
 
-    def _observe(self):
-        return {a: self._one(a) for a in self.agents}
-
-    def step(self, actions):
-        obs, rew, term, trunc, info = super().step(actions)
-        self.handed = {a: self._one(a) for a in obs}
-        return self.handed, rew, term, trunc, info
-
 
 def test_dict_observations_of_many_agents_land_as_each_one_alone_would():
     """Dicts of Boxes are written an entry of every agent at a time: each row is exactly the
@@ -601,23 +630,13 @@ def test_dict_observations_of_many_agents_land_as_each_one_alone_would():
     view = runner.env.obs_views[g.spec.agents[0]]
     assert view.entries  # the way these take
     runner.reset(0)
-    finals = 0
-    for _ in range(40):
-        runner.step()
-        step = runner._step
-        blocks = step.groups[g.spec.id]
-        for e, copy in enumerate(runner.env.copies):
-            env = copy.env
-            want = np.zeros(view.dim, np.float32)
-            for j, a in enumerate(g.spec.agents):
-                if step.acting[e, runner.env.agents.index(a)]:
-                    view.flatten(env._one(a), want)
-                    np.testing.assert_array_equal(blocks.obs[e, j], want)
-                if blocks.terminated[e, j] or blocks.truncated[e, j]:
-                    view.flatten(env.handed[a], want)
-                    np.testing.assert_array_equal(blocks.final_obs[e, j], want)
-                    finals += 1
-    assert finals > 20
+
+    def flat(view, obs):  # as the agent alone would be written
+        row = np.zeros(view.dim, np.float32)
+        view.flatten(obs, row)
+        return row
+
+    assert assert_rows_as_handed(runner, flat) > 20
 
 
 @pytest.mark.parametrize(("bad", "said"), [
@@ -628,15 +647,20 @@ def test_dict_observations_of_many_agents_land_as_each_one_alone_would():
     ("array", "got an array of shape (2,) and dtype float32"),
 ])
 def test_a_dict_observation_that_does_not_fit_among_many_is_named(bad, said):
-    register_env("hotpath_dict_bad", lambda **kw: DictCrowd(bad=bad))
-    runner = make_runner({"env": {"id": "hotpath_dict_bad"}}, collect=False)
-    runner.reset(0)
-    with pytest.raises(ObservationError) as info:
-        for _ in range(10):
-            runner.step()
-    text = str(info.value)
+    text = observation_error_of("hotpath_dict_bad", lambda **kw: DictCrowd(bad=bad))
     assert "at step 4 of its episode: agent 'b_5': observation space Dict(" in text
     assert said in text
+
+
+def observation_error_of(env_id: str, make, steps: int = 10) -> str:
+    """What stops random play on the env ``make`` builds, within ``steps`` steps."""
+    register_env(env_id, make)
+    runner = make_runner({"env": {"id": env_id}}, collect=False)
+    runner.reset(0)
+    with pytest.raises(ObservationError) as info:
+        for _ in range(steps):
+            runner.step()
+    return str(info.value)
 
 
 class InfoMasks(Blinking):
@@ -699,13 +723,9 @@ def test_masks_many_agents_get_in_their_infos_land_as_each_ones_own(how):
 
 
 def test_a_mask_too_short_among_many_in_the_infos_is_named():
-    register_env("hotpath_info_masks_bad", lambda **kw: InfoMasks("bad"))
-    runner = make_runner({"env": {"id": "hotpath_info_masks_bad"}}, collect=False)
-    runner.reset(0)
-    with pytest.raises(ObservationError, match=r"at step 4 of its episode: agent 'b_5': "
-                                               r"action_mask has 3 entries .* needs 5"):
-        for _ in range(10):
-            runner.step()
+    text = observation_error_of("hotpath_info_masks_bad", lambda **kw: InfoMasks("bad"))
+    assert re.search(r"at step 4 of its episode: agent 'b_5': action_mask has 3 entries .* "
+                     r"needs 5", text), text
 
 
 class MaskedCrowd(InfoMasks):
@@ -782,17 +802,11 @@ def test_observations_beside_their_masks_of_many_agents_land_as_each_ones_own(ho
     ("short_obs", "its shape is not (4,)"),
 ])
 def test_a_dict_with_a_mask_that_does_not_fit_among_many_is_named(bad, said):
-    register_env("hotpath_masked_bad", lambda **kw: MaskedCrowd("own", bad))
-    runner = make_runner({"env": {"id": "hotpath_masked_bad"}}, collect=False)
-    runner.reset(0)
-    with pytest.raises(ObservationError) as info:
-        for _ in range(10):
-            runner.step()
-    text = str(info.value)
+    text = observation_error_of("hotpath_masked_bad", lambda **kw: MaskedCrowd("own", bad))
     assert "at step 4 of its episode: agent 'b_5'" in text and said in text, text
 
 
-class Alternating(Blinking):
+class Alternating(OwnRows):
     """Two teams whose agents take turns in the env's order (``x_0, y_1, x_2, ...``), with
     observations of different widths, each agent's numbers its own; agents leave and come
     back as in ``Blinking``."""
@@ -808,14 +822,6 @@ class Alternating(Blinking):
     def _one(self, a):
         return np.arange(self.widths[a[0]], dtype=np.float32) + int(a[2:]) + self.t / 10
 
-    def _observe(self):
-        return {a: self._one(a) for a in self.agents}
-
-    def step(self, actions):
-        obs, rew, term, trunc, info = super().step(actions)
-        self.handed = {a: self._one(a) for a in obs}
-        return self.handed, rew, term, trunc, info
-
 
 def test_teams_that_take_turns_in_the_env_order_land_in_their_blocks():
     """Agents of a team are written together even where the other team's lie between them:
@@ -824,20 +830,6 @@ def test_teams_that_take_turns_in_the_env_order_land_in_their_blocks():
     runner = make_runner({"env": {"id": "hotpath_alternating", "num_envs": 2}}, collect=False)
     assert len(runner.groups) == 2
     runner.reset(0)
-    finals = 0
-    for _ in range(40):
-        runner.step()
-        step = runner._step
-        for e, copy in enumerate(runner.env.copies):
-            env = copy.env
-            for g in runner.groups:
-                blocks = step.groups[g.spec.id]
-                for j, a in enumerate(g.spec.agents):
-                    if step.acting[e, runner.env.agents.index(a)]:
-                        np.testing.assert_array_equal(blocks.obs[e, j], env._one(a))
-                    if blocks.terminated[e, j] or blocks.truncated[e, j]:
-                        np.testing.assert_array_equal(blocks.final_obs[e, j], env.handed[a])
-                        finals += 1
-    assert finals > 40
+    assert assert_rows_as_handed(runner, lambda view, obs: obs) > 40
     runs = runner.env._buf._derived.of[0].runs
     assert len(runs) == 2 and not any(isinstance(r.members, slice) for r in runs)

@@ -833,3 +833,57 @@ def test_teams_that_take_turns_in_the_env_order_land_in_their_blocks():
     assert assert_rows_as_handed(runner, lambda view, obs: obs) > 40
     runs = runner.env._buf._derived.of[0].runs
     assert len(runs) == 2 and not any(isinstance(r.members, slice) for r in runs)
+
+
+class Echo(SpacedTeams):
+    """``SpacedTeams`` whose agents each see the action they were handed last (as numbers),
+    so that what reached the env shows in the observations, in any process."""
+
+    def __init__(self, x_space, y_space):
+        super().__init__(x_space, y_space)
+        self.last: dict = {}
+
+    def observation_space(self, agent):
+        return spaces.Box(-99.0, 99.0, (2,), np.float32)
+
+    def _observe(self):
+        return {a: self._echo(a) for a in self.agents}
+
+    def _echo(self, a):
+        row = np.zeros(2, np.float32)
+        got = np.asarray(self.last.get(a, -9), np.float32).reshape(-1)
+        row[:len(got)] = got
+        return row
+
+    def step(self, actions):
+        self.last = dict(actions)
+        obs, rew, term, trunc, info = super().step(actions)
+        return {a: self._echo(a) for a in obs}, rew, term, trunc, info
+
+
+@pytest.mark.parametrize("x_space, y_space", [
+    (spaces.Discrete(5, start=2), spaces.Discrete(3)),
+    (spaces.MultiDiscrete([3, 4], start=[1, -2]), spaces.MultiDiscrete([2, 2])),
+    (spaces.Box(-1.0, 1.0, (2,), np.float32), spaces.Box(-2.0, 2.0, (1,), np.float32)),
+], ids=["discrete_start", "multi_discrete", "box_shapes_differ"])
+def test_async_workers_hand_their_envs_each_agents_own_choice(x_space, y_space):
+    """Async workers read each copy's moves off the shared actions the runner wrote a policy
+    block at a time (or agent by agent where the agents' actions differ in shape): each
+    agent's observation echoes exactly the action the sync env gives it on the same seed."""
+    register_env("hotpath_echo", lambda **kw: Echo(x_space, y_space))
+    seen = []
+    for vec in ({"vectorization": "sync"}, {"vectorization": "async", "num_workers": 2}):
+        runner = make_runner({"env": {"id": "hotpath_echo", "num_envs": 2, **vec}},
+                             collect=False)
+        runner.reset(0)
+        steps = []
+        for _ in range(25):
+            runner.step()
+            steps.append({g.spec.id: runner._step.groups[g.spec.id].obs.copy()
+                          for g in runner.groups})
+            assert (np.abs(steps[-1][runner.groups[0].spec.id]) < 9).any()  # echoes, not -9
+        runner.env.close()
+        seen.append(steps)
+    for sync, asyn in zip(*seen, strict=True):
+        for pid in sync:
+            np.testing.assert_array_equal(asyn[pid], sync[pid])

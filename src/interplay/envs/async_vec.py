@@ -41,7 +41,7 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from interplay.envs.batch import StepBuffers, VecStep, state_dim, state_space_of
+from interplay.envs.batch import ActionBlocks, StepBuffers, VecStep, state_dim, state_space_of
 from interplay.envs.copies import EnvCopies, EnvCrashError
 from interplay.envs.spaces import ActionView, ObsView, action_view, obs_view
 from interplay.errors import UserError
@@ -80,11 +80,20 @@ class _Layout:
     def carve(self, carver: _Carver,
               keep_raw: bool = False) -> tuple[StepBuffers, dict[str, np.ndarray], np.ndarray]:
         """The step buffers, the actions, and the doorbells (one per copy; a worker's is the
-        one of its first copy)."""
+        one of its first copy). Where every agent's actions have one shape and dtype, they
+        sit side by side in one ``[E, A, ...]`` array (each agent's a view of it), so that
+        a policy's block is written with one write and a worker reads each copy's moves off
+        one row."""
         buf = StepBuffers(self.agents, self.obs_views, self.action_views, self.num_envs, carver,
                           keep_raw, self.state_dim)
-        actions = {a: carver((self.num_envs, *v.shape), 0, v.dtype)
-                   for a, v in self.action_views.items()}
+        views = [self.action_views[a] for a in self.agents]
+        actions: dict[str, np.ndarray]
+        if len({(v.shape, v.dtype) for v in views}) == 1:
+            whole = carver((self.num_envs, len(views), *views[0].shape), 0, views[0].dtype)
+            actions = ActionBlocks([(tuple(self.agents), whole)])
+        else:
+            actions = {a: carver((self.num_envs, *v.shape), 0, v.dtype)
+                       for a, v in self.action_views.items()}
         return buf, actions, carver((self.num_envs,), 0, np.uint8)
 
     def size(self) -> int:
@@ -273,6 +282,7 @@ class AsyncVecEnv:
         self._buf, self._actions, self._bells = layout.carve(
             _Carver(_map_segment(shm.name, size)), keep_raw=self.raw_obs)
         self._attach = (shm.name, size, layout)
+        self._cols: dict[tuple[str, ...], np.ndarray] = {}  # a policy's agents' columns
         for w in workers:
             w.conn.send(("attach", *self._attach))
         replies = self._gather(workers, max(self.step_timeout_s, START_TIMEOUT_S))
@@ -323,11 +333,26 @@ class AsyncVecEnv:
         self._buf.group(groups)
 
     def step(self, actions: dict[str, np.ndarray]) -> VecStep:
-        for a, chosen in actions.items():
-            self._actions[a][...] = chosen
+        self._hand_over(actions)
         self._round(lambda w: _STEP, "step")
         self._dropped += int(np.count_nonzero(self._buf.dropped))
         return self._buf.view()
+
+    def _hand_over(self, actions: dict[str, np.ndarray]) -> None:
+        """Write ``actions`` where the workers read them: a policy's block with one write
+        where both sides keep their agents' actions side by side, else agent by agent."""
+        shared = getattr(self._actions, "blocks", None)
+        blocks = getattr(actions, "blocks", None)
+        if shared is None or blocks is None:
+            for a, chosen in actions.items():
+                self._actions[a][...] = chosen
+            return
+        whole = shared[0][1]
+        for agents, block in blocks:
+            cols = self._cols.get(agents)
+            if cols is None:
+                cols = self._cols[agents] = np.array([self.agents.index(a) for a in agents])
+            whole[:, cols] = block
 
     def stats(self) -> dict[str, int]:
         """Faults so far: env copies that raised, episodes abandoned, workers replaced."""

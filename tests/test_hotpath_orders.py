@@ -628,7 +628,7 @@ def test_dict_observations_of_many_agents_land_as_each_one_alone_would():
     runner = make_runner({"env": {"id": "hotpath_dict_crowd", "num_envs": 2}}, collect=False)
     (g,) = runner.groups
     view = runner.env.obs_views[g.spec.agents[0]]
-    assert view.entries  # the way these take
+    assert view.batched  # the way these take
     runner.reset(0)
 
     def flat(view, obs):  # as the agent alone would be written
@@ -887,3 +887,83 @@ def test_async_workers_hand_their_envs_each_agents_own_choice(x_space, y_space):
     for sync, asyn in zip(*seen, strict=True):
         for pid in sync:
             np.testing.assert_array_equal(asyn[pid], sync[pid])
+
+
+NESTED = spaces.Dict({
+    "cell": spaces.Discrete(7, start=-2),
+    "seen": spaces.MultiBinary(3),
+    "kit": spaces.MultiDiscrete([[2, 3], [4, 2]], start=[[0, 1], [-1, 0]]),
+    "pair": spaces.Tuple((spaces.Box(-5, 5, (2,), np.int32), spaces.Discrete(3),
+                          spaces.Dict({"v": spaces.Box(-1.0, 1.0, (2, 2), np.float64)}))),
+    "pos": spaces.Box(-9.0, 9.0, (3,), np.float32),
+})
+
+
+@pytest.mark.parametrize("space", [
+    spaces.Discrete(5), spaces.Discrete(4, start=3), spaces.MultiBinary(6),
+    spaces.MultiBinary((2, 3)), spaces.MultiDiscrete([3, 5, 2]),
+    spaces.Tuple((spaces.Box(-1.0, 1.0, (2,), np.float32), spaces.Discrete(3))), NESTED,
+], ids=lambda s: type(s).__name__)
+def test_many_observations_flattened_a_leaf_at_a_time_are_each_ones_own(space):
+    """``batch_rows`` gives, row for row, what flattening each observation alone gives."""
+    from interplay.envs.spaces import batch_rows, obs_view
+
+    space.seed(3)
+    view = obs_view(space, "a_0")
+    assert view.batched
+    part = [space.sample() for _ in range(40)]
+    if isinstance(space, spaces.Dict):  # floats in an int Box below a Tuple: cast as alone
+        for o in part:
+            o["pair"] = (o["pair"][0] + 0.75, *o["pair"][1:])
+    rows = batch_rows(space, part, view.dim)
+    assert rows is not None
+    for o, row in zip(part, rows, strict=True):
+        alone = np.zeros(view.dim, np.float32)
+        view.flatten(o, alone)
+        np.testing.assert_array_equal(row, alone)
+
+
+@pytest.mark.parametrize(("space", "bad"), [
+    (spaces.Discrete(5), 5), (spaces.Discrete(5, start=1), 0), (spaces.Discrete(5), 1.0),
+    (spaces.MultiDiscrete([3, 2]), np.array([1, 2])),
+    (spaces.MultiDiscrete([3, 2]), np.array([1])), (spaces.MultiBinary(3), np.ones(4)),
+    (spaces.Tuple((spaces.Discrete(2), spaces.Discrete(2))), (1,)),
+    (NESTED, "text"), (spaces.Discrete(3), "1"),
+], ids=str)
+def test_observations_that_do_not_fit_at_a_glance_are_left_to_one_by_one(space, bad):
+    from interplay.envs.spaces import batch_rows, obs_view
+
+    view = obs_view(space, "a_0")
+    space.seed(0)
+    part = [space.sample() for _ in range(12)]
+    part[7] = bad
+    assert batch_rows(space, part, view.dim) is None
+
+
+class TupleCrowd(OwnRows):
+    """``Blinking`` whose agents see a Tuple of a Discrete cell, a MultiDiscrete kit and a
+    Box, each its own numbers."""
+
+    def __init__(self):
+        super().__init__()
+        self._obs = spaces.Tuple((spaces.Discrete(9, start=1), spaces.MultiDiscrete([3, 4]),
+                                  spaces.Box(-99.0, 99.0, (2,), np.float32)))
+
+    def _one(self, a):
+        i = int(a[2:])
+        return (1 + (i + self.t) % 9, np.array([i % 3, self.t % 4]),
+                np.array([i, self.t], np.float32))
+
+
+def test_tuple_observations_of_many_agents_land_as_each_one_alone_would():
+    register_env("hotpath_tuple_crowd", lambda **kw: TupleCrowd())
+    runner = make_runner({"env": {"id": "hotpath_tuple_crowd", "num_envs": 2}}, collect=False)
+    runner.reset(0)
+
+    def flat(view, obs):
+        row = np.zeros(view.dim, np.float32)
+        view.flatten(obs, row)
+        return row
+
+    assert assert_rows_as_handed(runner, flat) > 20
+    assert any(run.dtype is None for run in runner.env._buf._derived.of[0].runs)

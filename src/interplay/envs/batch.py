@@ -24,6 +24,7 @@ from interplay.envs.spaces import (
     ObservationError,
     ObsView,
     action_view,
+    batch_rows,
     fits_as_is,
     obs_view,
     observation_error,
@@ -617,28 +618,36 @@ class _Derived:
 class _Layout:
     """Where each agent's observation rows sit in one set of arrays (``obs`` or ``final_obs``),
     as arrays over agents, so that a plan for any order of movers is worked out with a few
-    array operations: the class of its block and shape or Dict entries (-1: written alone:
-    another Dict or Tuple observation, one with no block, or, unless ``keyed``, a Box beside
-    an action_mask), and its column there."""
+    array operations: the class of its block and shape, or of its block and space where
+    many are flattened at once (``ObsView.batched``), and its column there (-1: written
+    alone: an observation with image entries, one with no block, or, unless ``keyed``, a Box
+    beside an action_mask)."""
 
     def __init__(self, buf: StepBuffers, arrays: FixedArrays, keyed: bool):
         A = len(buf.agents)
         self.kind = np.full(A, -1, np.intp)
         self.slot = np.zeros(A, np.intp)
-        # (block, a Box's shape or a Dict's entries, the rows' dtype or None for entries)
-        self.classes: list[tuple[np.ndarray, tuple, Any]] = []
+        # (block, a Box's shape or a batched space, the rows' dtype or None for a space)
+        self.classes: list[tuple[np.ndarray, Any, Any]] = []
         self.keyed: list[bool] = []  # per class: a Box beside an action_mask, in a Dict
-        known: dict[tuple[int, tuple, bool], int] = {}
+        known: dict[tuple[int, Any, bool], int] = {}
+        batched: list[spaces.Space] = []  # the batched spaces met, one of each
         for i, a in enumerate(buf.agents):
             view = buf.obs_views[a]
             if a not in arrays.place or not (view.plain and (keyed or not view.has_mask_key)
-                                             or view.entries):
+                                             or view.batched):
                 continue
             block, j = arrays.place[a]
-            # A Box's rows: its shape and their dtype; a Dict's: its entries (dtype None).
-            shape: tuple = view.shape if view.plain else view.entries
-            dtype = view.dtype if view.plain else None
-            key = (id(block), shape, view.has_mask_key)
+            # A Box's rows: its shape and their dtype; others: their space (dtype None).
+            shape: Any = view.shape
+            dtype: Any = view.dtype
+            key: tuple[int, Any, bool] = (id(block), shape, view.has_mask_key)
+            if not view.plain:
+                same = next((k for k, sp in enumerate(batched) if sp == view.space), None)
+                if same is None:
+                    same = len(batched)
+                    batched.append(view.space)
+                shape, dtype, key = batched[same], None, (id(block), same, False)
             if key not in known:
                 known[key] = len(self.classes)
                 self.classes.append((block, shape, dtype))
@@ -796,8 +805,8 @@ def _write_run(block: np.ndarray, e: int,
     type for float rows); False otherwise (then rows already written are written again, one
     by one, by the caller)."""
     n = len(part)
-    if dtype is None:  # Dicts of Boxes: an entry of every one at a time
-        rows = _entry_rows(part, shape, block.shape[2])  # type: ignore[arg-type]
+    if dtype is None:  # flattened a leaf of the space (``shape`` here) at a time
+        rows = batch_rows(shape, part, block.shape[2])
         if rows is None:
             return False
         _place(block, e, where, rows)
@@ -845,28 +854,6 @@ def _place(block: np.ndarray, e: int, where: slice | list[tuple[int, int, slice]
             block[e, sl] = rows[k0:k1]
     else:
         block[e, where] = rows
-
-
-def _entry_rows(part: Sequence[Any], entries: tuple[tuple[str, int, int, tuple[int, ...]], ...],
-                dim: int) -> np.ndarray | None:
-    """Flat float32 rows ``[n, dim]`` of the Dict observations ``part``, an entry of every one
-    at a time (``entries``: see ``ObsView.entries``), if each holds exactly the space's keys
-    and each entry has its Box's shape and a number dtype; None otherwise (then they are
-    written one by one, which names what does not fit)."""
-    n = len(part)
-    rows = np.empty((n, dim), np.float32)
-    try:
-        # Every key is found below: with this count, no observation holds another.
-        if sum(map(len, part)) != n * len(entries):
-            return None
-        for key, c0, c1, shape in entries:
-            arr = np.asarray(list(map(operator.itemgetter(key), part)))
-            if arr.shape != (n, *shape) or arr.dtype.kind not in "biuf":
-                return None
-            rows[:, c0:c1] = arr.reshape(n, c1 - c0)
-    except (TypeError, KeyError, ValueError, IndexError):  # not dicts, or ragged entries
-        return None
-    return rows
 
 
 def _inner_obs(part: Sequence[Any]) -> list[Any] | None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,9 +63,10 @@ class ObsView:
     shape: tuple[int, ...] = ()  # the Box's shape when plain: what a plain write compares
     dtype: Any = np.float32  # how rows of this observation are stored
     leaves: Leaves | None = None  # a Dict/Tuple with image entries: where each entry sits
-    # A Dict of number Boxes (no action_mask): each entry's key, its columns in the flat row
-    # and its shape, so that many observations are written an entry at a time.
-    entries: tuple[tuple[str, int, int, tuple[int, ...]], ...] = ()
+    # Many observations of it can be flattened a leaf of the space at a time (see
+    # ``batch_rows``): Discrete, MultiBinary, MultiDiscrete, Dict and Tuple spaces with no
+    # action_mask and no image entries.
+    batched: bool = False
 
     def write(self, obs: Any, rows: np.ndarray, e: int) -> None:
         """Write the flat view of ``obs`` into ``rows[e]``; raise ValueError (or TypeError,
@@ -112,19 +114,71 @@ def _policy_space(space: spaces.Space, has_mask_key: bool) -> spaces.Space:
     return spaces.Dict(inner)
 
 
-def _box_entries(space: spaces.Space) -> tuple[tuple[str, int, int, tuple[int, ...]], ...]:
-    """A Dict whose entries are all Boxes of numbers (not bytes, which are range-checked one
-    by one): each key, its columns in the flat row and its shape (see ``ObsView.entries``);
-    ``()`` for any other space."""
-    if not isinstance(space, spaces.Dict) or not all(
-            isinstance(sub, spaces.Box) and sub.dtype != np.uint8 for sub in space.spaces.values()):
-        return ()
-    out, at = [], 0
-    for key, sub in space.spaces.items():
-        n = int(np.prod(sub.shape))
-        out.append((key, at, at + n, tuple(sub.shape)))
-        at += n
-    return tuple(out)
+_LEAVES = (spaces.Box, spaces.Discrete, spaces.MultiBinary, spaces.MultiDiscrete)
+
+
+def _batchable(space: spaces.Space) -> bool:
+    """Whether :func:`batch_rows` can flatten observations of ``space``."""
+    if isinstance(space, spaces.Dict | spaces.Tuple):
+        subs = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
+        return all(_batchable(sub) for sub in subs)
+    return isinstance(space, _LEAVES)
+
+
+def batch_rows(space: spaces.Space, part: Sequence[Any], dim: int) -> np.ndarray | None:
+    """The flat float32 rows ``[n, dim]`` of observations ``part`` of ``space``, built a leaf of
+    the space at a time, exactly as :meth:`ObsView.flatten` writes each one; None when any of
+    them does not fit at a glance (a key missing or extra, a shape, a dtype, a value out of
+    range, byte images): then they are written one by one, which names it."""
+    out = np.empty((len(part), dim), np.float32)
+    try:
+        return out if _fill_rows(space, part, out, cast=False) else None
+    except (TypeError, KeyError, ValueError, IndexError):  # not containers, ragged arrays
+        return None
+
+
+def _fill_rows(space: spaces.Space, part: Sequence[Any], out: np.ndarray, cast: bool) -> bool:
+    """Write ``part`` into ``out`` a leaf at a time; False when it cannot. ``cast``: below a
+    Tuple, MultiBinary or MultiDiscrete, where Gymnasium's ``flatten`` (which one by one
+    writes them) casts each Box to its dtype first."""
+    n = len(part)
+    if isinstance(space, spaces.Dict | spaces.Tuple):
+        keys = list(space.spaces) if isinstance(space, spaces.Dict) else range(len(space.spaces))
+        subs = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
+        # Every key is found below: with this count, no observation holds another.
+        if sum(map(len, part)) != n * len(keys):
+            return False
+        at = 0
+        for key, sub in zip(keys, subs, strict=True):
+            width = spaces.flatdim(sub)
+            if not _fill_rows(sub, list(map(operator.itemgetter(key), part)),
+                              out[:, at:at + width], cast or isinstance(space, spaces.Tuple)):
+                return False
+            at += width
+        return True
+    arr = np.asarray(part)
+    if arr.shape != (n, *space.shape) or arr.dtype.kind not in NUMBER_KINDS:
+        return False
+    if isinstance(space, spaces.Box):
+        if space.dtype == np.uint8:  # bytes are checked for their range one by one
+            return False
+        out[:] = (arr.astype(space.dtype) if cast else arr).reshape(n, -1)
+        return True
+    if isinstance(space, spaces.MultiBinary):
+        out[:] = arr.astype(space.dtype).reshape(n, -1)
+        return True
+    if arr.dtype.kind not in "iu":  # Discrete and MultiDiscrete values: whole numbers
+        return False
+    if isinstance(space, spaces.Discrete):
+        sizes, index = np.array([space.n]), arr.reshape(n, 1) - int(space.start)
+    else:
+        sizes = space.nvec.reshape(-1)
+        index = arr.reshape(n, -1) - space.start.reshape(-1)
+    if n and ((index < 0).any() or (index >= sizes).any()):
+        return False
+    out[:] = 0.0
+    out[np.arange(n)[:, None], np.cumsum(sizes) - sizes + index] = 1.0
+    return True
 
 
 def fits_as_is(obs: Any, shape: tuple[int, ...], dtype: Any) -> bool:
@@ -228,7 +282,7 @@ def obs_view(space: spaces.Space, agent: str) -> ObsView:
                        leaves=leaves)
     if not isinstance(box, spaces.Box):
         return ObsView(space=space, dim=dim, has_mask_key=has_mask,
-                       entries=() if has_mask else _box_entries(box))
+                       batched=not has_mask and _batchable(box))
     dtype = np.uint8 if box.dtype == np.uint8 else np.float32
     return ObsView(space=space, dim=dim, has_mask_key=has_mask, plain=True,
                    shape=tuple(box.shape), dtype=dtype)

@@ -7,7 +7,8 @@ and layout vary: ``plain`` (a Box of 4 floats each, Discrete(5) actions, one arr
 ``rows`` (the observations rows of one array, as magent2 hands them out), ``box`` (Box
 actions), ``multi_discrete`` (MultiDiscrete actions), ``dict`` (Dict observations of Boxes),
 ``masked_dict`` (the observation beside its action_mask in a Dict, PettingZoo's board-game
-way), ``info_masks`` (the action_mask in each agent's info), ``leaving`` (agents leave now
+way), ``discrete`` (a Discrete cell index), ``tuple`` (a Tuple of a Discrete cell and a Box),
+``info_masks`` (the action_mask in each agent's info), ``leaving`` (agents leave now
 and then), ``alternating`` (two teams of different observation widths taking turns in the
 env's order) and ``mixed`` (Box actions, Dict observations, agents leaving). Random actions
 through the runner (one copy) against the lean loop of ``runner_overhead.py``, interleaved
@@ -35,6 +36,8 @@ VARIANTS = {
     "multi_discrete": {"actions": "multi_discrete"},
     "dict": {"observations": "dict"},
     "masked_dict": {"observations": "masked_dict"},
+    "discrete": {"observations": "discrete"},
+    "tuple": {"observations": "tuple"},
     "info_masks": {"info_masks": True},
     "leaving": {"leaving": True},
     "alternating": {"alternating": True},
@@ -64,6 +67,9 @@ class Crowd:
         self._obs = {"box": box,
                      "dict": spaces.Dict({"pos": spaces.Box(-9.0, 9.0, (2,), np.float32),
                                           "offset": spaces.Box(-9.0, 9.0, (2,), np.float32)}),
+                     "discrete": spaces.Discrete(16),
+                     "tuple": spaces.Tuple((spaces.Discrete(16),
+                                            spaces.Box(-9.0, 9.0, (2,), np.float32))),
                      "masked_dict": spaces.Dict({"observation": box,
                                                  "action_mask": spaces.Box(0, 1, (5,), np.int8)})
                      }[observations]
@@ -95,6 +101,12 @@ class Crowd:
         if self.shape == "dict":
             return {a: {"pos": np.array(r[:2]), "offset": np.array(r[2:])}
                     for a, r in zip(self.agents, rows, strict=True)}
+        if self.shape in ("discrete", "tuple"):  # the cell of a 4x4 grid over the plane
+            cells = (np.clip(pos + 2.0, 0.0, 3.99) // 1).astype(int) @ np.array([4, 1])
+            if self.shape == "discrete":
+                return dict(zip(self.agents, cells.tolist(), strict=True))
+            return {a: (c, np.array(r[2:])) for a, c, r in zip(self.agents, cells.tolist(), rows,
+                                                              strict=True)}
         if self.shape == "masked_dict":
             return {a: {"observation": np.array(r), "action_mask": self._mask}
                     for a, r in zip(self.agents, rows, strict=True)}

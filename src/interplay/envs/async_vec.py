@@ -351,7 +351,7 @@ class AsyncVecEnv:
         for agents, block in blocks:
             cols = self._cols.get(agents)
             if cols is None:
-                cols = self._cols[agents] = np.array([self.agents.index(a) for a in agents])
+                cols = self._cols[agents] = self._buf.cols_of(agents)
             whole[:, cols] = block
 
     def stats(self) -> dict[str, int]:

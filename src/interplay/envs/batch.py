@@ -658,7 +658,8 @@ class _Layout:
 
 class _Run:
     """Movers of one order whose observations are written together: their rows sit in one
-    block with the same plain (Box) observation shape, or the same Dict of Boxes.
+    block with the same plain (Box) observation shape, or the same space flattened a leaf at
+    a time (``ObsView.batched``).
 
     ``members`` are their places in the movers' order (a slice where they sit side by side
     there, else an index array: agents of other blocks between them) and ``pick`` takes
@@ -683,16 +684,20 @@ class _Run:
             self.pick = operator.itemgetter(*members.tolist())  # at least _FEW: a tuple
 
     def __len__(self) -> int:
-        m = self.members
-        return m.stop - m.start if isinstance(m, slice) else len(m)
+        return _count(self.members)
+
+
+def _count(members: slice | np.ndarray) -> int:
+    """How many places ``members`` (a slice or an index array) holds."""
+    return members.stop - members.start if isinstance(members, slice) else len(members)
 
 
 class _Plan:
     """How to write one order of movers: runs (:class:`_Run`) of agents whose rows sit in one
-    block with the same plain (Box) observation shape, or the same Dict of Boxes, each written
-    with one stacked write (into a slice of the block, or its columns where agents between
-    them are missing), and the agents written alone (other Dict or Tuple observations, one
-    holding its mask, or too few of a kind)."""
+    block with the same plain (Box) observation shape, or the same space flattened a leaf at
+    a time, each written with one stacked write (into a slice of the block, or its columns
+    where agents between them are missing), and the agents written alone (observations with
+    image entries, final ones holding their mask, or too few of a kind)."""
 
     def __init__(self, movers: tuple[str, ...], buf: StepBuffers, layout: _Layout):
         self.movers, self._buf = movers, buf
@@ -711,8 +716,7 @@ class _Plan:
             members: slice | np.ndarray = spans[0]
             if len(spans) > 1:
                 members = np.flatnonzero(kinds == kind)
-            size = members.stop - members.start if isinstance(members, slice) else len(members)
-            if kind < 0 or size < _FEW:  # a few agents: one by one is as quick
+            if kind < 0 or _count(members) < _FEW:  # a few agents: one by one is as quick
                 for span in spans:
                     alone.extend(range(span.start, span.stop))
                 continue

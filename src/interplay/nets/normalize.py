@@ -38,9 +38,8 @@ class RunningMeanStd:
         mean, std = self._float32()
         out = np.subtract(x, mean, dtype=np.float32)
         out /= std
-        if clip is not None:  # as np.clip, without its wrappers' cost on small batches
-            np.minimum(out, clip, out=out)
-            np.maximum(out, -clip, out=out)
+        if clip is not None:
+            np.clip(out, -clip, clip, out=out)
         return out
 
     def _float32(self) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
-"""``interplay eval --vs --opening K``: random openings make deterministic games differ."""
+"""Random openings: ``interplay eval --vs --opening K`` makes deterministic games differ, and
+``env.opening`` starts training episodes of a turn-based game from varied positions."""
 
 from __future__ import annotations
 
@@ -6,12 +7,20 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from gymnasium import spaces
+from pettingzoo import AECEnv
+from pettingzoo.classic import tictactoe_v3
 
 from interplay.cli import main
 from interplay.config.loading import load
+from interplay.envs.adapters import EnvContractError
+from interplay.envs.openings import TRIES, OpeningEnv
+from interplay.envs.snapshot import capture, restore
 from interplay.errors import ConfigError
+from interplay.experiment.build import make_vec_env
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import train
+from interplay.population.league.best_response import br_config
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 TTT = ["algo.name=dqn", "env.id=pettingzoo.classic.tictactoe_v3", "train.self_play=true",
@@ -88,3 +97,114 @@ def test_bad_openings_are_named(run, tmp_path, capsys):
     assert main(["eval", str(run), "--vs", "random", "--opening", "-2", "--episodes", "4",
                  "--out", str(tmp_path / "c.json")]) == 2
     assert "--opening" in capsys.readouterr().err
+
+
+def _marks(env) -> int:
+    """Marks on a tic-tac-toe board, as the player to move sees it."""
+    return int(np.asarray(env.observe(env.agent_selection)["observation"]).sum())
+
+
+def _board(env) -> tuple[int, ...]:
+    return tuple(np.asarray(env.observe(env.agent_selection)["observation"]).astype(int).ravel())
+
+
+def test_training_copies_open_with_legal_moves_and_other_copies_start_afresh():
+    cfg = load([], [*TTT, "env.opening=4", "env.num_envs=3"])
+    vec, _ = make_vec_env(cfg, training=True)
+    vec.reset(0)
+    assert all(_marks(c.env) == 4 for c in vec.copies)
+    for _ in range(30):  # every episode opens with four legal marks, the game still on
+        for c in vec.copies:
+            c.reset(None)
+            assert _marks(c.env) == 4 and c.env.agents == ["player_1", "player_2"]
+            assert not any(c.env.terminations.values())
+    assert len({_board(c.env) for c in vec.copies}) > 1
+    vec.close()
+    plain, _ = make_vec_env(cfg)  # evaluation and test phases: the game's own start
+    plain.reset(0)
+    assert all(_marks(c.env) == 0 for c in plain.copies)
+    plain.close()
+
+
+def test_openings_follow_the_seed_and_go_on_exactly_from_a_snapshot():
+    def boards(env, resets):
+        out = []
+        for _ in range(resets):
+            env.reset()
+            out.append(_board(env))
+        return out
+
+    a, b = OpeningEnv(tictactoe_v3.env(), 3, "ttt"), OpeningEnv(tictactoe_v3.env(), 3, "ttt")
+    a.reset(seed=7)
+    b.reset(seed=7)
+    assert _board(a) == _board(b) and boards(a, 5) == boards(b, 5)
+    snap = capture(a)
+    ahead = boards(a, 8)
+    fresh = OpeningEnv(tictactoe_v3.env(), 3, "ttt")
+    fresh.reset(seed=99)
+    restore(fresh, snap)
+    assert boards(fresh, 8) == ahead
+    other = OpeningEnv(tictactoe_v3.env(), 3, "ttt")
+    other.reset(seed=8)
+    assert [_board(other), *boards(other, 8)] != [_board(a), *boards(a, 8)]
+
+
+class Sudden(AECEnv):
+    """Two players take turns choosing 0, 1 or 2; a move in ``enders`` ends the game."""
+
+    metadata = {"name": "sudden"}
+
+    def __init__(self, enders=(0,)):
+        self.enders = set(enders)
+        self.possible_agents = ["p_0", "p_1"]
+        self.moves: list[int] = []
+
+    def observation_space(self, agent):
+        return spaces.Box(0, 3, (1,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(3)
+
+    def observe(self, agent):
+        return np.array([len(self.moves)], np.float32)
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {a: {} for a in self.agents}
+        self.agent_selection = "p_0"
+        self.moves = []
+
+    def step(self, action):
+        if self.terminations[self.agent_selection]:
+            self._was_dead_step(action)
+            return
+        self.moves.append(int(action))
+        if int(action) in self.enders:
+            self.terminations = dict.fromkeys(self.agents, True)
+        self.agent_selection = "p_1" if self.agent_selection == "p_0" else "p_0"
+
+
+def test_an_opening_that_ends_the_game_is_drawn_again_and_an_impossible_one_is_named():
+    env = OpeningEnv(Sudden(), 2, "sudden")
+    env.reset(seed=0)
+    for _ in range(40):
+        env.reset()
+        assert len(env.moves) == 2 and 0 not in env.moves and env.agents
+    never = OpeningEnv(Sudden(enders=(0, 1, 2)), 1, "sudden")
+    with pytest.raises(EnvContractError, match=f"env.opening: each of {TRIES} openings"):
+        never.reset(seed=0)
+
+
+def test_openings_are_refused_where_moves_are_simultaneous_and_left_out_of_best_responses():
+    with pytest.raises(ConfigError, match="env.opening.*simultaneous"):
+        make_vec_env(load([], ["env.id=interplay.envs.swarm", "env.opening=2"]), training=True)
+    with pytest.raises(ConfigError, match="env.opening.*built-in batched"):
+        make_vec_env(load([], ["env.id=spread", "env.opening=2"]), training=True)
+    with pytest.raises(ConfigError, match="env.opening"):
+        load([], ["env.opening=-1"])
+    cfg = load([], [*TTT, "env.opening=2"])
+    assert br_config(cfg, "shared", "random", 1000, 0)["env"]["opening"] == 0

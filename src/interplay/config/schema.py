@@ -68,6 +68,13 @@ class EnvConfig(Section):
     """Dead or hung ``async`` workers that may be replaced in a run; 0 stops at the first."""
     eval_id: Annotated[Any, NamesCode("env")] = None
     """The env test phases run on (same spaces); none = the training env."""
+    opening: int = Field(0, ge=0, le=MAX_COUNT)
+    """Turn-based (AEC) games: each training episode begins with this many moves drawn
+    uniformly among the legal ones (seeded per copy), so that self-play and leagues meet
+    varied positions, not the few lines their own players keep choosing. Nobody books those
+    moves, and rewards paid during them count for nobody. Training copies only: test phases,
+    ``interplay eval`` (which has its own ``--opening``) and ``interplay exploit``'s best
+    response start from the game's own start."""
 
     @field_validator("kwargs", "reset_options")
     @classmethod

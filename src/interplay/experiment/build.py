@@ -28,6 +28,7 @@ from interplay.config.validation import policy_settings, validate_section
 from interplay.data.ram import check_fits, human
 from interplay.envs.async_vec import AsyncVecEnv
 from interplay.envs.batch import VecEnv
+from interplay.envs.openings import opening_maker
 from interplay.envs.registry import env_factory, make_native, native_env_class
 from interplay.envs.variation import varied_factory
 from interplay.envs.vector import SyncVecEnv
@@ -53,15 +54,21 @@ def reads_env_obs(policy_types: Sequence[str], league_fixed: Sequence[str]) -> b
 
 
 def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
-                 keep_state: bool = True) -> tuple[VecEnv, Sequence[Any] | None]:
+                 keep_state: bool = True, training: bool = False
+                 ) -> tuple[VecEnv, Sequence[Any] | None]:
     """The vector env for a config, and the PettingZoo copies behind it (None if native).
 
     It keeps the env's global state when a learner mixes on it (QMIX's ``algo.state``) and
-    ``keep_state`` (an env that only plays, for tests or evaluation, needs none)."""
+    ``keep_state`` (an env that only plays, for tests or evaluation, needs none). Only
+    ``training`` copies open their episodes with ``env.opening`` random moves."""
     env_id = cfg.env.id if env_id is None else env_id
     n = cfg.env.num_envs if num_envs is None else num_envs
     state, where = state_wanted(cfg) if keep_state else (None, "")
     native = native_env_class(env_id)
+    opening = cfg.env.opening if training else 0
+    if native is not None and opening:
+        raise ConfigError(f"env.opening: env {env_name(env_id)!r} is one of the built-in "
+                          "batched envs; random openings are for turn-based PettingZoo games")
     if native is not None and (varied(cfg.env.kwargs) or cfg.env.reset_options):
         raise ConfigError(f"env.reset_options, or a distribution in env.kwargs: env "
                           f"{env_name(env_id)!r} is one of the built-in batched envs, whose "
@@ -82,6 +89,8 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
                             "observations mixes on)")
         return env, None
     make = env_maker(env_id, cfg)
+    if opening:
+        make = opening_maker(make, opening, env_name(env_id))
     if n >= PROBE_FROM:
         started = time.perf_counter()
         check_copies_fit(n, copy_bytes(make), env_name(env_id))

@@ -43,7 +43,7 @@ def build_parts(cfg: Config, device: str, num_envs: int | None = None) -> Parts:
     (``num_envs`` of them, default ``env.num_envs``), the policies, their learners on
     ``device`` and what acts for each; the env is closed if a later part fails."""
     seed_everything(cfg.train.seed)
-    env, copies = make_vec_env(cfg, num_envs=num_envs)
+    env, copies = make_vec_env(cfg, num_envs=num_envs, training=True)
     try:
         specs = make_specs(cfg, env)
         algo = make_algorithms(cfg, specs, device, env.turn_based, env_state_space(env))

@@ -84,6 +84,9 @@ def br_config(cfg: Config, pid: str, target: str, steps: int, seed: int) -> dict
     data["log"].update({"console": False, "every": max(1, min(data["log"].get("every") or steps,
                                                                 steps // 10 or 1))})
     data["backend"] = {"name": "local"}  # in this process, whichever backend trained the run
+    # From the game's own start, whatever openings the run trained on: every run's policy is
+    # measured by the same best response.
+    data["env"]["opening"] = 0
     return data
 
 

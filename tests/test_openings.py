@@ -16,6 +16,7 @@ from interplay.config.loading import load
 from interplay.envs.adapters import EnvContractError
 from interplay.envs.openings import TRIES, OpeningEnv
 from interplay.envs.snapshot import capture, restore
+from interplay.envs.toy.games import start_move, start_turns
 from interplay.errors import ConfigError
 from interplay.experiment.build import make_vec_env
 from interplay.experiment.evaluate import evaluate
@@ -169,18 +170,11 @@ class Sudden(AECEnv):
         return np.array([len(self.moves)], np.float32)
 
     def reset(self, seed=None, options=None):
-        self.agents = list(self.possible_agents)
-        self.rewards = dict.fromkeys(self.agents, 0.0)
-        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
-        self.terminations = dict.fromkeys(self.agents, False)
-        self.truncations = dict.fromkeys(self.agents, False)
-        self.infos = {a: {} for a in self.agents}
-        self.agent_selection = "p_0"
+        start_turns(self)
         self.moves = []
 
     def step(self, action):
-        if self.terminations[self.agent_selection]:
-            self._was_dead_step(action)
+        if start_move(self, action) is None:
             return
         self.moves.append(int(action))
         if int(action) in self.enders:

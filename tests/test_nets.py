@@ -320,3 +320,26 @@ def test_a_user_module_is_code_a_run_folder_needs_trust_for():
             "policies": {"p": {"model": {"type": "their_nets:Net"}}}}
     assert untrusted_code(data) == {"my_nets": ["algo.model.type 'my_nets:Net'"],
                                     "their_nets": ["policies.p.model.type 'their_nets:Net'"]}
+
+
+def test_tanh_through_numpy_gives_torchs_values_and_gradients_and_steps_aside_where_it_must():
+    from interplay.nets.mlp import Tanh
+    act = Tanh()
+    x = (torch.randn(300, 17) * 3).requires_grad_()
+    ref = x.detach().clone().requires_grad_()
+    y, want = act(x), torch.tanh(ref)
+    assert y.dtype == torch.float32 and y.shape == x.shape
+    assert torch.allclose(y, want, rtol=0, atol=2e-7)
+    weights = torch.randn(300, 17)
+    (y * weights).sum().backward()
+    (want * weights).sum().backward()
+    assert torch.allclose(x.grad, ref.grad, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        assert torch.allclose(act(x[:, ::2]), torch.tanh(x[:, ::2]), rtol=0, atol=2e-7)
+    # Where NumPy cannot compute: torch's own, exactly (float64, vmap, tracing).
+    wide = x.detach().double()
+    assert torch.equal(act(wide), torch.tanh(wide))
+    mapped = torch.func.vmap(act)(x.detach())
+    assert torch.equal(mapped, torch.tanh(x.detach()))
+    traced = torch.jit.trace(nn.Sequential(nn.Linear(17, 3), act), x.detach()[:4])
+    assert "aten::tanh" in str(traced.inlined_graph)

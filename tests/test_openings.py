@@ -127,6 +127,24 @@ def test_training_copies_open_with_legal_moves_and_other_copies_start_afresh():
     plain.close()
 
 
+def test_a_range_of_openings_draws_each_length_in_it_per_episode():
+    cfg = load([], [*TTT, "env.opening=[0, 2]", "env.num_envs=2"])
+    assert cfg.env.opening == (0, 2)
+    vec, _ = make_vec_env(cfg, training=True)
+    vec.reset(3)
+    seen = []
+    for _ in range(60):
+        for c in vec.copies:
+            c.reset(None)
+            seen.append(_marks(c.env))
+    vec.close()
+    counts = np.bincount(seen, minlength=4)
+    assert counts[3] == 0 and (counts[:3] > 8).all(), counts  # 0, 1 and 2 marks, about a third each
+    for bad in ("[2, 1]", "[-1, 2]", "[1, 2, 3]"):
+        with pytest.raises(ConfigError, match="env.opening"):
+            load([], [f"env.opening={bad}"])
+
+
 def test_openings_follow_the_seed_and_go_on_exactly_from_a_snapshot():
     def boards(env, resets):
         out = []

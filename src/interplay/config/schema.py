@@ -68,13 +68,24 @@ class EnvConfig(Section):
     """Dead or hung ``async`` workers that may be replaced in a run; 0 stops at the first."""
     eval_id: Annotated[Any, NamesCode("env")] = None
     """The env test phases run on (same spaces); none = the training env."""
-    opening: int = Field(0, ge=0, le=MAX_COUNT)
+    opening: int | tuple[int, int] = 0
     """Turn-based (AEC) games: each training episode begins with this many moves drawn
     uniformly among the legal ones (seeded per copy), so that self-play and leagues meet
-    varied positions, not the few lines their own players keep choosing. Nobody books those
-    moves, and rewards paid during them count for nobody. Training copies only: test phases,
-    ``interplay eval`` (which has its own ``--opening``) and ``interplay exploit``'s best
-    response start from the game's own start."""
+    varied positions, not the few lines their own players keep choosing; ``[low, high]``:
+    a number of moves drawn uniformly from low to high for each episode (``[0, 2]`` keeps
+    some games at the game's own start). Nobody books those moves, and rewards paid during
+    them count for nobody. Training copies only: test phases, ``interplay eval`` (which has
+    its own ``--opening``) and ``interplay exploit``'s best response start from the game's
+    own start."""
+
+    @field_validator("opening")
+    @classmethod
+    def _opening_range(cls, value: int | tuple[int, int]) -> int | tuple[int, int]:
+        low, high = (value, value) if isinstance(value, int) else value
+        if not 0 <= low <= high <= MAX_COUNT:
+            raise ValueError(f"takes a number of moves (0 to {MAX_COUNT}) or a range "
+                             "[low, high] of them with 0 <= low <= high")
+        return value
 
     @field_validator("kwargs", "reset_options")
     @classmethod

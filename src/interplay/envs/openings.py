@@ -4,7 +4,8 @@ Self-play between deterministic or nearly deterministic players keeps meeting th
 lines of a game, so a policy can grow strong in them and weak everywhere else: a game opened
 with one unusual move, by a player from outside its pool, finds it out. :class:`OpeningEnv`
 wraps each training copy of a turn-based (AEC) PettingZoo env and, at every reset, plays the
-first ``moves`` moves itself, each uniformly among the legal ones (the ``action_mask`` in the
+first ``moves`` moves itself (or a number drawn uniformly from a range), each uniformly
+among the legal ones (the ``action_mask`` in the
 observation or the info; every action of a Discrete space where there is none). The learner
 and its opponents then play on from there. Nobody books those moves, and rewards paid during
 them count for nobody. An opening that ends the game is drawn again.
@@ -30,12 +31,14 @@ TRIES = 100  # openings drawn in a row that all end the game before it is called
 
 
 class OpeningEnv:
-    """A turn-based PettingZoo env whose episodes each begin with ``moves`` random legal moves."""
+    """A turn-based PettingZoo env whose episodes each begin with ``moves`` random legal moves
+    (``(low, high)``: a number drawn uniformly from low to high, per episode)."""
 
-    def __init__(self, env: Any, moves: int, name: str):
+    def __init__(self, env: Any, moves: int | tuple[int, int], name: str):
         # Names of their own: any other attribute is the env's (a game may have ``moves``).
         self.env = env
-        self.opening_moves = moves
+        self.opening_range = (moves, moves) if isinstance(moves, int) else tuple(moves)
+        self.opening_moves = self.opening_range[1]
         self.env_name = name
         self.opening_rng = np.random.default_rng(_SALT)  # replaced at the first seeded reset
 
@@ -48,19 +51,21 @@ class OpeningEnv:
         if seed is not None:
             self.opening_rng = np.random.default_rng(
                 np.random.SeedSequence(seed, spawn_key=(_SALT,)))
+        low, high = self.opening_range
         for _ in range(TRIES):
             self.env.reset(seed=seed, options=options)
             seed = None  # a redraw goes on from the env's own stream
-            if self._open():
+            moves = high if low == high else int(self.opening_rng.integers(low, high + 1))
+            if self._open(moves):
                 return
         raise EnvContractError(
             f"env.opening: each of {TRIES} openings of {self.opening_moves} random legal moves ended "
             f"an episode of {self.env_name}; lower env.opening")
 
-    def _open(self) -> bool:
-        """Play the opening; False where the game ended during it."""
+    def _open(self, moves: int) -> bool:
+        """Play an opening of ``moves`` moves; False where the game ended during it."""
         env = self.env
-        for _ in range(self.opening_moves):
+        for _ in range(moves):
             if not env.agents:
                 return False
             agent = env.agent_selection
@@ -89,9 +94,10 @@ class OpeningEnv:
         return int(space.start) + int(legal[self.opening_rng.integers(len(legal))])
 
 
-def opening_maker(make: Callable[[], Any], moves: int, name: str) -> Callable[[], Any]:
+def opening_maker(make: Callable[[], Any], moves: int | tuple[int, int],
+                  name: str) -> Callable[[], Any]:
     """A factory of copies of ``make``'s env whose episodes open with ``moves`` random legal
-    moves; a ConfigError for an env that is not turn-based."""
+    moves (or a number drawn from a range); a ConfigError for an env that is not turn-based."""
 
     def build() -> OpeningEnv:
         env = make()

@@ -47,7 +47,7 @@ class _NumpyTanh(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors  # type: ignore[attr-defined]
+        (y,) = ctx.saved_tensors
         return grad * (1 - y * y)
 
 

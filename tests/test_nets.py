@@ -323,9 +323,10 @@ def test_a_user_module_is_code_a_run_folder_needs_trust_for():
 
 
 def test_tanh_through_numpy_gives_torchs_values_and_gradients_and_steps_aside_where_it_must():
-    from interplay.nets.mlp import Tanh
+    from interplay.nets.mlp import NUMPY_TANH_FROM, Tanh
     act = Tanh()
     x = (torch.randn(300, 17) * 3).requires_grad_()
+    assert x.numel() >= NUMPY_TANH_FROM  # NumPy's turn
     ref = x.detach().clone().requires_grad_()
     y, want = act(x), torch.tanh(ref)
     assert y.dtype == torch.float32 and y.shape == x.shape
@@ -334,12 +335,17 @@ def test_tanh_through_numpy_gives_torchs_values_and_gradients_and_steps_aside_wh
     (y * weights).sum().backward()
     (want * weights).sum().backward()
     assert torch.allclose(x.grad, ref.grad, rtol=1e-5, atol=1e-6)
+    strided = torch.randn(600, 34)[:, ::2]
+    assert strided.numel() >= NUMPY_TANH_FROM
     with torch.no_grad():
-        assert torch.allclose(act(x[:, ::2]), torch.tanh(x[:, ::2]), rtol=0, atol=2e-7)
-    # Where NumPy cannot compute: torch's own, exactly (float64, vmap, tracing).
+        assert torch.allclose(act(strided), torch.tanh(strided), rtol=0, atol=2e-7)
+    # Where NumPy cannot compute or would not gain: torch's own, exactly (float64, vmap,
+    # tracing, a few numbers).
+    few = x.detach()[:2]
+    assert torch.equal(act(few), torch.tanh(few))
     wide = x.detach().double()
     assert torch.equal(act(wide), torch.tanh(wide))
-    mapped = torch.func.vmap(act)(x.detach())
-    assert torch.equal(mapped, torch.tanh(x.detach()))
+    stacked = torch.stack([x.detach(), -x.detach()])
+    assert torch.equal(torch.func.vmap(act)(stacked), torch.tanh(stacked))
     traced = torch.jit.trace(nn.Sequential(nn.Linear(17, 3), act), x.detach()[:4])
     assert "aten::tanh" in str(traced.inlined_graph)

@@ -9,6 +9,8 @@ from torch import nn
 
 from interplay.config.model import ModelSettings
 
+NUMPY_TANH_FROM = 4096  # numbers; below, torch's tanh takes under 8 us even where it is slow
+
 
 class Tanh(nn.Tanh):
     """``nn.Tanh`` whose float32 work on the CPU runs through NumPy's tanh.
@@ -18,11 +20,13 @@ class Tanh(nn.Tanh):
     relu and sigmoid are not); at hundreds of agents that is a sixth of an acting step. The
     values agree with torch's to one float32 ulp, and the gradient is ``1 - tanh(x)**2`` as
     torch's. Where NumPy cannot stand in (another device or dtype, tracing, scripting, ONNX
-    export, ``torch.func`` transforms) it is torch's own.
+    export, ``torch.func`` transforms) it is torch's own, and so it is on arrays of fewer than
+    ``NUMPY_TANH_FROM`` numbers, where handing them over costs more than it saves (one agent
+    acting, say).
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not _numpy_may(x):
+        if x.numel() < NUMPY_TANH_FROM or not _numpy_may(x):
             return torch.tanh(x)
         if x.requires_grad and torch.is_grad_enabled():
             return _NumpyTanh.apply(x)

@@ -140,6 +140,7 @@ def test_a_range_of_openings_draws_each_length_in_it_per_episode():
     vec.close()
     counts = np.bincount(seen, minlength=4)
     assert counts[3] == 0 and (counts[:3] > 8).all(), counts  # 0, 1 and 2 marks, about a third each
+    assert load([], ["env.opening=[0, 0]"]).env.opening == 0  # no opening, as 0
     for bad in ("[2, 1]", "[-1, 2]", "[1, 2, 3]"):
         with pytest.raises(ConfigError, match="env.opening"):
             load([], [f"env.opening={bad}"])

@@ -85,7 +85,7 @@ class EnvConfig(Section):
         if not 0 <= low <= high <= MAX_COUNT:
             raise ValueError(f"takes a number of moves (0 to {MAX_COUNT}) or a range "
                              "[low, high] of them with 0 <= low <= high")
-        return value
+        return 0 if high == 0 else value  # [0, 0]: no opening, as 0
 
     @field_validator("kwargs", "reset_options")
     @classmethod

@@ -38,7 +38,6 @@ class OpeningEnv:
         # Names of their own: any other attribute is the env's (a game may have ``moves``).
         self.env = env
         self.opening_range = (moves, moves) if isinstance(moves, int) else tuple(moves)
-        self.opening_moves = self.opening_range[1]
         self.env_name = name
         self.opening_rng = np.random.default_rng(_SALT)  # replaced at the first seeded reset
 
@@ -58,8 +57,9 @@ class OpeningEnv:
             moves = high if low == high else int(self.opening_rng.integers(low, high + 1))
             if self._open(moves):
                 return
+        length = f"{low}" if low == high else f"{low} to {high}"
         raise EnvContractError(
-            f"env.opening: each of {TRIES} openings of {self.opening_moves} random legal moves ended "
+            f"env.opening: each of {TRIES} openings of {length} random legal moves ended "
             f"an episode of {self.env_name}; lower env.opening")
 
     def _open(self, moves: int) -> bool:

@@ -65,7 +65,7 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
     n = cfg.env.num_envs if num_envs is None else num_envs
     state, where = state_wanted(cfg) if keep_state else (None, "")
     native = native_env_class(env_id)
-    opening = cfg.env.opening if training and cfg.env.opening not in (0, (0, 0)) else 0
+    opening = cfg.env.opening if training else 0
     if native is not None and opening:
         raise ConfigError(f"env.opening: env {env_name(env_id)!r} is one of the built-in "
                           "batched envs; random openings are for turn-based PettingZoo games")

@@ -107,6 +107,28 @@ def test_a_board_beside_an_action_mask_takes_a_cnn_when_asked_and_an_mlp_by_defa
     assert report["win_rate"] + report["draw_rate"] + report["loss_rate"] == pytest.approx(1.0)
 
 
+def test_padded_conv_layers_keep_a_small_board_whole_and_bad_paddings_are_refused():
+    c4 = {"id": "pettingzoo.classic.connect_four_v3", "num_envs": 2}
+    padded = {**BOARD_CNN, "channels": [4, 4, 4], "kernels": [3, 3, 3], "strides": [1, 1, 1],
+              "paddings": [1, 1, 1], "layout": "hwc"}
+    algo, _ = build(c4, {"name": "ippo", "model": padded})
+    pid = next(iter(algo.policies))
+    block = algo.policies[pid].actor.nets[0][0][0].blocks[0]
+    assert [m.padding for m in block.convs if isinstance(m, nn.Conv2d)] == [(1, 1)] * 3
+    # Three 3x3 layers on a 6x7 board: 6x7 kept with padding, nothing left without it.
+    assert block.out_features == 4 * 6 * 7
+    with pytest.raises(ConfigError, match="do not fit"):
+        build(c4, {"name": "ippo", "model": {**padded, "paddings": [0, 0, 0]}})
+    for bad, says in (([1, 1], "one entry per conv layer"), ([1, -1, 1], "0 or more")):
+        with pytest.raises(ConfigError, match=says):
+            config.validate({"env": c4, "algo": {"name": "ippo",
+                                                 "model": {**padded, "paddings": bad}}})
+    # An image entry's own encoder takes its paddings, or the model's.
+    with pytest.raises(ConfigError, match="0 or more"):
+        config.validate({"env": c4, "algo": {"name": "ippo", "model": {
+            "encoders": {"observation": {"paddings": [-1]}}}}})
+
+
 def test_an_image_in_another_integer_dtype_is_stored_as_its_bytes():
     _, specs = build(PIXELS, {"name": "ippo"})
     view = specs["eye"].obs_view

@@ -41,6 +41,9 @@ class EncoderSettings(BaseModel):
     """CNN: kernel size of each conv layer; none takes the model's ``kernels``."""
     strides: list[int] | None = None
     """CNN: stride of each conv layer; none takes the model's ``strides``."""
+    paddings: list[int] | None = None
+    """CNN: zeros added on each side of the input of each conv layer; none takes the model's
+    ``paddings``."""
     layout: Literal["auto", "hwc", "chw"] | None = None
     """Where this image keeps its channels; none takes the model's ``layout``."""
 
@@ -49,6 +52,8 @@ class EncoderSettings(BaseModel):
         sizes = self.hidden + (self.channels or []) + (self.kernels or []) + (self.strides or [])
         if min(sizes, default=1) < 1:
             raise ValueError("hidden, channels, kernels and strides must be positive")
+        if min(self.paddings or [0]) < 0:
+            raise ValueError(f"paddings must be 0 or more, got {self.paddings}")
         if max(sizes, default=0) > MAX_SIZE:
             raise ValueError(f"a width, channel count, kernel or stride above {MAX_SIZE:,} "
                              f"(got {max(sizes):,}); no network of that size fits in memory")
@@ -78,6 +83,10 @@ class ModelSettings(BaseModel):
     """CNN: kernel size of each conv layer (one per entry of ``channels``)."""
     strides: list[int] = Field(default_factory=lambda: [4, 2, 1])
     """CNN: stride of each conv layer (one per entry of ``channels``)."""
+    paddings: list[int] | None = None
+    """CNN: zeros added on each side of the input of each conv layer (one per entry of
+    ``channels``; none: no padding). ``kernel // 2`` with stride 1 keeps the height and width,
+    so that every cell of a small board is seen by the same filters, edges included."""
     layout: Literal["auto", "hwc", "chw"] = "auto"
     """Where an image observation keeps its channels: last (``hwc``) or first (``chw``);
     ``auto`` takes the smaller of the first and last axes, warns when that guess looks unlike
@@ -138,6 +147,11 @@ class ModelSettings(BaseModel):
                 f"and {len(self.strides)}")
         if min(self.channels + self.kernels + self.strides) < 1:
             raise ValueError("channels, kernels and strides must be positive")
+        if self.paddings is not None and len(self.paddings) != n:
+            raise ValueError(f"paddings gives one entry per conv layer, as channels does; got "
+                             f"{len(self.paddings)} for {n} conv layers")
+        if min(self.paddings or [0]) < 0:
+            raise ValueError(f"paddings must be 0 or more, got {self.paddings}")
         if self.resize is not None and (len(self.resize) != 2 or min(self.resize) < 1):
             raise ValueError(f"resize is [height, width] in pixels, got {self.resize}")
         return self

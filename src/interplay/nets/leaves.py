@@ -101,7 +101,7 @@ def _plan(leaf: Leaf, enc: EncoderSettings, model: ModelSettings, where: str) ->
 def _conv_settings(enc: EncoderSettings, model: ModelSettings, where: str) -> ModelSettings:
     """``model`` with the entry's own conv layers, where it gives them (kept of its own class:
     a critic's settings hold more keys than an actor's)."""
-    update = {k: v for k in ("channels", "kernels", "strides")
+    update = {k: v for k in ("channels", "kernels", "strides", "paddings")
               if (v := getattr(enc, k)) is not None}
     try:
         return type(model).model_validate({**model.model_dump(), **update})

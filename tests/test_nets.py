@@ -119,14 +119,16 @@ def test_padded_conv_layers_keep_a_small_board_whole_and_bad_paddings_are_refuse
     assert block.out_features == 4 * 6 * 7
     with pytest.raises(ConfigError, match="do not fit"):
         build(c4, {"name": "ippo", "model": {**padded, "paddings": [0, 0, 0]}})
-    for bad, says in (([1, 1], "one entry per conv layer"), ([1, -1, 1], "0 or more")):
+    for bad, says in (([1, 1], "one entry per conv layer"), ([1, -1, 1], "0 or more"),
+                      ([1, 2**32, 1], "padding or size above")):
         with pytest.raises(ConfigError, match=says):
             config.validate({"env": c4, "algo": {"name": "ippo",
                                                  "model": {**padded, "paddings": bad}}})
     # An image entry's own encoder takes its paddings, or the model's.
-    with pytest.raises(ConfigError, match="0 or more"):
-        config.validate({"env": c4, "algo": {"name": "ippo", "model": {
-            "encoders": {"observation": {"paddings": [-1]}}}}})
+    for bad, says in (([-1], "0 or more"), ([2**32], "stride or padding above")):
+        with pytest.raises(ConfigError, match=says):
+            config.validate({"env": c4, "algo": {"name": "ippo", "model": {
+                "encoders": {"observation": {"paddings": bad}}}}})
 
 
 def test_an_image_in_another_integer_dtype_is_stored_as_its_bytes():

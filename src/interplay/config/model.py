@@ -54,9 +54,11 @@ class EncoderSettings(BaseModel):
             raise ValueError("hidden, channels, kernels and strides must be positive")
         if min(self.paddings or [0]) < 0:
             raise ValueError(f"paddings must be 0 or more, got {self.paddings}")
+        sizes += self.paddings or []
         if max(sizes, default=0) > MAX_SIZE:
-            raise ValueError(f"a width, channel count, kernel or stride above {MAX_SIZE:,} "
-                             f"(got {max(sizes):,}); no network of that size fits in memory")
+            raise ValueError(f"a width, channel count, kernel, stride or padding above "
+                             f"{MAX_SIZE:,} (got {max(sizes):,}); no network of that size fits "
+                             "in memory")
         return self
 
 
@@ -135,10 +137,12 @@ class ModelSettings(BaseModel):
     def _consistent(self) -> ModelSettings:
         if any(w < 1 for w in self.hidden):
             raise ValueError(f"hidden widths must be positive, got {self.hidden}")
-        sizes = self.hidden + self.channels + self.kernels + self.strides + (self.resize or [])
+        sizes = (self.hidden + self.channels + self.kernels + self.strides + (self.resize or [])
+                 + (self.paddings or []))
         if max(sizes, default=0) > MAX_SIZE:
-            raise ValueError(f"a width, channel count, kernel, stride or size above {MAX_SIZE:,} "
-                             f"(got {max(sizes):,}); no network of that size fits in memory")
+            raise ValueError(f"a width, channel count, kernel, stride, padding or size above "
+                             f"{MAX_SIZE:,} (got {max(sizes):,}); no network of that size fits "
+                             "in memory")
         n = len(self.channels)
         if not n or len(self.kernels) != n or len(self.strides) != n:
             raise ValueError(

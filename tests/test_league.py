@@ -138,8 +138,9 @@ def test_a_snapshot_never_changes_after_it_is_taken(tmp_path):
     assert first.read_bytes() == data
 
 
-def test_a_league_resumes_exactly(tmp_path):
-    common = [*LEAGUE, *HALF_LEAGUE, "train.test_frequency=-1"]
+@pytest.mark.parametrize("share", [0.0, 0.4])
+def test_a_league_resumes_exactly(tmp_path, share):
+    common = [*LEAGUE, *HALF_LEAGUE, "train.test_frequency=-1", f"league.against_self={share}"]
     a, b = straight_and_resumed(common, 1200, tmp_path)
     assert a == b
     la = (tmp_path / "straight" / "league.jsonl").read_text().splitlines()
@@ -285,6 +286,33 @@ def test_an_off_policy_learner_learns_from_the_members_moves_when_asked(tmp_path
     (mine, mine_first), (both, both_first) = held[False], held[True]
     assert 780 <= both <= 800 and mine < 0.6 * both  # every move (but the open ones), or half
     assert both_first > mine_first + 0.25  # the member's moves are among them
+
+
+def test_games_against_itself_are_learned_from_on_both_seats_counted_and_not_rated(tmp_path):
+    common = [*LEAGUE, "league.snapshot_every=100000", "league.fixed=['test_league:first_legal']",
+              "algo.learning_starts=100000", "train.steps=800"]
+    held = {}
+    for share in (0.0, 0.5):
+        exp = Experiment(load([], [*common, f"league.against_self={share}"]),
+                         tmp_path / str(share))
+        exp.run()
+        lg = league_of(exp)
+        buffer = exp.storage.buffers["shared"]
+        n = len(buffer)
+        firsts = (buffer.action[:n] == buffer.mask[:n].argmax(axis=1)).mean()
+        rated = sum(map(sum, lg.results.values()))
+        held[share] = (n, firsts, rated, lg.games_against_self, exp.runner.episodes)
+        exp.close()
+    (alone, alone_first, alone_rated, none, _), (n, first, rated, mirrored, episodes) = (
+        held[0.0], held[0.5])
+    assert none == 0 and alone < 0.6 * 800
+    # About half the games are the learner's on both seats: more of its rows, none the
+    # member's (a learner that is nearly random plays the first legal square far less often).
+    assert 1.2 * alone < n < 0.95 * 800 and first < alone_first + 0.1
+    assert mirrored > 0.3 * (rated + mirrored) and rated + mirrored == episodes
+    line = json.loads((tmp_path / "0.5" / "league.jsonl").read_text().splitlines()[-1])
+    assert line["games_against_self"] == mirrored
+    assert sum(m["games"] for m in line["members"]) == rated
 
 
 def test_an_on_policy_learner_refuses_the_members_moves(tmp_path):

@@ -21,7 +21,7 @@ LEAGUE = ["env.id=pettingzoo.classic.connect_four_v3", "train.self_play=true", "
           "env.num_envs=2", "algo.rollout=32", "algo.epochs=1", "algo.minibatches=2",
           "algo.model.hidden=[16]", "train.seed=5", "train.test_frequency=-1",
           "league.snapshot_every=96", "league.max_snapshots=2",
-          "league.opponent_sampling=pfsp",
+          "league.opponent_sampling=pfsp", "league.against_self=0.25",
           "league.fixed=[random, 'interplay.envs.connect_four:one_ply']",
           "log.every=96", "checkpoint.every=192", *QUIET]
 def _ray(runners: int = 1) -> list[str]:
@@ -61,6 +61,7 @@ def test_one_runner_plays_the_local_league_number_for_number(straight):
     games = {m["name"]: m["games"] for line in local for m in line["members"]}
     assert games["random"] > 0 and games["interplay.envs.connect_four:one_ply"] > 0
     assert any(n.startswith("snapshot_") and g > 0 for n, g in games.items())
+    assert local[-1]["games_against_self"] > 0  # and games against itself, on the runner too
 
 
 @pytest.mark.slow

@@ -410,6 +410,12 @@ class LeagueConfig(Section):
     fixed: Annotated[list[str], NamesCode("player")] = Field(default_factory=list)
     """Members that stay in the pool: ``random``, ``module:function`` (scripted), or a frozen
     policy from another run (``RUN_DIR[:policy_id]``, or a snapshot file of its league)."""
+    against_self: float = Field(0.0, ge=0, lt=1)
+    """Share of episodes (drawn at each episode start, in each env copy) in which the learner
+    plays itself as it is now on every side and learns from every side's moves: self-play in
+    its plain sense, with twice the learner's rows of a game against a member. The others are
+    played against the pool, drawn by ``opponent_sampling``. Games against itself are
+    counted (``games_against_self`` in ``league.jsonl``), not rated."""
     learn_from_members: bool = False
     """Learn from the moves the members make too, each from its own seat's view, not only from
     the learner's: twice the rows, and a scripted member's play as examples. Off-policy

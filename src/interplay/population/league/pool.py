@@ -81,6 +81,7 @@ class Seats(Protocol):
     side_of: np.ndarray
     learner_side: np.ndarray
     assign: np.ndarray
+    mirror: np.ndarray  # copies whose episode the learner plays against itself, on every side
     members: list[Member]
 
 
@@ -100,7 +101,7 @@ class LeagueActor:
         n = batch.obs.shape[0]
         env = batch.env if batch.env is not None else np.zeros(n, np.int64)
         slot = batch.slot if batch.slot is not None else np.zeros(n, np.int64)
-        theirs = lg.side_of[slot] != lg.learner_side[env]
+        theirs = (lg.side_of[slot] != lg.learner_side[env]) & ~lg.mirror[env]
         mine = ~theirs
         action: np.ndarray | None = None
         extras: dict[str, np.ndarray] = {}
@@ -168,6 +169,12 @@ def draw(settings: LeagueConfig, rng: np.random.Generator, pool: list[Member],
     # Prioritised fictitious self-play: members the learner does worse against come more.
     weights = np.array([_hardness(settings, results.get(m.name, [0, 0, 0])) for m in pool])
     return int(rng.choice(len(pool), p=weights / weights.sum()))
+
+
+def against_self(settings: LeagueConfig, rng: np.random.Generator) -> bool:
+    """Whether a new episode is the learner's against itself (``league.against_self``); no
+    draw from ``rng`` when it never is."""
+    return bool(settings.against_self) and bool(rng.random() < settings.against_self)
 
 
 def _hardness(settings: LeagueConfig, result: list[int]) -> float:
@@ -265,6 +272,8 @@ class League(Attachment):
         self.results: dict[str, list[int]] = {}  # member -> [learner wins, draws, losses]
         self.next_snapshot = 0
         self.void = np.zeros(E, bool)  # games left unrated: their member left league.fixed
+        self.mirror = np.zeros(E, bool)  # episodes of the learner against itself
+        self.games_against_self = 0
         # Snapshot files out of the pool, kept while a checkpoint may name them: each with the
         # env steps from its snapshot to its leaving (the checkpoints between hold it).
         self.pending: list[dict[str, Any]] = []
@@ -374,6 +383,7 @@ class League(Attachment):
             return
         if not self._pool():
             self.snapshot(runner.env_steps)
+        self.mirror[env_index] = against_self(self.settings, self.rng)
         self.assign[env_index] = self.sample()
         self.learner_side[env_index] = int(self.rng.integers(self.n_sides))
         self.void[env_index] = False
@@ -381,6 +391,9 @@ class League(Attachment):
 
     def on_episode_end(self, *, episode: Any, env_index: int, runner: Any) -> None:
         if runner is not self.exp.runner or self.void[env_index]:
+            return
+        if self.mirror[env_index]:
+            self.games_against_self += 1
             return
         totals = side_totals(episode.returns, self.exp.specs[self.pid].agents, self.side_of,
                              self.n_sides)
@@ -457,6 +470,8 @@ class League(Attachment):
                              "games": sum(self.results[m.name]),
                              "learner_win_draw_loss": self.results[m.name]}
                             for m in self.members if not m.retired]}
+        if self.settings.against_self:
+            line["games_against_self"] = self.games_against_self
         for extra in self.log_extras:  # what other parts of the league add (its exploiters)
             line.update(extra())
         path = Path(self.exp.run_dir) / "league.jsonl"
@@ -487,6 +502,7 @@ class League(Attachment):
                 "rng": self.rng.bit_generator.state, "assign": self.assign.tolist(),
                 "learner_side": self.learner_side.tolist(), "next_snapshot": self.next_snapshot,
                 "void": self.void.tolist(), "pending": [dict(p) for p in self.pending],
+                "mirror": self.mirror.tolist(), "games_against_self": self.games_against_self,
                 "logged": self.logged, "opening": [list(t) for t in self.opening],
                 "rating": self.settings.rating, "sides": self.side_of.tolist()}
 
@@ -497,6 +513,7 @@ class League(Attachment):
         self.results = {k: list(v) for k, v in state["results"].items()}
         self.rng.bit_generator.state = state["rng"]
         self.next_snapshot = state["next_snapshot"]
+        self.games_against_self = state.get("games_against_self", 0)
         self.pending = [dict(p) for p in state.get("pending", [])]
         # (a checkpoint from before this was kept: too late to watch)
         self.opening = [list(t) for t in state.get("opening", [[0.0]] * OPENING_GAMES)]
@@ -571,6 +588,7 @@ class League(Attachment):
         self.restores += 1
         self.learner_side = np.array(state["learner_side"], np.int64)
         self.void = np.array(state.get("void", np.zeros(len(assign), bool)), bool)
+        self.mirror = np.array(state.get("mirror", np.zeros(len(assign), bool)), bool)
         if not self._pool():  # every member left: the learner as it is now joins
             self.snapshot(self.exp.runner.env_steps)
         for env, index in enumerate(assign.tolist()):

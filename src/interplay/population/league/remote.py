@@ -29,6 +29,7 @@ from interplay.population.league.pool import (
     League,
     LeagueActor,
     Member,
+    against_self,
     draw,
     fixed_member,
     frozen_algo,
@@ -91,7 +92,8 @@ class LeagueOnRay(Attachment):
             copies = slice(runner * self.per_runner, (runner + 1) * self.per_runner)
             out["seats"] = {"assign": [self._name(i) for i in lg.assign[copies]],
                             "learner_side": lg.learner_side[copies].tolist(),
-                            "void": lg.void[copies].tolist()}
+                            "void": lg.void[copies].tolist(),
+                            "mirror": lg.mirror[copies].tolist()}
         return out
 
     def _spec(self, m: Member) -> dict[str, Any]:
@@ -136,12 +138,15 @@ class LeagueOnRay(Attachment):
         index = {m.name: i for i, m in enumerate(lg.members)}
         for event in said.get("events", []):
             if event[0] == "start":
-                _, e, name, side = event
+                _, e, name, side, mirror = event
                 lg.assign[offset + e] = index.get(name, -1)  # -1: one that left meanwhile
                 lg.learner_side[offset + e] = side
                 lg.void[offset + e] = False
+                lg.mirror[offset + e] = mirror
                 lg._drop_idle(lg.exp.runner.env_steps)
                 index = {m.name: i for i, m in enumerate(lg.members)}
+            elif event[0] == "self":  # a game against itself: counted, not rated
+                lg.games_against_self += 1
             else:
                 _, e, name, side, totals = event
                 slot = lg.rate(name, np.asarray(totals), side)
@@ -196,6 +201,7 @@ class LeagueRider(Rider):
         self.assign = np.zeros(n, np.int64)
         self.learner_side = np.zeros(n, np.int64)
         self.void = np.zeros(n, bool)
+        self.mirror = np.zeros(n, bool)
         group = next(g for g in runner.groups if g.spec.id == self.pid)
         group.actor = self.actor = LeagueActor(self, group.actor)
 
@@ -265,6 +271,7 @@ class LeagueRider(Rider):
                 self.assign[e] = position[name]
                 self.learner_side[e] = seats["learner_side"][e]
                 self.void[e] = seats["void"][e]
+                self.mirror[e] = seats["mirror"][e]
             else:  # the member left the pool: another plays it out, unrated
                 self._start(e)
                 self.void[e] = True
@@ -278,14 +285,18 @@ class LeagueRider(Rider):
 
     def _start(self, e: int) -> None:
         pool = [i for i, m in enumerate(self.members) if not m.retired]
+        self.mirror[e] = mirror = against_self(self.settings, self.rng)
         i = pool[draw(self.settings, self.rng, [self.members[i] for i in pool], self.results)]
         self.assign[e] = i
         self.learner_side[e] = int(self.rng.integers(self.n_sides))
         self.void[e] = False
-        self.said.append(("start", e, self.members[i].name, int(self.learner_side[e])))
+        self.said.append(("start", e, self.members[i].name, int(self.learner_side[e]), mirror))
 
     def on_episode_end(self, *, episode: Any, env_index: int, runner: Any) -> None:
         if self.void[env_index]:
+            return
+        if self.mirror[env_index]:
+            self.said.append(("self", env_index))
             return
         totals = side_totals(episode.returns, self.spec.agents, self.side_of, self.n_sides)
         side = int(self.learner_side[env_index])

@@ -303,9 +303,9 @@ def test_games_against_itself_are_learned_from_on_both_seats_counted_and_not_rat
         rated = sum(map(sum, lg.results.values()))
         held[share] = (n, firsts, rated, lg.games_against_self, exp.runner.episodes)
         exp.close()
-    (alone, alone_first, alone_rated, none, _), (n, first, rated, mirrored, episodes) = (
-        held[0.0], held[0.5])
-    assert none == 0 and alone < 0.6 * 800
+    (alone, alone_first, alone_rated, none, alone_episodes), (n, first, rated, mirrored,
+                                                              episodes) = held[0.0], held[0.5]
+    assert none == 0 and alone_rated == alone_episodes and alone < 0.6 * 800
     # About half the games are the learner's on both seats: more of its rows, none the
     # member's (a learner that is nearly random plays the first legal square far less often).
     assert 1.2 * alone < n < 0.95 * 800 and first < alone_first + 0.1

@@ -21,7 +21,7 @@ from interplay.errors import ConfigError
 from interplay.experiment.build import make_vec_env
 from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import train
-from interplay.population.league.best_response import br_config, turn_based
+from interplay.population.league.best_response import br_config
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
 TTT = ["algo.name=dqn", "env.id=pettingzoo.classic.tictactoe_v3", "train.self_play=true",
@@ -212,16 +212,12 @@ def test_an_opening_that_ends_the_game_is_drawn_again_and_an_impossible_one_is_n
         never.reset(seed=0)
 
 
-def test_openings_are_refused_where_moves_are_simultaneous_and_best_responses_train_on_theirs():
+def test_openings_are_refused_where_moves_are_simultaneous_and_left_out_of_best_responses():
     with pytest.raises(ConfigError, match="env.opening.*simultaneous"):
         make_vec_env(load([], ["env.id=interplay.envs.swarm", "env.opening=2"]), training=True)
     with pytest.raises(ConfigError, match="env.opening.*built-in batched"):
         make_vec_env(load([], ["env.id=spread", "env.opening=2"]), training=True)
     with pytest.raises(ConfigError, match="env.opening"):
         load([], ["env.opening=-1"])
-    cfg = load([], [*TTT, "env.opening=[0, 1]"])
-    # A best response trains with the openings it is scored with, not the run's.
-    assert br_config(cfg, "shared", "random", 1000, 0, 3)["env"]["opening"] == 3
+    cfg = load([], [*TTT, "env.opening=2"])
     assert br_config(cfg, "shared", "random", 1000, 0)["env"]["opening"] == 0
-    assert turn_based(cfg)
-    assert not turn_based(load([], ["env.id=interplay.envs.swarm"]))

@@ -106,8 +106,7 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: %(default)s)")
     x.add_argument("--opening", type=int, default=2, metavar="K",
                    help="random legal moves that open each of those games, so that two "
-                        "deterministic players do not replay one game, and each of the best "
-                        "response's training games in a turn-based game (default: %(default)s)")
+                        "deterministic players do not replay one game (default: %(default)s)")
     x.add_argument("--seed", type=int, help="seed of the best response (default: the run's)")
     x.add_argument("--out", help="where to write the report (default: RUN_DIR/exploit.json)")
     _overrides(x, "change a setting of the best response, e.g. -s env.num_envs=8 "

@@ -74,9 +74,9 @@ class EnvConfig(Section):
     varied positions, not the few lines their own players keep choosing; ``[low, high]``:
     a number of moves drawn uniformly from low to high for each episode (``[0, 2]`` keeps
     some games at the game's own start). Nobody books those moves, and rewards paid during
-    them count for nobody. Training copies only: test phases and ``interplay eval`` start from
-    the game's own start (``eval`` has its own ``--opening``), and ``interplay exploit``'s
-    best response trains with the openings of its ``--opening``."""
+    them count for nobody. Training copies only: test phases, ``interplay eval`` (which has
+    its own ``--opening``) and ``interplay exploit``'s best response start from the game's
+    own start."""
 
     @field_validator("opening")
     @classmethod

@@ -33,8 +33,7 @@ def best_response(experiment: Any, cfg: Config, pid: str, target: str, steps: in
                           f"{games}")
     if opening < 0:
         raise ConfigError(f"interplay exploit: --opening must be 0 or more moves, got {opening}")
-    base = br_config(cfg, pid, target, steps, seed, opening if turn_based(cfg) else 0)
-    br_cfg = validate(read([], overrides or [], base=base))
+    br_cfg = validate(read([], overrides or [], base=br_config(cfg, pid, target, steps, seed)))
     folder = Path(folder)
     with hold(folder):
         start_afresh(folder, overwrite=True)
@@ -69,22 +68,10 @@ def late_games(points: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def turn_based(cfg: Config) -> bool:
-    """Whether the run's env is a turn-based (AEC) game, where training episodes can open."""
-    from interplay.experiment.build import make_vec_env
-
-    env, _ = make_vec_env(cfg, num_envs=1)
-    try:
-        return bool(env.turn_based)
-    finally:
-        env.close()
-
-
-def br_config(cfg: Config, pid: str, target: str, steps: int, seed: int, opening: int = 0
-              ) -> dict[str, Any]:
+def br_config(cfg: Config, pid: str, target: str, steps: int, seed: int) -> dict[str, Any]:
     """The best response's config: the run's, with one fresh policy on every seat (``pid``'s
     own settings, if it had any) in a league whose only member is ``target``, stepped in this
-    process, each of its training games opening with ``opening`` random moves."""
+    process."""
     data = cfg.model_dump(mode="json", by_alias=True)
     own = {k: v for k, v in data["policies"].get(pid, {}).items() if k != "agents"}
     data["policies"] = {pid: own}
@@ -97,10 +84,9 @@ def br_config(cfg: Config, pid: str, target: str, steps: int, seed: int, opening
     data["log"].update({"console": False, "every": max(1, min(data["log"].get("every") or steps,
                                                                 steps // 10 or 1))})
     data["backend"] = {"name": "local"}  # in this process, whichever backend trained the run
-    # It trains on the games it is scored on (``opening`` random moves, whatever openings the
-    # run trained on): against a greedy target, a best response trained from the game's own
-    # start learns one line per seat, and random openings take it off that line.
-    data["env"]["opening"] = opening
+    # From the game's own start, whatever openings the run trained on: every run's policy is
+    # measured by the same best response.
+    data["env"]["opening"] = 0
     return data
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
 import pytest
 import torch
 from helpers import read_metrics, straight_and_resumed
+from rich.console import Console
 
 import interplay
 from interplay.cli import main
@@ -313,6 +315,9 @@ def test_games_against_itself_are_learned_from_on_both_seats_counted_and_not_rat
     line = json.loads((tmp_path / "0.5" / "league.jsonl").read_text().splitlines()[-1])
     assert line["games_against_self"] == mirrored
     assert sum(m["games"] for m in line["members"]) == rated
+    shown = Console(file=io.StringIO(), width=200)
+    league_report(tmp_path / "0.5", console=shown)
+    assert f"and {mirrored:,} games of the learner against itself" in shown.file.getvalue()
 
 
 def test_an_on_policy_learner_refuses_the_members_moves(tmp_path):

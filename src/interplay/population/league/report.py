@@ -41,6 +41,10 @@ def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, An
         wdl = r["wdl"] or ["", "", ""]
         table.add_row(_short(r["member"], r["kind"]), r["kind"], f"{r['env_steps']:,}", f"{r['rating']:.1f}",
                       "" if r["games"] is None else str(r["games"]), *map(str, wdl))
+    against_self = last.get("games_against_self")
+    if isinstance(against_self, int) and not isinstance(against_self, bool):
+        table.caption = (f"and {against_self:,} games of the learner against itself "
+                         "(league.against_self), not rated")
     (console or Console()).print(table)
     refuse_links(Path(run_dir))  # ratings.png is written into it
     _plot(lines, Path(run_dir) / "ratings.png")

@@ -220,6 +220,9 @@ def test_an_illegal_move_by_a_scripted_member_or_vs_opponent_is_named(league_run
      r"lists the member '/some/run' twice \(also as '/some//run/'\)"),
     (["league.snapshot_every=100", "league.fixed=['']"], "league.fixed has an empty entry"),
     (["league.snapshot_every=100", "league.elo_k=1e300"], r"league\.elo_k"),
+    (["league.against_self=0.3"], r"league\.against_self set, but league\.snapshot_every is 0"),
+    (["league.snapshot_every=100", "league.against_self=1"], r"league\.against_self"),
+    (["league.snapshot_every=100", "league.against_self=-0.1"], r"league\.against_self"),
 ])
 def test_league_settings_that_would_be_ignored_or_blow_up_are_refused(extra, message):
     with pytest.raises(ConfigError, match=message):

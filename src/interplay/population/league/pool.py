@@ -171,10 +171,16 @@ def draw(settings: LeagueConfig, rng: np.random.Generator, pool: list[Member],
     return int(rng.choice(len(pool), p=weights / weights.sum()))
 
 
-def against_self(settings: LeagueConfig, rng: np.random.Generator) -> bool:
-    """Whether a new episode is the learner's against itself (``league.against_self``); no
-    draw from ``rng`` when it never is."""
-    return bool(settings.against_self) and bool(rng.random() < settings.against_self)
+def new_game(settings: LeagueConfig, rng: np.random.Generator, pool: list[Member],
+             results: dict[str, list[int]], n_sides: int) -> tuple[bool, int, int]:
+    """A new episode's draws, in the one order every league makes them (here and in each Ray
+    runner, so that one runner plays the local league number for number): whether the
+    learner plays itself (``league.against_self``; nothing drawn when it never does), the
+    position in ``pool`` of its member (drawn either way, so that every copy names one), and
+    the learner's side."""
+    mirror = bool(settings.against_self) and bool(rng.random() < settings.against_self)
+    member = draw(settings, rng, pool, results)
+    return mirror, member, int(rng.integers(n_sides))
 
 
 def _hardness(settings: LeagueConfig, result: list[int]) -> float:
@@ -383,10 +389,11 @@ class League(Attachment):
             return
         if not self._pool():
             self.snapshot(runner.env_steps)
-        self.mirror[env_index] = against_self(self.settings, self.rng)
-        self.assign[env_index] = self.sample()
-        self.learner_side[env_index] = int(self.rng.integers(self.n_sides))
-        self.void[env_index] = False
+        pool = self._pool()
+        mirror, i, side = new_game(self.settings, self.rng, [self.members[j] for j in pool],
+                                   self.results, self.n_sides)
+        self.mirror[env_index], self.assign[env_index] = mirror, pool[i]
+        self.learner_side[env_index], self.void[env_index] = side, False
         self._drop_idle(runner.env_steps)
 
     def on_episode_end(self, *, episode: Any, env_index: int, runner: Any) -> None:

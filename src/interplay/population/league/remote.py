@@ -29,10 +29,9 @@ from interplay.population.league.pool import (
     League,
     LeagueActor,
     Member,
-    against_self,
-    draw,
     fixed_member,
     frozen_algo,
+    new_game,
     outcome,
     side_totals,
 )
@@ -285,12 +284,11 @@ class LeagueRider(Rider):
 
     def _start(self, e: int) -> None:
         pool = [i for i, m in enumerate(self.members) if not m.retired]
-        self.mirror[e] = mirror = against_self(self.settings, self.rng)
-        i = pool[draw(self.settings, self.rng, [self.members[i] for i in pool], self.results)]
-        self.assign[e] = i
-        self.learner_side[e] = int(self.rng.integers(self.n_sides))
-        self.void[e] = False
-        self.said.append(("start", e, self.members[i].name, int(self.learner_side[e]), mirror))
+        mirror, at, side = new_game(self.settings, self.rng, [self.members[i] for i in pool],
+                                    self.results, self.n_sides)
+        i = pool[at]
+        self.mirror[e], self.assign[e], self.learner_side[e], self.void[e] = mirror, i, side, False
+        self.said.append(("start", e, self.members[i].name, side, mirror))
 
     def on_episode_end(self, *, episode: Any, env_index: int, runner: Any) -> None:
         if self.void[env_index]:

@@ -131,6 +131,48 @@ def test_padded_conv_layers_keep_a_small_board_whole_and_bad_paddings_are_refuse
                 "encoders": {"observation": {"paddings": bad}}}}})
 
 
+SPATIAL = {**BOARD_CNN, "channels": [4, 4], "kernels": [3, 3], "strides": [1, 1],
+           "paddings": [1, 1], "hidden": [8], "layout": "hwc", "head": "spatial"}
+
+
+@pytest.mark.parametrize("env_id, h, w, columns", [
+    ("pettingzoo.classic.connect_four_v3", 6, 7, True),  # 7 actions: the board's columns
+    ("pettingzoo.classic.tictactoe_v3", 3, 3, False),  # 9 actions: its cells
+])
+def test_a_spatial_head_reads_each_column_or_cell_with_the_same_layers(env_id, h, w, columns):
+    from interplay.nets.build import SpatialHead
+    algo, _ = build({"id": env_id, "num_envs": 2}, {"name": "ippo", "model": SPATIAL})
+    p = next(iter(algo.policies.values()))
+    head = p.actor.nets[0][0]
+    assert isinstance(head, SpatialHead) and head.columns is columns
+    assert not any(isinstance(m, SpatialHead) for m in p.critic.modules())  # one value: dense
+    x = torch.rand(5, h * w * 2)
+    logits = head(x)
+    assert logits.shape == (5, w if columns else h * w)
+    # Each output is the same small network over its own column's (cell's) features.
+    fmap = head.enc(x).reshape(5, 4, h, w)
+    for j in range(logits.shape[1]):
+        own = (fmap[:, :, :, j].reshape(5, -1) if columns
+               else fmap[:, :, j // w, j % w])
+        assert torch.allclose(logits[:, j], head.each(own)[:, 0], atol=1e-6)
+    dqn, _ = build({"id": env_id, "num_envs": 2}, {"name": "dqn", "model": SPATIAL})
+    assert any(isinstance(m, SpatialHead) for m in next(iter(dqn.policies.values())).online.modules())
+
+
+def test_a_spatial_head_that_cannot_read_the_actions_off_the_map_is_refused_naming_the_key():
+    c4 = {"id": "pettingzoo.classic.connect_four_v3", "num_envs": 2}
+    with pytest.raises(ConfigError, match=r"algo\.model\.head: spatial .* 2x3 map, but policy "
+                                          r".* needs 7"):
+        build(c4, {"name": "ippo", "model": {**SPATIAL, "paddings": [0, 0]}})
+    with pytest.raises(ConfigError, match=r"head: spatial with recurrent: gru"):
+        build(c4, {"name": "ippo", "model": {**SPATIAL, "recurrent": "gru"}})
+    with pytest.raises(ConfigError, match=r"head: spatial reads the conv layers' map"):
+        build(c4, {"name": "ippo", "model": {**SPATIAL, "type": "mlp"}})
+    with pytest.raises(ConfigError, match="head"):
+        config.validate({"env": c4, "algo": {"name": "ippo",
+                                             "model": {**SPATIAL, "head": "sideways"}}})
+
+
 def test_an_image_in_another_integer_dtype_is_stored_as_its_bytes():
     _, specs = build(PIXELS, {"name": "ippo"})
     view = specs["eye"].obs_view

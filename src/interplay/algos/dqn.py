@@ -44,11 +44,13 @@ from interplay.config.model import ModelSettings
 from interplay.data.replay import PolicyReplay, ReplayBuffer, Sample, policy_replay
 from interplay.data.sequences import Windows, windows
 from interplay.nets.build import (
+    SpatialHead,
     check_network_fits,
     encoder,
     head_settings,
     mlp_params,
     model_key,
+    network,
     obs_input,
     policy_model,
 )
@@ -130,6 +132,22 @@ class QNet(nn.Module):
         return self.value(h) + adv - adv.mean(dim=1, keepdim=True)
 
 
+class SpatialQ(nn.Module):
+    """One value per action read off a CNN's map (``model.head: spatial``); dueling adds a
+    state value from the whole map."""
+
+    def __init__(self, advantage: SpatialHead, value: nn.Module | None):
+        super().__init__()
+        self.advantage, self.value = advantage, value
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        features = self.advantage.enc(obs)
+        adv = self.advantage.read(features)
+        if self.value is None:
+            return adv
+        return self.value(features) + adv - adv.mean(dim=1, keepdim=True)
+
+
 def masked_q(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Q-values with illegal actions at -inf."""
     return q if mask is None else q.masked_fill(~mask, float("-inf"))
@@ -142,6 +160,10 @@ def feed_forward_q(model: ModelSettings, inp: Any, obs_dim: int, n_actions: int,
     enc = encoder(model, [(inp, 1)], where)
     features = obs_dim if enc is None else enc.out_features
     head = head_settings(model)
+    if model.head == "spatial":
+        spatial = network(model, [(inp, 1)], n_actions, 1.0, where)
+        assert isinstance(spatial, SpatialHead)
+        return SpatialQ(spatial, mlp(spatial.enc.out_features, 1, head, 1.0) if dueling else None)
     check_network_fits(mlp_params(features, n_actions * (1 + dueling), head),
                        f"{where}.hidden", head.hidden)
     return QNet(features, n_actions, head, dueling, enc)

@@ -89,6 +89,14 @@ class ModelSettings(BaseModel):
     """CNN: zeros added on each side of the input of each conv layer (one per entry of
     ``channels``; none: no padding). ``kernel // 2`` with stride 1 keeps the height and width,
     so that every cell of a small board is seen by the same filters, edges included."""
+    head: Literal["dense", "spatial"] = "dense"
+    """How a network with one output per action (a policy's logits, DQN's Q-values) reads a
+    CNN's map: ``dense`` flattens it into the hidden layers; ``spatial`` gives each column of
+    the map (when the actions are as many as its columns, as a connect four board's) or each
+    cell (as many as its cells, as a tic-tac-toe board's) its own output, from the same
+    hidden layers over that column's or cell's features, so that a pattern on the board is
+    read the same wherever it is. Give the conv layers paddings that keep the board's size.
+    Critics (one output) stay dense."""
     layout: Literal["auto", "hwc", "chw"] = "auto"
     """Where an image observation keeps its channels: last (``hwc``) or first (``chw``);
     ``auto`` takes the smaller of the first and last axes, warns when that guess looks unlike

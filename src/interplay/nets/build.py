@@ -115,6 +115,8 @@ def network(model: ModelSettings, parts: list[Part], out_dim: int, out_gain: flo
             where: str) -> nn.Module:
     """Encoder (if any) -> hidden layers -> a layer of ``out_dim`` (gain ``out_gain``)."""
     enc = encoder(model, parts, where)
+    if model.head == "spatial" and out_dim > 1:
+        return SpatialHead(enc, parts, out_dim, head_settings(model), out_gain, where)
     if enc is None:
         check_network_fits(mlp_params(width(parts), out_dim, model), f"{where}.hidden",
                            model.hidden)
@@ -123,6 +125,48 @@ def network(model: ModelSettings, parts: list[Part], out_dim: int, out_gain: flo
     check_network_fits(mlp_params(enc.out_features, out_dim, head), f"{where}.hidden",
                        head.hidden)
     return nn.Sequential(enc, mlp(enc.out_features, out_dim, head, out_gain))
+
+
+class SpatialHead(nn.Module):
+    """One output per column (or cell) of a CNN's map, each from the same hidden layers over
+    that column's (cell's) features (``model.head: spatial``)."""
+
+    def __init__(self, enc: Encoder | None, parts: list[Part], out_dim: int,
+                 model: ModelSettings, out_gain: float, where: str):
+        super().__init__()
+        obs = parts[0][0]
+        if (enc is None or len(parts) != 1 or parts[0][1] != 1 or not isinstance(obs, ObsInput)
+                or not isinstance(enc.blocks[0], ImageBlock)):
+            raise ConfigError(f"{where}.head: spatial reads the conv layers' map of one "
+                              "image observation; this network reads "
+                              f"{'several inputs' if len(parts) != 1 else 'no image'}; use "
+                              "head: dense")
+        _, h, w = obs.frames()
+        h, w = conv_out(h, w, model)
+        c = model.channels[-1]
+        if out_dim not in (w, h * w):
+            raise ConfigError(
+                f"{where}.head: spatial gives one output per column or cell of the conv "
+                f"layers' {h}x{w} map, but policy {obs.pid!r} needs {out_dim} (one per "
+                f"action); give paddings that keep the board's size, or use head: dense")
+        self.enc, self.shape, self.columns = enc, (c, h, w), out_dim == w
+        in_dim = c * h if self.columns else c
+        check_network_fits(mlp_params(in_dim, 1, model), f"{where}.hidden", model.hidden)
+        self.each = mlp(in_dim, 1, model, out_gain)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.read(self.enc(x))
+
+    def read(self, y: torch.Tensor) -> torch.Tensor:
+        """The outputs from the encoder's flattened map ``[..., c·h·w]``."""
+        lead = y.shape[:-1]
+        c, h, w = self.shape
+        y = y.reshape(-1, c, h, w)
+        if self.columns:  # [N, w, c·h]: a column's features from every row
+            y = y.permute(0, 3, 1, 2).reshape(-1, w, c * h)
+        else:  # [N, h·w, c]: a cell's features
+            y = y.permute(0, 2, 3, 1).reshape(-1, h * w, c)
+        return self.each(y).reshape(*lead, -1)
 
 
 BYTES_PER_PARAM = 16

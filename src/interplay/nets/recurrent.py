@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from interplay.config.model import ModelSettings
+from interplay.errors import ConfigError
 from interplay.nets.build import Part, check_network_fits, encoder, is_user, network, width
 from interplay.nets.mlp import ACTIVATIONS
 
@@ -90,6 +91,10 @@ def recurrent_net(model: ModelSettings, parts: list[Part], out_dim: int, out_gai
     what ``model`` builds for ``parts`` (an image's CNN, a user module) and its hidden
     layers, the last of them feeding the cell."""
     assert model.recurrent != "none", "recurrent_net needs model.recurrent: gru or lstm"
+    if model.head == "spatial":
+        raise ConfigError(f"{where}.head: spatial with recurrent: {model.recurrent}: the "
+                          "recurrent cell reads one vector, not the conv layers' map; use "
+                          "head: dense")
     hidden = [] if is_user(model) else list(model.hidden)
     if hidden:
         body = network(model.model_copy(update={"hidden": hidden[:-1]}), parts, hidden[-1],

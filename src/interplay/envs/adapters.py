@@ -127,7 +127,9 @@ class ParallelAdapter(_Adapter):
         if missing:
             raise EnvContractError(f"reset() returned no observation for live agent(s) {missing}")
         self._set_live(live)
-        return CopyStep({a: obs[a] for a in live}, {a: infos.get(a, {}) for a in live})
+        if list(obs) == live:  # the live agents, in their order: handed on as they are
+            return CopyStep(obs, infos, movers=self._live_order)
+        return CopyStep({a: obs[a] for a in live}, infos)
 
     def step(self, actions: dict[str, Any]) -> CopyStep:
         obs, rewards, terms, truncs, infos = self.env.step(actions)

@@ -202,9 +202,11 @@ class StepBuffers:
         some agents move)."""
         blocks: list[tuple[tuple[str, ...], np.ndarray]] | None = getattr(
             actions, "blocks", None)
+        d = self._derived
+        if blocks is d.whole_blocks and rows is d.whole_rows and blocks:  # as last time
+            return d.whole_view
         if not blocks:
             return None
-        d = self._derived
         if blocks is not d.whole_blocks:
             d.whole_blocks, d.whole_rows = blocks, None
             d.whole_views = self._block_views(blocks)
@@ -320,11 +322,23 @@ class StepBuffers:
             self.raw_obs[e] = obs
             self.infos[e] = infos
         d = self._derived
+        run = plan.whole
+        # The common case at once: no masks to write (none given, none held from before)
+        if run is not None and not d.any_left and not (
+                plan.runs_masked and (self._n_masked or any(infos.values()))):
+            # (an env that hands out rows of its own arrays may have them left, see below)
+            skip = bool(d.skipped) and id(run.block) in d.skipped
+            if not skip or plan.cuts[run.first] == _NOT_ROWS:
+                values = list(obs.values())
+                if not _write_run(run.block, e, run.where, values, run.shape, run.dtype):
+                    self._put_run(e, movers, run, values)  # one by one, naming what is wrong
+                d.unsure |= skip
+                return
         if plan.runs:
             values = list(obs.values())
             left: list[tuple[_Run, Sequence[Any]]] | None = None
             for run in plan.runs:
-                part = values if len(run) == len(values) else run.pick(values)
+                part = values if run.size == len(values) else run.pick(values)
                 # Nobody reads them: left unwritten where they are rows of the env's own
                 # arrays, of the right shape and all finite, so that nothing is lost by not
                 # looking at them row by row; otherwise written, for the reader to check.
@@ -454,8 +468,8 @@ class StepBuffers:
                 reward[e] = 0.0
             self._write_rewards(e, rewards)
         else:
-            self._write_reward_row(e, rewards, self.mover_cols(e)
-                                   if cs.reward_order is not None
+            plan = self._derived.of[e] if cs.reward_order is not None else None
+            self._write_reward_row(e, rewards, plan.cols if plan is not None
                                    and cs.reward_order is self.movers[e] else None)
         if not (cs.terminated or cs.truncated):
             return
@@ -669,13 +683,14 @@ class _Run:
     action_mask. ``first`` is the place of the first of them.
     """
 
-    __slots__ = ("members", "pick", "block", "where", "shape", "dtype", "keyed", "first")
+    __slots__ = ("members", "pick", "block", "where", "shape", "dtype", "keyed", "first", "size")
 
     def __init__(self, members: slice | np.ndarray, block: np.ndarray,
                  where: slice | list[tuple[int, int, slice]] | np.ndarray,
                  shape: tuple, dtype: Any, keyed: bool):
         self.members, self.block, self.where = members, block, where
         self.shape, self.dtype, self.keyed = shape, dtype, keyed
+        self.size = _count(members)  # how many movers
         if isinstance(members, slice):
             self.first = int(members.start)
             self.pick: Callable[[Sequence[Any]], Sequence[Any]] = operator.itemgetter(members)
@@ -684,7 +699,7 @@ class _Run:
             self.pick = operator.itemgetter(*members.tolist())  # at least _FEW: a tuple
 
     def __len__(self) -> int:
-        return _count(self.members)
+        return self.size
 
 
 def _count(members: slice | np.ndarray) -> int:
@@ -743,6 +758,9 @@ class _Plan:
             in_runs[run.members] = True
         self._in_runs = in_runs
         self.runs_masked = bool(layout.has_mask[cols[in_runs]].any())
+        # One run of plain observations, every mover in it: one stacked write
+        self.whole = (self.runs[0] if len(self.runs) == 1 and not self.alone
+                      and not self.runs[0].keyed and self.runs[0].size == n else None)
         # Where the runs' masks come from, when from one place: the observations (``True``),
         # the infos (``False``); None when from both.
         keyed_runs = {run.keyed for run in self.runs if layout.has_mask[cols[run.members]].any()}
@@ -823,7 +841,11 @@ def _write_run(block: np.ndarray, e: int,
         if arr.shape[1:] != shape or len(arr) != n or not (
                 arr.dtype.kind in "biuf" if dtype is np.float32 else arr.dtype == dtype):
             return False
-        _place(block, e, where, arr.reshape(n, -1) if arr.ndim != 2 else arr)
+        rows = arr.reshape(n, -1) if arr.ndim != 2 else arr
+        if where.__class__ is slice:
+            block[e, where] = rows
+        else:
+            _place(block, e, where, rows)
         return True
     casting = "no" if dtype is np.uint8 else "same_kind"
     if isinstance(where, np.ndarray):  # columns with many gaps: one stacked copy, then them

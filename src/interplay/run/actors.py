@@ -84,6 +84,8 @@ class RandomActor:
         if kind == "composite":
             return self._composite(n, mask), {}
         if kind == "discrete":
+            if mask is None:  # every action legal (as masked_uniform draws them)
+                return (self.rng.random(n) * self.view.mask_dim).astype(np.int64), {}
             return masked_uniform(self.rng, mask, (n, self.view.mask_dim)), {}
         parts = np.split(mask, self._splits, axis=1) if mask is not None else [None] * len(self._nvec)
         return np.stack([masked_uniform(self.rng, m, (n, k))

@@ -37,19 +37,27 @@ from interplay.run.transitions import (
 
 class _Screen:
     """:func:`_finite` for the arrays one place checks, which are mostly the same object from
-    step to step (the env's fixed buffers): the flat view is made once per object."""
+    step to step (the env's fixed buffers): the flat view and the way to screen it are worked
+    out once per object."""
 
-    __slots__ = ("of", "flat")
+    __slots__ = ("of", "flat", "way")
 
     def __init__(self) -> None:
         self.of: np.ndarray | None = None
-        self.flat: np.ndarray | None = None
+        self.flat: Any = None
+        self.way = _ALWAYS
 
     def __call__(self, x: np.ndarray) -> bool:
         if x is not self.of:
             self.of = x
             self.flat = x.reshape(-1) if x.flags.c_contiguous else None
-        return _finite(x, self.flat)
+            self.way = _screen_way(x, self.flat)
+        way, flat = self.way, self.flat
+        if way == _ALWAYS:
+            return True
+        screen = (flat.dot(flat) if way == _BY_DOT else sum(flat.tolist()) if way == _BY_LIST
+                  else float(x.sum()))
+        return math.isfinite(screen) or bool(np.isfinite(x).all())
 
 
 @dataclass(slots=True)
@@ -90,6 +98,17 @@ class _Group:
     # who acts stays as it was at VecStep.acting_version ``rows_of``
     rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     rows_of: int | None = None
+    rows_view: Any = None  # ``obs`` as rows (see whole_rows), made from ``rows_view_of``
+    rows_view_of: Any = None
+
+    def whole_rows(self) -> np.ndarray:
+        """``obs`` as ``[E·k, obs_dim]`` rows (kept while ``obs`` is the same array: most
+        steps it is the env's own block)."""
+        obs = self.obs
+        rows = obs.reshape(obs.shape[0] * obs.shape[1], -1)
+        if np.may_share_memory(rows, obs):  # a view: it follows what is written into obs
+            self.rows_view_of, self.rows_view = obs, rows
+        return rows
 
     def freshen(self, where: Any) -> None:
         """Mark the agents at ``where`` (an index into ``[E, k]``) as starting an episode."""
@@ -156,17 +175,23 @@ def _finite(x: np.ndarray, flat: np.ndarray | None = None) -> bool:
     for a handful of values, a dot product (in the array's own precision: one that overflows
     only sends it to the exact test) for arrays laid out in one piece, NumPy's sum otherwise.
     """
-    if x.dtype.kind in "biu":  # integers (image bytes, say) are always finite
-        return True
     if flat is None and (x.size <= 4096 or x.flags.c_contiguous):
         flat = x.reshape(-1)
+    screen = _Screen()
+    screen.of, screen.flat, screen.way = x, flat, _screen_way(x, flat)
+    return screen(x)
+
+
+_ALWAYS, _BY_LIST, _BY_DOT, _BY_SUM = range(4)  # how _Screen screens an array
+
+
+def _screen_way(x: np.ndarray, flat: np.ndarray | None) -> int:
+    """How :func:`_finite` screens ``x``: integers (image bytes, say) are always finite."""
+    if x.dtype.kind in "biu":
+        return _ALWAYS
     if flat is None:
-        screen = float(x.sum())
-    elif x.size <= 16:
-        screen = sum(flat.tolist())
-    else:
-        screen = flat.dot(flat)
-    return math.isfinite(screen) or bool(np.isfinite(x).all())
+        return _BY_SUM
+    return _BY_LIST if x.size <= 16 else _BY_DOT
 
 
 class Runner:
@@ -208,6 +233,8 @@ class Runner:
                 live=np.zeros((E, k), bool) if spec.mapping is not None else None,
                 may_skip=may_skip,
             ))
+        # the groups whose transitions are booked or frames stacked (see _close)
+        self._closing = [g for g in self.groups if g.book is not None or g.stack is not None]
         self.mapping = next((s.mapping for s in specs.values() if s.mapping is not None), None)
         self._actions: dict[str, np.ndarray] = (
             ActionBlocks([(tuple(g.spec.agents), g.actions) for g in self.groups], whole)
@@ -409,7 +436,7 @@ class Runner:
         if self.mapping is not None:
             self._merge()
         if n_acting == acting.size:  # everyone acts (simultaneous moves): every copy steps
-            stepped, n_stepped = self._every_copy, len(self._every_copy)
+            stepped, n_stepped = self._every_copy, self.env.num_envs
         else:  # the tracker hears who acted now; when all did, it learns so from ``stepped``
             stepped = acting.any(axis=1)
             n_stepped = int(np.count_nonzero(stepped))
@@ -418,7 +445,8 @@ class Runner:
         self.env_steps += n_stepped
         step = self.env.step(self._actions)
         self.steps += 1
-        self._tick(step)
+        if step.state is not None:
+            self._tick(step)
         # What ended in this step, worked out once (counting is the cheapest test on small
         # arrays); nothing to look at when the env says no flag is set.
         ended, ends, dropped = None, False, None
@@ -432,7 +460,8 @@ class Runner:
         # Episodes first: a new episode's mapping decides who acts in it (see ``_map``).
         self._episodes(step, stepped, ended, ends, dropped)
         self._observe(step, closed)
-        self._forget_states()
+        if len(self._seen) > 1:  # states of steps before this one (see _forget_states)
+            self._forget_states()
         if not closed:
             return {}
         out = {pid: concat(parts) for pid, parts in closed.items() if parts}
@@ -469,7 +498,8 @@ class Runner:
         legal = step.all_legal
         masks = g.mask if g.book is not None or not legal else None
         mask = None
-        wants_env_obs, squashed, reads_obs = g.actor_facts()
+        wants_env_obs, squashed, reads_obs = (g.facts if g.facts_of is g.actor
+                                              else g.actor_facts())
         if g.unread is not g.told:
             self._retell(step)
         version = step.acting_version
@@ -477,7 +507,7 @@ class Runner:
             g.rows_of, g.rows, g.fresh_any = version, None, True
         if n == g.acts.size:  # everyone acts (simultaneous moves): reshape instead of gathering
             e, s = g.every
-            obs = g.obs.reshape(n, -1)
+            obs = g.rows_view if g.obs is g.rows_view_of else g.whole_rows()
             if masks is not None:
                 mask = masks.reshape(n, -1)
             if g.fresh_any:
@@ -549,6 +579,8 @@ class Runner:
             )
         if dropped is not None:  # an env copy raised: its partial episode goes, unbooked
             self._abandon(dropped)
+        elif ended_agents is None and not ends and not self._closing:
+            return {}  # nothing ended, and no group books transitions or stacks frames
         any_ended = ended_agents is not None and np.count_nonzero(ended_agents) > 0
         closed: dict[str, list[Transitions]] = {}
         for g in self.groups:
@@ -588,15 +620,16 @@ class Runner:
 
     def _observe(self, step: VecStep, closed: dict[str, list[Transitions]] | None = None) -> None:
         """Take in the observations of the agents that act next; close their last transitions."""
+        groups = step.groups
         for g in self.groups:
-            blocks = step.groups[g.spec.id]
-            acts = g.acts = _acting(g, step)
+            blocks = groups[g.spec.id]
+            acts = g.acts = blocks.acting if g.live is None else blocks.acting & g.live
             if g.leaves and step.obs_left and not step.left_unsure:  # nobody reads them
                 g.obs = blocks.obs
             else:
                 if g.leaves and step.obs_left:  # some written after all: fill in, check all
                     self.env.fill_obs()  # type: ignore[attr-defined]  # as told (skip_obs)
-                obs = _seen(g, blocks.obs)
+                obs = blocks.obs if g.spec.prep is None else g.spec.prep(blocks.obs)
                 if not g.screen(obs):
                     self._check_finite(g, obs, "observation")
                 g.obs = g.stack.push(acts, obs) if g.stack is not None else obs

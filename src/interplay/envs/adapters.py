@@ -134,9 +134,15 @@ class ParallelAdapter(_Adapter):
     def step(self, actions: dict[str, Any]) -> CopyStep:
         obs, rewards, terms, truncs, infos = self.env.step(actions)
         self.t += 1
+        agents, live = self.env.agents, self._live
+        if (agents == live and live and list(rewards) == live and list(obs) == live
+                and not (any(terms.values()) or any(truncs.values()))
+                and (self.max_steps is None or self.t < self.max_steps)):
+            # Most steps: the same agents go on, none finished, every dict in their order
+            return CopyStep(obs, infos, rewards, movers=self._live_order,
+                            reward_order=self._live_order)
         out = CopyStep({}, {}, rewards)
-        agents = self.env.agents
-        if agents == self._live:  # the same agents go on, all known
+        if agents == live:  # the same agents go on, all known
             # Rewards in the movers' order are all known; any other order is looked at.
             if list(rewards) == self._live:
                 out.reward_order = self._live_order

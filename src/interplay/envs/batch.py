@@ -481,6 +481,8 @@ class StepBuffers:
             if not ended:
                 continue
             done = self._write_final_runs(e, ended, flags)
+            if len(done) == len(ended):  # every one written with its run
+                continue
             for a, o in ended.items():
                 if a in done:  # written with its run, flags and masks too
                     continue

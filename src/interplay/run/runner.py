@@ -100,6 +100,7 @@ class _Group:
     rows_of: int | None = None
     rows_view: Any = None  # ``obs`` as rows (see whole_rows), made from ``rows_view_of``
     rows_view_of: Any = None
+    whole_shape: tuple[int, ...] = ()  # the actions' shape when every agent acts
 
     def whole_rows(self) -> np.ndarray:
         """``obs`` as ``[E·k, obs_dim]`` rows (kept while ``obs`` is the same array: most
@@ -231,7 +232,7 @@ class Runner:
                 never=np.zeros((E, k), bool),
                 fresh=np.ones((E, k), bool), recurrent_state={},
                 live=np.zeros((E, k), bool) if spec.mapping is not None else None,
-                may_skip=may_skip,
+                may_skip=may_skip, whole_shape=(E * k, *view.shape),
             ))
         # the groups whose transitions are booked or frames stacked (see _close)
         self._closing = [g for g in self.groups if g.book is not None or g.stack is not None]
@@ -505,7 +506,8 @@ class Runner:
         version = step.acting_version
         if version != g.rows_of:  # who acts changed: an agent marked fresh may act now
             g.rows_of, g.rows, g.fresh_any = version, None, True
-        if n == g.acts.size:  # everyone acts (simultaneous moves): reshape instead of gathering
+        whole = n == g.acts.size
+        if whole:  # everyone acts (simultaneous moves): reshape instead of gathering
             e, s = g.every
             obs = g.rows_view if g.obs is g.rows_view_of else g.whole_rows()
             if masks is not None:
@@ -548,13 +550,13 @@ class Runner:
                 batch.env_obs = [g.spec.obs_view.unflatten(flat[i, j]) for i, j in zip(e, s, strict=True)]
         action, extras = g.actor.act(batch, explore)
         view = g.spec.action_view
-        if action.shape != (n, *view.shape):
+        if action.shape != (g.whole_shape if whole else (n, *view.shape)):
             raise ValueError(
                 f"policy {g.spec.id!r} returned actions of shape {action.shape}; expected "
                 f"{(n, *view.shape)} for action space {g.spec.action_space}"
             )
         env_action = view.to_env_batch(action, squashed) if view.has_box else action
-        if n == g.acts.size:
+        if whole:
             g.flat_actions[...] = env_action
         else:
             g.actions[e, s] = env_action

@@ -587,7 +587,7 @@ class StepBuffers:
         self._view.acting_version = self._derived.acting_version
         self._view.obs_left = self._derived.any_left
         self._view.left_unsure = self._derived.unsure
-        if self._groups is not None:
+        if self._groups is not None and not self._groups.views:
             self._groups.refresh(self._flagged)
         return self._view
 

@@ -113,6 +113,8 @@ class GroupBlocks:
                 obs=now[0].array, mask=now[1].array, acting=flat[0].array, reward=flat[1].array,
                 terminated=flat[2].array, truncated=flat[3].array, final_obs=final[0].array,
                 final_mask=final[1].array)
+        # Every block a view of the buffers (each group's agents side by side): nothing to copy
+        self.views = not (self._now or self._final)
 
     def refresh(self, flagged: bool = True) -> None:
         for block in self._now:

@@ -463,14 +463,22 @@ class StepBuffers:
         number is named with its agent.
         """
         reward, rewards = self.reward, cs.rewards
-        if len(rewards) < _FEW:  # a few agents: one by one is quicker than one indexed write
-            if len(rewards) != len(self.col):
+        n = len(rewards)
+        if n < _FEW:  # a few agents: one by one is quicker than one indexed write
+            if n != len(self.col):
                 reward[e] = 0.0
             self._write_rewards(e, rewards)
+        elif cs.reward_order is not None and cs.reward_order is self.movers[e]:
+            cols = self._derived.of[e].cols  # type: ignore[union-attr]  # a mover's plan
+            if cols is self._derived.in_order:  # every agent, in env order: the row at once
+                try:
+                    reward[e] = np.fromiter(rewards.values(), np.float64, n)
+                except (TypeError, ValueError):
+                    self._write_rewards(e, rewards)
+            else:
+                self._write_reward_row(e, rewards, cols)
         else:
-            plan = self._derived.of[e] if cs.reward_order is not None else None
-            self._write_reward_row(e, rewards, plan.cols if plan is not None
-                                   and cs.reward_order is self.movers[e] else None)
+            self._write_reward_row(e, rewards)
         if not (cs.terminated or cs.truncated):
             return
         self._flagged = True

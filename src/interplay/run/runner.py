@@ -101,6 +101,7 @@ class _Group:
     rows_view: Any = None  # ``obs`` as rows (see whole_rows), made from ``rows_view_of``
     rows_view_of: Any = None
     whole_shape: tuple[int, ...] = ()  # the actions' shape when every agent acts
+    batch: ActBatch | None = None  # the last one handed to the actor, all legal
 
     def whole_rows(self) -> np.ndarray:
         """``obs`` as ``[E·k, obs_dim]`` rows (kept while ``obs`` is the same array: most
@@ -538,8 +539,13 @@ class Runner:
                     g.fresh_any = False
             else:
                 first = g.none_first[:n]
-        batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e, first=first,
-                         recurrent_state=g.recurrent_state)
+        batch = g.batch
+        if (batch is None or batch.obs is not obs or batch.first is not first or not legal
+                or batch.env is not e or batch.recurrent_state is not g.recurrent_state
+                or wants_env_obs):  # the same batch as last step is handed again
+            batch = ActBatch(obs=obs, mask=None if legal else mask, slot=s, env=e, first=first,
+                             recurrent_state=g.recurrent_state)
+            g.batch = batch if legal and not wants_env_obs else None
         if wants_env_obs:
             agents = g.spec.agents
             batch.agent_ids = [agents[j] for j in s]

@@ -18,7 +18,7 @@ from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import resume, train
 from interplay.experiment.run_store.statecodec import decode
 from interplay.experiment.run_store.trust import untrusted_code
-from interplay.nets.build import Encoder, ImageBlock, Scaled, UserBlock
+from interplay.nets.build import Encoder, ImageBlock, Scaled, SpatialHead, UserBlock
 
 QUIET = {"console": False, "tensorboard": False, "curve": False}
 PIXELS = {"id": "interplay.envs.pixels", "num_envs": 2, "kwargs": {"size": 36}}
@@ -140,7 +140,6 @@ SPATIAL = {**BOARD_CNN, "channels": [4, 4], "kernels": [3, 3], "strides": [1, 1]
     ("pettingzoo.classic.tictactoe_v3", 3, 3, False),  # 9 actions: its cells
 ])
 def test_a_spatial_head_reads_each_column_or_cell_with_the_same_layers(env_id, h, w, columns):
-    from interplay.nets.build import SpatialHead
     algo, _ = build({"id": env_id, "num_envs": 2}, {"name": "ippo", "model": SPATIAL})
     p = next(iter(algo.policies.values()))
     head = p.actor.nets[0][0]

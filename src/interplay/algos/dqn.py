@@ -157,13 +157,13 @@ def feed_forward_q(model: ModelSettings, inp: Any, obs_dim: int, n_actions: int,
                    where: str) -> QNet:
     """``model``'s Q-network without a recurrent cell: its encoder, if any, then the MLP (on
     the ``obs_dim`` flat values without one)."""
-    enc = encoder(model, [(inp, 1)], where)
-    features = obs_dim if enc is None else enc.out_features
     head = head_settings(model)
-    if model.head == "spatial":
+    if model.head == "spatial":  # the spatial head builds the encoder itself
         spatial = network(model, [(inp, 1)], n_actions, 1.0, where)
         assert isinstance(spatial, SpatialHead)
         return SpatialQ(spatial, mlp(spatial.enc.out_features, 1, head, 1.0) if dueling else None)
+    enc = encoder(model, [(inp, 1)], where)
+    features = obs_dim if enc is None else enc.out_features
     check_network_fits(mlp_params(features, n_actions * (1 + dueling), head),
                        f"{where}.hidden", head.hidden)
     return QNet(features, n_actions, head, dueling, enc)

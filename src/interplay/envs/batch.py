@@ -468,17 +468,10 @@ class StepBuffers:
             if n != len(self.col):
                 reward[e] = 0.0
             self._write_rewards(e, rewards)
-        elif cs.reward_order is not None and cs.reward_order is self.movers[e]:
-            cols = self._derived.of[e].cols  # type: ignore[union-attr]  # a mover's plan
-            if cols is self._derived.in_order:  # every agent, in env order: the row at once
-                try:
-                    reward[e] = np.fromiter(rewards.values(), np.float64, n)
-                except (TypeError, ValueError):
-                    self._write_rewards(e, rewards)
-            else:
-                self._write_reward_row(e, rewards, cols)
         else:
-            self._write_reward_row(e, rewards)
+            self._write_reward_row(e, rewards, self.mover_cols(e)
+                                   if cs.reward_order is not None
+                                   and cs.reward_order is self.movers[e] else None)
         if not (cs.terminated or cs.truncated):
             return
         self._flagged = True
@@ -707,9 +700,6 @@ class _Run:
         else:
             self.first = int(members[0])
             self.pick = operator.itemgetter(*members.tolist())  # at least _FEW: a tuple
-
-    def __len__(self) -> int:
-        return self.size
 
 
 def _count(members: slice | np.ndarray) -> int:

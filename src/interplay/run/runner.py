@@ -100,7 +100,6 @@ class _Group:
     rows_of: int | None = None
     rows_view: Any = None  # ``obs`` as rows (see whole_rows), made from ``rows_view_of``
     rows_view_of: Any = None
-    whole_shape: tuple[int, ...] = ()  # the actions' shape when every agent acts
     batch: ActBatch | None = None  # the last one handed to the actor, all legal
 
     def whole_rows(self) -> np.ndarray:
@@ -169,19 +168,15 @@ def _seen(g: _Group, obs: np.ndarray) -> np.ndarray:
     return obs if prep is None else prep(obs)
 
 
-def _finite(x: np.ndarray, flat: np.ndarray | None = None) -> bool:
-    """No NaN or inf in ``x`` (``flat``: ``x.reshape(-1)``, where the caller keeps it).
+def _finite(x: np.ndarray) -> bool:
+    """No NaN or inf in ``x``.
 
     One number screens the whole array (NaN and inf carry into it); only when it is not finite
     does the exact elementwise test run. The cheapest screen depends on the size: a Python sum
     for a handful of values, a dot product (in the array's own precision: one that overflows
     only sends it to the exact test) for arrays laid out in one piece, NumPy's sum otherwise.
     """
-    if flat is None and (x.size <= 4096 or x.flags.c_contiguous):
-        flat = x.reshape(-1)
-    screen = _Screen()
-    screen.of, screen.flat, screen.way = x, flat, _screen_way(x, flat)
-    return screen(x)
+    return _Screen()(x)
 
 
 _ALWAYS, _BY_LIST, _BY_DOT, _BY_SUM = range(4)  # how _Screen screens an array
@@ -233,7 +228,7 @@ class Runner:
                 never=np.zeros((E, k), bool),
                 fresh=np.ones((E, k), bool), recurrent_state={},
                 live=np.zeros((E, k), bool) if spec.mapping is not None else None,
-                may_skip=may_skip, whole_shape=(E * k, *view.shape),
+                may_skip=may_skip,
             ))
         # the groups whose transitions are booked or frames stacked (see _close)
         self._closing = [g for g in self.groups if g.book is not None or g.stack is not None]
@@ -556,7 +551,7 @@ class Runner:
                 batch.env_obs = [g.spec.obs_view.unflatten(flat[i, j]) for i, j in zip(e, s, strict=True)]
         action, extras = g.actor.act(batch, explore)
         view = g.spec.action_view
-        if action.shape != (g.whole_shape if whole else (n, *view.shape)):
+        if action.shape != (g.flat_actions.shape if whole else (n, *view.shape)):
             raise ValueError(
                 f"policy {g.spec.id!r} returned actions of shape {action.shape}; expected "
                 f"{(n, *view.shape)} for action space {g.spec.action_space}"
@@ -631,6 +626,7 @@ class Runner:
         groups = step.groups
         for g in self.groups:
             blocks = groups[g.spec.id]
+            # (as _acting and _seen give them, without their calls: this runs every step)
             acts = g.acts = blocks.acting if g.live is None else blocks.acting & g.live
             if g.leaves and step.obs_left and not step.left_unsure:  # nobody reads them
                 g.obs = blocks.obs

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 from pettingzoo.classic import connect_four_v3
 
-from interplay.envs.toy.connect_four import center_one_ply, center_two_ply, one_ply, two_ply
+from interplay.envs.toy.connect_four import (
+    center_one_ply,
+    center_two_ply,
+    move_kind,
+    one_ply,
+    two_ply,
+)
 
 PLAYERS = [one_ply, two_ply, center_one_ply, center_two_ply]
 
@@ -73,3 +79,23 @@ def test_one_ply_beats_random_moves_in_real_games():
                 rng.choice(np.flatnonzero(obs["action_mask"])))
             env.step(move)
     assert wins >= 32
+
+
+def test_move_kind_names_the_tactic_a_move_takes_or_misses():
+    obs = position(mine=[(5, 0), (5, 1), (5, 2)], theirs=[(4, 0), (4, 1), (4, 2)])
+    assert (move_kind(obs, 3), move_kind(obs, 4)) == ("win", "missed_win")
+    column = position(mine=[(5, 0), (5, 1), (5, 6)], theirs=[(5, 3), (4, 3), (3, 3)])
+    assert (move_kind(column, 3), move_kind(column, 0)) == ("block_v", "missed_block_v")
+    row = position(mine=[(5, 0), (4, 0)], theirs=[(5, 1), (5, 2), (5, 4)])
+    assert (move_kind(row, 3), move_kind(row, 6)) == ("block_h", "missed_block_h")
+    # the other player's (5,1) (4,2) (3,3) win up to the right at (2,4), which is playable
+    rising = position(mine=[(5, 0), (5, 2), (4, 3), (5, 4), (3, 4)],
+                      theirs=[(5, 1), (4, 2), (3, 3), (5, 3), (4, 4)])
+    assert (move_kind(rising, 4), move_kind(rising, 6)) == ("block_a", "missed_block_a")
+    both = position(mine=[(5, 0), (4, 0)], theirs=[(5, 2), (5, 3), (5, 4)])
+    assert move_kind(both, 1) == move_kind(both, 5) == "two_threats"
+    under = position(mine=[(5, 2), (5, 4)], theirs=[(5, 3), (4, 2), (4, 3), (4, 4)])
+    assert (move_kind(under, 1), move_kind(under, 0)) == ("gives_win", "quiet")
+    full = position(mine=[(r, 3) for r in range(0, 6, 2)], theirs=[(r, 3) for r in range(1, 6, 2)])
+    with pytest.raises(ValueError, match="column 3 is full"):
+        move_kind(full, 3)

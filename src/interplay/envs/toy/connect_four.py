@@ -115,3 +115,49 @@ def center_one_ply(observation: dict, agent_id: str) -> int:
 
 def center_two_ply(observation: dict, agent_id: str) -> int:
     return _player(observation, True, _central)
+
+
+def _lines_through(plane: np.ndarray, cell: tuple[int, int]) -> str:
+    """The directions of the rows of four or more ``plane`` holds through ``cell``: ``h``
+    (horizontal), ``v`` (vertical), ``d`` (down to the right), ``a`` (up to the right)."""
+    found = ""
+    for name, (dr, dc) in (("h", (0, 1)), ("v", (1, 0)), ("d", (1, 1)), ("a", (-1, 1))):
+        run = 1
+        for sign in (1, -1):
+            r, c = cell[0] + sign * dr, cell[1] + sign * dc
+            while 0 <= r < ROWS and 0 <= c < COLS and plane[r, c]:
+                run += 1
+                r, c = r + sign * dr, c + sign * dc
+        if run >= 4:
+            found += name
+    return found
+
+
+def move_kind(observation: dict, column: int) -> str:
+    """What playing ``column`` does in the position ``observation`` (the mover's view), by the
+    first of these that holds: ``win`` or ``missed_win`` (the mover could win at once),
+    ``two_threats`` (the other player has two winning columns: no move stops both),
+    ``block_<dirs>`` or ``missed_block_<dirs>`` (it has one, a row of four in the directions
+    ``dirs``, see :func:`_lines_through`), ``gives_win`` (the piece lets it win on top), else
+    ``quiet``. Used to tally a policy's tactical mistakes
+    (``benchmarks/connect_four_tactics.py``)."""
+    mine, theirs, legal = _planes(observation)
+    wins = [c for c in _winning_columns(mine, theirs) if legal[c]]
+    if wins:
+        return "win" if column in wins else "missed_win"
+    threats = [c for c in _winning_columns(theirs, mine) if legal[c]]
+    if len(threats) > 1:
+        return "two_threats"
+    if threats:
+        cell = _drop(theirs, mine, threats[0])
+        assert cell is not None
+        after = theirs.copy()
+        after[cell] = 1
+        dirs = _lines_through(after, cell)
+        return f"block_{dirs}" if column == threats[0] else f"missed_block_{dirs}"
+    cell = _drop(mine, theirs, column)
+    if cell is None:
+        raise ValueError(f"column {column} is full")
+    after = mine.copy()
+    after[cell] = 1
+    return "gives_win" if _winning_columns(theirs, after) else "quiet"

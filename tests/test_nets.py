@@ -18,7 +18,7 @@ from interplay.experiment.evaluate import evaluate
 from interplay.experiment.loop import resume, train
 from interplay.experiment.run_store.statecodec import decode
 from interplay.experiment.run_store.trust import untrusted_code
-from interplay.nets.build import Encoder, ImageBlock, Scaled, SpatialHead, UserBlock
+from interplay.nets.build import Encoder, ImageBlock, Mirrored, Scaled, SpatialHead, UserBlock
 
 QUIET = {"console": False, "tensorboard": False, "curve": False}
 PIXELS = {"id": "interplay.envs.pixels", "num_envs": 2, "kwargs": {"size": 36}}
@@ -414,3 +414,48 @@ def test_tanh_through_numpy_gives_torchs_values_and_gradients_and_steps_aside_wh
     assert torch.equal(torch.func.vmap(act)(stacked), torch.tanh(stacked))
     traced = torch.jit.trace(nn.Sequential(nn.Linear(17, 3), act), x.detach()[:4])
     assert "aten::tanh" in str(traced.inlined_graph)
+
+
+def mirror_rows(x: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    """Flat rows of ``h x w x 2`` boards, each board reversed left to right."""
+    return x.reshape(-1, h, w, 2).flip(2).reshape(x.shape)
+
+
+@pytest.mark.parametrize("env_id, h, w, columns", [
+    ("pettingzoo.classic.connect_four_v3", 6, 7, True),
+    ("pettingzoo.classic.tictactoe_v3", 3, 3, False),
+])
+@pytest.mark.parametrize("head", ["dense", "spatial"])
+def test_a_mirrored_network_answers_the_mirror_image_with_its_answer_mirrored(env_id, h, w,
+                                                                              columns, head):
+    model = {**SPATIAL, "head": head, "mirror": True}
+    x = torch.rand(5, h * w * 2)
+    swap = (torch.arange(w).flip(0) if columns
+            else torch.arange(h * w).reshape(h, w).flip(1).reshape(-1))
+    algo, _ = build({"id": env_id, "num_envs": 2}, {"name": "ippo", "model": model})
+    p = next(iter(algo.policies.values()))
+    actor, critic = p.actor.nets[0][0], p.critic.nets[0]
+    assert isinstance(actor, Mirrored) and isinstance(critic, Mirrored)
+    logits = actor(x)
+    assert torch.allclose(actor(mirror_rows(x, h, w)), logits[:, swap], atol=1e-5)
+    assert torch.allclose(critic(mirror_rows(x, h, w)), critic(x), atol=1e-5)
+    # Not a symmetric function by chance: the network inside it is not one.
+    inner = actor.net(x)
+    assert not torch.allclose(actor.net(mirror_rows(x, h, w)), inner[:, swap], atol=1e-3)
+    assert torch.allclose(logits, (inner + actor.net(mirror_rows(x, h, w))[:, swap]) / 2,
+                          atol=1e-5)
+    dqn, _ = build({"id": env_id, "num_envs": 2}, {"name": "dqn", "model": model})
+    q = next(iter(dqn.policies.values())).online
+    assert torch.allclose(q(mirror_rows(x, h, w)), q(x)[:, swap], atol=1e-5)
+
+
+def test_a_mirror_the_network_cannot_put_back_is_refused_naming_the_key():
+    c4 = {"id": "pettingzoo.classic.connect_four_v3", "num_envs": 2}
+    with pytest.raises(ConfigError, match=r"algo\.model\.mirror with recurrent: gru"):
+        build(c4, {"name": "ippo", "model": {**BOARD_CNN, "mirror": True, "recurrent": "gru"}})
+    with pytest.raises(ConfigError, match=r"algo\.model\.mirror mirrors one image observation"):
+        build(c4, {"name": "ippo", "model": {"type": "mlp", "mirror": True, "layout": "hwc"}})
+    # a colour to name on a 36x36 image: an action is not a column or a cell
+    with pytest.raises(ConfigError, match=r"algo\.model\.mirror .* 36x36 image .* gives \d "
+                                          r"outputs for Discrete"):
+        build(PIXELS, {"name": "ippo", "model": {"mirror": True}})

@@ -48,6 +48,7 @@ from interplay.nets.build import (
     check_network_fits,
     encoder,
     head_settings,
+    mirrored,
     mlp_params,
     model_key,
     network,
@@ -154,19 +155,22 @@ def masked_q(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 
 
 def feed_forward_q(model: ModelSettings, inp: Any, obs_dim: int, n_actions: int, dueling: bool,
-                   where: str) -> QNet:
+                   where: str) -> nn.Module:
     """``model``'s Q-network without a recurrent cell: its encoder, if any, then the MLP (on
     the ``obs_dim`` flat values without one)."""
     head = head_settings(model)
+    q: nn.Module
     if model.head == "spatial":  # the spatial head builds the encoder itself
-        spatial = network(model, [(inp, 1)], n_actions, 1.0, where)
+        spatial = network(model, [(inp, 1)], n_actions, 1.0, where, mirror=False)
         assert isinstance(spatial, SpatialHead)
-        return SpatialQ(spatial, mlp(spatial.enc.out_features, 1, head, 1.0) if dueling else None)
-    enc = encoder(model, [(inp, 1)], where)
-    features = obs_dim if enc is None else enc.out_features
-    check_network_fits(mlp_params(features, n_actions * (1 + dueling), head),
-                       f"{where}.hidden", head.hidden)
-    return QNet(features, n_actions, head, dueling, enc)
+        q = SpatialQ(spatial, mlp(spatial.enc.out_features, 1, head, 1.0) if dueling else None)
+    else:
+        enc = encoder(model, [(inp, 1)], where)
+        features = obs_dim if enc is None else enc.out_features
+        check_network_fits(mlp_params(features, n_actions * (1 + dueling), head),
+                           f"{where}.hidden", head.hidden)
+        q = QNet(features, n_actions, head, dueling, enc)
+    return mirrored(q, model, [(inp, 1)], n_actions, where)
 
 
 class QNets:

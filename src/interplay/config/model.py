@@ -97,6 +97,14 @@ class ModelSettings(BaseModel):
     hidden layers over that column's or cell's features, so that a pattern on the board is
     read the same wherever it is. Give the conv layers paddings that keep the board's size.
     Critics (one output) stay dense."""
+    mirror: bool = False
+    """Make the network left-right symmetric, for a board game that looks the same in a
+    mirror (connect four, tic-tac-toe): it reads the image and its mirror image (the width
+    reversed) and averages the two answers, the mirror's put back in place (one output per
+    column reversed, one per cell reversed along each row, a value as it is). What it learns
+    from a position it knows of the mirrored position too. Takes one image observation and
+    Discrete actions as many as the image's columns or cells (a critic over more than the
+    image stays as it is); not with a recurrent cell; twice the network's cost."""
     layout: Literal["auto", "hwc", "chw"] = "auto"
     """Where an image observation keeps its channels: last (``hwc``) or first (``chw``);
     ``auto`` takes the smaller of the first and last axes, warns when that guess looks unlike

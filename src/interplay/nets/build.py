@@ -112,8 +112,16 @@ Part = tuple["ObsInput | int", int]
 
 
 def network(model: ModelSettings, parts: list[Part], out_dim: int, out_gain: float,
-            where: str) -> nn.Module:
-    """Encoder (if any) -> hidden layers -> a layer of ``out_dim`` (gain ``out_gain``)."""
+            where: str, mirror: bool = True) -> nn.Module:
+    """Encoder (if any) -> hidden layers -> a layer of ``out_dim`` (gain ``out_gain``), made
+    left-right symmetric when ``model.mirror`` says so (and ``mirror`` does not forbid it: a
+    caller that wraps the network further mirrors the whole itself)."""
+    net = _network(model, parts, out_dim, out_gain, where)
+    return mirrored(net, model, parts, out_dim, where) if mirror else net
+
+
+def _network(model: ModelSettings, parts: list[Part], out_dim: int, out_gain: float,
+             where: str) -> nn.Module:
     enc = encoder(model, parts, where)
     if model.head == "spatial" and out_dim > 1:
         return SpatialHead(enc, parts, out_dim, head_settings(model), out_gain, where)
@@ -125,6 +133,55 @@ def network(model: ModelSettings, parts: list[Part], out_dim: int, out_gain: flo
     check_network_fits(mlp_params(enc.out_features, out_dim, head), f"{where}.hidden",
                        head.hidden)
     return nn.Sequential(enc, mlp(enc.out_features, out_dim, head, out_gain))
+
+
+def mirrored(net: nn.Module, model: ModelSettings, parts: list[Part], out_dim: int,
+             where: str) -> nn.Module:
+    """``net`` as :class:`Mirrored` when ``model.mirror`` asks for it (refused by name where
+    the network's input or outputs have no mirror image), else ``net``."""
+    if not model.mirror:
+        return net
+    obs = parts[0][0]
+    if len(parts) != 1 or parts[0][1] != 1 or not isinstance(obs, ObsInput) or (
+            obs.layout is None or obs.leaves is not None):
+        if out_dim == 1:  # a value over several inputs (a central critic) stays as it is
+            return net
+        raise ConfigError(f"{where}.mirror mirrors one image observation; this network reads "
+                          f"{'several inputs' if len(parts) != 1 else 'no image'}; "
+                          "set mirror: false")
+    _, h, w = obs.frames()
+    if out_dim != 1 and not (isinstance(obs.action_space, spaces.Discrete)
+                             and out_dim in (w, h * w)):
+        raise ConfigError(
+            f"{where}.mirror puts a mirrored answer back in place for one output per column or "
+            f"cell of policy {obs.pid!r}'s {h}x{w} image (Discrete actions) or one value; "
+            f"this network gives {out_dim} outputs for {obs.action_space}; set mirror: false")
+    return Mirrored(net, obs, out_dim)
+
+
+class Mirrored(nn.Module):
+    """``net`` made left-right symmetric (``model.mirror``): the mean of its answer for an
+    image and, put back in place, its answer for the mirror image."""
+
+    def __init__(self, net: nn.Module, obs: ObsInput, out_dim: int):
+        super().__init__()
+        self.net, self.obs, self.out_dim = net, obs, out_dim
+        _, self.h, self.w = obs.frames()
+        # the width axis of one frame, counted from the end of [..., stack, *shape]
+        self.width_axis = -2 if obs.layout == "hwc" else -1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-1]
+        frames = x.reshape(*lead, self.obs.stack, *self.obs.shape)
+        flipped = frames.flip(self.width_axis).reshape(x.shape)
+        both = self.net(torch.cat([x.reshape(-1, x.shape[-1]),
+                                   flipped.reshape(-1, x.shape[-1])]))
+        own, other = both.chunk(2)
+        if self.out_dim == self.w:
+            other = other.flip(-1)
+        elif self.out_dim == self.h * self.w and self.out_dim != 1:
+            other = other.reshape(-1, self.h, self.w).flip(-1).reshape(-1, self.out_dim)
+        return ((own + other) / 2).reshape(*lead, self.out_dim)
 
 
 class SpatialHead(nn.Module):

@@ -95,6 +95,9 @@ def recurrent_net(model: ModelSettings, parts: list[Part], out_dim: int, out_gai
         raise ConfigError(f"{where}.head: spatial with recurrent: {model.recurrent}: the "
                           "recurrent cell reads one vector, not the conv layers' map; use "
                           "head: dense")
+    if model.mirror:
+        raise ConfigError(f"{where}.mirror with recurrent: {model.recurrent}: a memory of "
+                          "past frames has no mirror image to average over; set mirror: false")
     hidden = [] if is_user(model) else list(model.hidden)
     if hidden:
         body = network(model.model_copy(update={"hidden": hidden[:-1]}), parts, hidden[-1],

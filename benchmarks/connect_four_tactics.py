@@ -24,7 +24,7 @@ import numpy as np
 from pettingzoo.classic import connect_four_v3
 
 from interplay.envs.toy import connect_four
-from interplay.experiment.policies import Policy, load_policy
+from interplay.experiment.policies import Policy, PolicyLoadError, load_policy
 
 
 def play(policy: Policy, opponent: Callable[[dict, str], int], seat: str, game: int,
@@ -69,7 +69,7 @@ def rates(kinds: Counter, good: str, bad: str) -> dict:
     for key in sorted(set(took) | set(missed)):
         chances = took[key] + missed[key]
         out[key] = {"rate": round(took[key] / chances, 3), "chances": chances}
-    if len(out) > 1:
+    if "all" not in out and out:  # blocks: every direction together
         chances = sum(took.values()) + sum(missed.values())
         out["all"] = {"rate": round(sum(took.values()) / chances, 3), "chances": chances}
     return out
@@ -83,7 +83,10 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=200, help="games per seat")
     parser.add_argument("--opening", type=int, default=2)
     args = parser.parse_args()
-    policy = load_policy(args.run)
+    try:
+        policy = load_policy(args.run)
+    except PolicyLoadError as err:
+        parser.error(str(err))
     opponent = getattr(connect_four, args.vs)
     np.random.seed(0)  # the scripted players' random picks
     report = {}

@@ -179,7 +179,7 @@ class Mirrored(nn.Module):
         own, other = both.chunk(2)
         if self.out_dim == self.w:
             other = other.flip(-1)
-        elif self.out_dim == self.h * self.w and self.out_dim != 1:
+        elif self.out_dim == self.h * self.w:  # (a 1x1 image's one value: flipped as it is)
             other = other.reshape(-1, self.h, self.w).flip(-1).reshape(-1, self.out_dim)
         return ((own + other) / 2).reshape(*lead, self.out_dim)
 

@@ -47,10 +47,12 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def reads_env_obs(policy_types: Sequence[str], league_fixed: Sequence[str]) -> bool:
-    """Whether the env copies must keep the env's own observations: scripted policies and
-    scripted league members read them."""
-    return "scripted" in policy_types or any(names_code(entry) for entry in league_fixed)
+def reads_env_obs(policy_types: Sequence[str], league_fixed: Sequence[str],
+                  teacher: str | None = None) -> bool:
+    """Whether the env copies must keep the env's own observations: scripted policies,
+    scripted league members and a learner's teacher (``algo.teacher``) read them."""
+    return ("scripted" in policy_types or any(names_code(entry) for entry in league_fixed)
+            or teacher is not None)
 
 
 def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
@@ -95,7 +97,8 @@ def make_vec_env(cfg: Config, num_envs: int | None = None, env_id: Any = None,
         started = time.perf_counter()
         check_copies_fit(n, copy_bytes(make), env_name(env_id))
         _say_when_slow(n, time.perf_counter() - started, env_name(env_id))
-    scripted = reads_env_obs([p.type for p in cfg.policies.values()], cfg.league.fixed)
+    scripted = reads_env_obs([p.type for p in cfg.policies.values()], cfg.league.fixed,
+                             getattr(cfg.algo, "teacher", None))
     vec: SyncVecEnv | AsyncVecEnv
     if cfg.env.vectorization == "async":
         vec = AsyncVecEnv(

@@ -8,19 +8,23 @@ import torch
 
 from interplay.algos.onpolicy.nets import ActorCritic, tensor
 from interplay.algos.onpolicy.recurrent import recurrent_act
-from interplay.run.actors import ActBatch
+from interplay.algos.onpolicy.teacher import teacher_moves
+from interplay.run.actors import ActBatch, ScriptedActor
 
 
 class OnPolicyActor:
-    """Samples one policy's actions (greedy when not exploring) and keeps their log-probs."""
+    """Samples one policy's actions (greedy when not exploring) and keeps their log-probs;
+    with a teacher, also the teacher's move in each row while exploring (``teacher``)."""
 
     squashed = True  # Box actions live in [-1, 1] for the Gaussian; the runner maps them
-    wants_env_obs = False
 
-    def __init__(self, policy: ActorCritic, rng: np.random.Generator, device: str):
+    def __init__(self, policy: ActorCritic, rng: np.random.Generator, device: str,
+                 teacher: ScriptedActor | None = None):
         self.policy = policy
         self.rng = rng
         self.device = device
+        self.teacher = teacher
+        self.wants_env_obs = teacher is not None  # the teacher reads the env's observations
         # for callers that keep no recurrent state of their own
         self._recurrent_state: dict[str, np.ndarray] = {}
 
@@ -41,6 +45,8 @@ class OnPolicyActor:
                 out = p.actor(obs, tensor(slot, self.device) if p.actor.per_agent else None)
             mask = batch.mask if batch.mask is not None and not batch.mask.all() else None
             action, extras["logp"] = p.dist.act(out, mask, self.rng, explore)
+        if explore and self.teacher is not None:
+            extras["teacher"] = teacher_moves(self.teacher, batch)
         view = p.spec.action_view
         return action.astype(view.dtype, copy=False).reshape(n, *view.shape), extras
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple
+from typing import Annotated, Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
 from gymnasium import spaces
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from interplay.algos.base import Algorithm, AlgoSettings, WarmParts, read_state
 from interplay.algos.onpolicy.acting import OnPolicyActor
@@ -42,6 +42,8 @@ from interplay.algos.onpolicy.samples import (
     row_minibatches,
     state_inputs,
 )
+from interplay.algos.onpolicy.teacher import teacher_coef, teacher_cross_entropy, teachers
+from interplay.config.code import NamesCode
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
 from interplay.data.ram import check_fits
@@ -97,6 +99,28 @@ class OnPolicySettings(AlgoSettings):
     policy)."""
     log_std_init: float = Field(0.0, ge=-20.0, le=5.0)
     """Initial log-std of the Gaussian policy for Box actions."""
+    teacher: Annotated[str | None, NamesCode("attr")] = None
+    """A player the actors also learn to imitate (kickstarting), as ``module:function``: a
+    scripted policy ``fn(observation, agent_id) -> action`` (given ``action_mask=`` where it
+    takes that keyword). While training it is asked what it would play at every move a
+    trained policy makes, and each gradient step adds ``teacher_coef`` times the
+    cross-entropy of its move under the policy. For Discrete and MultiDiscrete actions and
+    feed-forward networks; league snapshots and ``interplay exploit``'s best response learn
+    without it."""
+    teacher_coef: float = Field(1.0, ge=0, le=MAX_COEF)
+    """Weight of the teacher's cross-entropy in the loss."""
+    teacher_decay_steps: int = Field(0, ge=0, le=MAX_STEPS)
+    """Env steps over which ``teacher_coef`` falls linearly to zero; 0 keeps it."""
+
+    @field_validator("teacher")
+    @classmethod
+    def _teacher_names_a_function(cls, value: str | None) -> str | None:
+        if value is not None:
+            module, sep, attr = value.partition(":")
+            if not (sep and module and attr):
+                raise ValueError(f"{value!r} must be written as module:function (a scripted "
+                                 "player, such as interplay.envs.connect_four:one_ply)")
+        return value
 
     def critic_reads(self) -> str:
         """What a centralised critic reads beside the agent's own observation (``algo.state``
@@ -126,7 +150,7 @@ class Advantages(NamedTuple):
 class OnPolicy(Algorithm):
     Settings: ClassVar[type[AlgoSettings]] = OnPolicySettings
     settings: OnPolicySettings
-    gauges = frozenset({"lr"})
+    gauges = frozenset({"lr", "teacher_coef"})
     loss_name: ClassVar[str] = "on-policy"  # how errors name the loss
     supports_recurrent = True
     # A product of distributions, one per leaf, acts for Dict and Tuple action spaces.
@@ -134,6 +158,11 @@ class OnPolicy(Algorithm):
     metric_docs = {
         "lr": "the learning rate of the last update (it falls linearly to 0 over "
               "`algo.lr_decay_steps` when that is set)",
+        "teacher_coef": "with `algo.teacher`: the weight of the teacher's cross-entropy in the "
+                        "last update (it falls linearly to 0 over `algo.teacher_decay_steps` "
+                        "when that is set)",
+        "teacher_ce/<policy>": "with `algo.teacher`: the mean cross-entropy of the teacher's "
+                               "moves under the policy (0 when the policy always makes them)",
         "value_loss/<policy>": "half the squared error of the critic's value against its return "
                                "target (in normalised units with `algo.norm_value`)",
         "entropy/<policy>": "the mean entropy of the policy's action distribution",
@@ -176,7 +205,10 @@ class OnPolicy(Algorithm):
                     critic_model, self._attention_critic(pid, inputs, critic_model))
         self.act_rngs = {pid: rng_for(seed, self.name, "act", pid) for pid in self.trained}
         self.shuffle_rng = rng_for(seed, self.name, "shuffle")
-        self._actors = {pid: OnPolicyActor(self.policies[pid], self.act_rngs[pid], device)
+        taught = teachers(settings, specs,
+                          {pid: self.policies[pid].recurrent for pid in self.trained})
+        self._actors = {pid: OnPolicyActor(self.policies[pid], self.act_rngs[pid], device,
+                                           taught.get(pid))
                         for pid in self.trained}
         # The recurrent critics' state after each agent's last transition, [E * k, S] per
         # policy: the next rollout's sequences go on from there.
@@ -248,10 +280,13 @@ class OnPolicy(Algorithm):
                 samples[pid] = policy_samples(self.policies[pid], rollout)
         inputs = self.critic_inputs(samples)
         metrics: dict[str, float] = {"lr": lr}
+        teach = 0.0
+        if s.teacher is not None:
+            metrics["teacher_coef"] = teach = teacher_coef(s, self._past_steps)
         learning = [pid for pid in samples if pid not in self.frozen]
         for pid in learning:
             adv = self.advantages(pid, samples[pid], inputs[pid])
-            metrics.update(self._optimise(pid, samples[pid], inputs[pid].now, adv, lr))
+            metrics.update(self._optimise(pid, samples[pid], inputs[pid].now, adv, lr, teach))
             metrics[f"explained_variance/{pid}"] = adv.explained
         for pid in learning:
             norm = self.policies[pid].obs_norm
@@ -327,9 +362,10 @@ class OnPolicy(Algorithm):
         return p.return_units(v.squeeze(-1))
 
     def _optimise(self, pid: str, s: PolicySamples, x: CriticInput, a: Advantages,
-                  lr: float) -> dict[str, float]:
-        """Epochs x minibatches of gradient steps on :meth:`loss`: over rows, or, for
-        recurrent networks, over sequences of ``seq_len`` cells."""
+                  lr: float, teach: float = 0.0) -> dict[str, float]:
+        """Epochs x minibatches of gradient steps on :meth:`loss` (and ``teach`` times the
+        teacher's cross-entropy): over rows, or, for recurrent networks, over sequences of
+        ``seq_len`` cells."""
         st = self.settings
         p = self.policies[pid]
         for group in p.optimizer.param_groups:
@@ -346,7 +382,11 @@ class OnPolicy(Algorithm):
         for _ in range(st.epochs):
             order = tensor(self.shuffle_rng.permutation(n), self.device)
             for start in range(0, n, size):
-                t = self.loss(p, pick(order[start:start + size]))
+                mb = pick(order[start:start + size])
+                t = self.loss(p, mb)
+                if mb.teacher is not None:
+                    ce = teacher_cross_entropy(p.dist, mb.out, mb.mask, mb.teacher)
+                    t = t._replace(loss=t.loss + teach * ce, more={**t.more, "teacher_ce": ce})
                 if not torch.isfinite(t.loss):
                     raise FloatingPointError(
                         f"policy {pid!r}: the {self.loss_name} loss is {t.loss.item()} in update "

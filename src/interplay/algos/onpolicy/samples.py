@@ -37,6 +37,7 @@ class PolicySamples(NamedTuple):
     logp: np.ndarray  # of the action when it was taken
     mask: np.ndarray | None
     terminated: np.ndarray
+    teacher: np.ndarray | None = None  # the teacher's move in each row (``algo.teacher``)
 
     @property
     def slot(self) -> np.ndarray:
@@ -55,10 +56,12 @@ class PolicySamples(NamedTuple):
 def policy_samples(p: ActorCritic, r: Rollout) -> PolicySamples:
     at = np.nonzero(r.valid)
     obs = r.obs[at]
+    teacher = r.extras.get("teacher")
     return PolicySamples(
         rollout=r, at=at, raw_obs=obs, obs=p.observe(obs), next_obs=p.observe(r.next_obs[at]),
         action=r.action[at], logp=r.extras["logp"][at],
-        mask=None if r.mask is None else r.mask[at], terminated=r.terminated[at])
+        mask=None if r.mask is None else r.mask[at], terminated=r.terminated[at],
+        teacher=None if teacher is None else teacher[at])
 
 
 class CriticInput(NamedTuple):
@@ -223,6 +226,7 @@ class Minibatch(NamedTuple):
     advantage: torch.Tensor
     target: torch.Tensor  # the critic's return target
     mask: torch.Tensor | None  # legal actions, None when all were legal
+    teacher: torch.Tensor | None = None  # the teacher's moves (``algo.teacher``)
 
 
 def row_minibatches(p: ActorCritic, s: PolicySamples, x: CriticInput, adv: np.ndarray,
@@ -233,10 +237,12 @@ def row_minibatches(p: ActorCritic, s: PolicySamples, x: CriticInput, adv: np.nd
     mask = mask_tensor(s.mask, device)
     adv_t = tensor(adv.astype(np.float32), device)
     target_t = tensor(target.astype(np.float32), device)
+    teacher = None if s.teacher is None else tensor(s.teacher, device)
 
     def pick(i: torch.Tensor) -> Minibatch:
         return Minibatch(p.actor(obs[i], slot[i]), critic_values(p.critic, x, i, slot[i]).squeeze(1),
                          action[i], logp_old[i], adv_t[i], target_t[i],
-                         None if mask is None else mask[i])
+                         None if mask is None else mask[i],
+                         None if teacher is None else teacher[i])
 
     return len(adv), pick

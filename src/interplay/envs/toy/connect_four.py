@@ -25,41 +25,47 @@ import numpy as np
 ROWS, COLS = 6, 7
 
 
-def _wins(board: np.ndarray) -> bool:
-    """Four in a row anywhere on one player's 6x7 plane."""
-    b = board.astype(bool)
-    h = b[:, :-3] & b[:, 1:-2] & b[:, 2:-1] & b[:, 3:]
-    v = b[:-3] & b[1:-2] & b[2:-1] & b[3:]
-    d = b[:-3, :-3] & b[1:-2, 1:-2] & b[2:-1, 2:-1] & b[3:, 3:]
-    a = b[3:, :-3] & b[2:-1, 1:-2] & b[1:-2, 2:-1] & b[:-3, 3:]
-    return bool(h.any() or v.any() or d.any() or a.any())
+# A board as bits: cell (row r from the top, column c) is bit 7c + (5 - r), each column seven
+# bits from the bottom up, the seventh always clear so that no row of four wraps round.
+_WEIGHTS = np.array([[1 << (7 * c + ROWS - 1 - r) for c in range(COLS)] for r in range(ROWS)],
+                    np.int64).ravel()
+_COLUMN = (1 << ROWS) - 1
 
 
-def _drop(mine: np.ndarray, theirs: np.ndarray, col: int) -> tuple[int, int] | None:
-    """Where a piece dropped in ``col`` lands (row 0 is the top), or None if it is full."""
-    filled = mine[:, col] + theirs[:, col]
-    empty = np.flatnonzero(filled == 0)
-    return None if len(empty) == 0 else (int(empty[-1]), col)
+def _bits(plane: np.ndarray) -> int:
+    """One player's 6x7 plane as bits."""
+    return int((np.asarray(plane).ravel() != 0) @ _WEIGHTS)
 
 
-def _winning_columns(player: np.ndarray, other: np.ndarray) -> list[int]:
-    out = []
-    for col in range(COLS):
-        cell = _drop(player, other, col)
-        if cell is not None:
-            trial = player.copy()
-            trial[cell] = 1
-            if _wins(trial):
-                out.append(col)
-    return out
+def _four(bits: int) -> bool:
+    """Four in a row anywhere: vertical, horizontal, then the two diagonals."""
+    for step in (1, 7, 6, 8):
+        pairs = bits & (bits >> step)
+        if pairs & (pairs >> 2 * step):
+            return True
+    return False
 
 
-def _planes(observation: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _drop(both: int, col: int) -> int:
+    """The bit where a piece dropped in ``col`` lands (its lowest empty cell), 0 if it is full."""
+    free = ~(both >> 7 * col) & _COLUMN
+    return (free & -free) << 7 * col
+
+
+def _winning_columns(player: int, other: int) -> list[int]:
+    """The columns where ``player`` would make four in a row at once."""
+    both = player | other
+    return [col for col in range(COLS) if (cell := _drop(both, col)) and _four(player | cell)]
+
+
+def _planes(observation: dict) -> tuple[int, int, np.ndarray]:
+    """The mover's and the other player's pieces as bits, and the legal columns."""
     planes = np.asarray(observation["observation"])
-    return planes[:, :, 0], planes[:, :, 1], np.asarray(observation["action_mask"]).astype(bool)
+    return (_bits(planes[:, :, 0]), _bits(planes[:, :, 1]),
+            np.asarray(observation["action_mask"]).astype(bool))
 
 
-def _forced(mine: np.ndarray, theirs: np.ndarray, legal: np.ndarray) -> int | None:
+def _forced(mine: int, theirs: int, legal: np.ndarray) -> int | None:
     """A column that wins at once, else one that blocks the other player's win, else None."""
     for options in (_winning_columns(mine, theirs), _winning_columns(theirs, mine)):
         options = [c for c in options if legal[c]]
@@ -79,17 +85,12 @@ def _central(columns: list[int]) -> int:
     return min(columns, key=_CENTRE_FIRST.index)
 
 
-def _safe(mine: np.ndarray, theirs: np.ndarray, legal: np.ndarray) -> list[int]:
+def _safe(mine: int, theirs: int, legal: np.ndarray) -> list[int]:
     """The legal columns that do not let the other player win at once on top of the piece
     (all legal columns when every one does)."""
-    safe = []
-    for col in np.flatnonzero(legal):
-        cell = _drop(mine, theirs, int(col))
-        assert cell is not None
-        after = mine.copy()
-        after[cell] = 1
-        if not _winning_columns(theirs, after):
-            safe.append(int(col))
+    both = mine | theirs
+    safe = [int(col) for col in np.flatnonzero(legal)
+            if not _winning_columns(theirs, mine | _drop(both, int(col)))]
     return safe or np.flatnonzero(legal).tolist()
 
 
@@ -148,16 +149,23 @@ def move_kind(observation: dict, column: int) -> str:
     threats = [c for c in _winning_columns(theirs, mine) if legal[c]]
     if len(threats) > 1:
         return "two_threats"
+    both = mine | theirs
     if threats:
-        cell = _drop(theirs, mine, threats[0])
-        assert cell is not None
-        after = theirs.copy()
-        after[cell] = 1
-        dirs = _lines_through(after, cell)
+        cell = _drop(both, threats[0])
+        dirs = _lines_through(_plane(theirs | cell), _cell(cell))
         return f"block_{dirs}" if column == threats[0] else f"missed_block_{dirs}"
-    cell = _drop(mine, theirs, column)
-    if cell is None:
+    cell = _drop(both, column)
+    if not cell:
         raise ValueError(f"column {column} is full")
-    after = mine.copy()
-    after[cell] = 1
-    return "gives_win" if _winning_columns(theirs, after) else "quiet"
+    return "gives_win" if _winning_columns(theirs, mine | cell) else "quiet"
+
+
+def _plane(bits: int) -> np.ndarray:
+    """Bits as a 6x7 plane (row 0 the top)."""
+    return ((bits & _WEIGHTS) != 0).reshape(ROWS, COLS)
+
+
+def _cell(bit: int) -> tuple[int, int]:
+    """The (row from the top, column) of one bit."""
+    col, height = divmod(bit.bit_length() - 1, 7)
+    return ROWS - 1 - height, col

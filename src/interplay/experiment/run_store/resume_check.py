@@ -154,8 +154,8 @@ def fresh_reasons(state: dict[str, Any], exp: Any, changes: dict[str, tuple[Any,
     reasons = [f"{k} changed from {old!r} to {new!r}" for k, (old, new) in changes.items()
                if k.startswith(FRESH)]
     if _reads_env_obs_now(state, exp.cfg):
-        reasons.append("a scripted player (league.fixed or policies) now reads the env's own "
-                       "observations, which the checkpoint's env copies did not keep")
+        reasons.append("a scripted player (league.fixed, policies or algo.teacher) now reads the "
+                       "env's own observations, which the checkpoint's env copies did not keep")
     if not exp.env.snapshot_supported:
         reasons.append(getattr(exp.env, "no_snapshot_reason",
                                "env.vectorization is async: the env copies live in worker "
@@ -183,11 +183,12 @@ def _reads_env_obs_now(state: dict[str, Any], cfg: Config) -> bool:
     """Whether ``cfg`` has a scripted player where the run that wrote ``state`` had none."""
     record = state.get("run")
     if record is None or not reads_env_obs([p.type for p in cfg.policies.values()],
-                                           cfg.league.fixed):
+                                           cfg.league.fixed, getattr(cfg.algo, "teacher", None)):
         return False
     old = record["config"]
     return not reads_env_obs([p.get("type", "") for p in old.get("policies", {}).values()],
-                             old.get("league", {}).get("fixed", []))
+                             old.get("league", {}).get("fixed", []),
+                             old.get("algo", {}).get("teacher"))
 
 
 def _runners(layout: list[int]) -> str:

@@ -1,0 +1,21 @@
+"""Teachers for tests/test_teacher.py (``algo.teacher: teachers:first_legal``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+CALLS = [0]  # how often first_legal was asked
+
+
+def first_legal(observation, agent_id):
+    """The lowest-numbered legal action."""
+    CALLS[0] += 1
+    return int(np.flatnonzero(observation["action_mask"])[0])
+
+
+def broken(observation, agent_id):
+    raise KeyError("no such square")
+
+
+def off_the_board(observation, agent_id):
+    return 99

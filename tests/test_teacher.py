@@ -1,0 +1,106 @@
+"""``algo.teacher``: the on-policy learners also learn to make a scripted player's moves."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import teachers
+from pettingzoo.classic import tictactoe_v3
+
+from interplay import load_policy
+from interplay.config.loading import load
+from interplay.errors import ConfigError, ScriptedPolicyError, UserError
+from interplay.experiment.loop import train
+from interplay.population.league.best_response import br_config
+
+QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
+TTT = ["algo.name=ippo", "env.id=pettingzoo.classic.tictactoe_v3", "train.self_play=true",
+       "env.num_envs=4", "algo.rollout=32", "algo.epochs=4", "algo.minibatches=2",
+       "algo.lr=3e-3", "train.steps=4096", "log.every=1024", *QUIET]
+TAUGHT = [*TTT, "algo.teacher=teachers:first_legal", "algo.teacher_coef=2.0"]
+
+
+def positions(n: int, seed: int) -> list[dict]:
+    """Observations from random tic-tac-toe games, with the mover's legal squares."""
+    env = tictactoe_v3.env()
+    rng = np.random.default_rng(seed)
+    out: list[dict] = []
+    while len(out) < n:
+        env.reset(seed=int(rng.integers(1 << 30)))
+        for _ in env.agent_iter():
+            obs, _, term, trunc, _ = env.last()
+            if term or trunc:
+                break
+            out.append(obs)
+            env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
+    return out[:n]
+
+
+def agreement(run_dir) -> float:
+    """How often the trained policy, greedy, makes the teacher's move."""
+    policy = load_policy(run_dir)
+    held_out = positions(200, seed=7)
+    same = [policy.act(o) == np.flatnonzero(o["action_mask"])[0]
+            for o in held_out]
+    return float(np.mean(same))
+
+
+def test_the_policy_learns_the_teachers_moves(tmp_path):
+    train(load([], TAUGHT), tmp_path / "taught")
+    train(load([], TTT), tmp_path / "untaught")
+    taught, untaught = agreement(tmp_path / "taught"), agreement(tmp_path / "untaught")
+    assert taught >= 0.8 and taught > untaught + 0.4, (taught, untaught)
+    rows = [json.loads(x) for x in (tmp_path / "taught" / "metrics.jsonl").read_text().splitlines()]
+    ce = [r["teacher_ce/shared"] for r in rows if "teacher_ce/shared" in r]
+    assert ce[-1] < 0.5 * ce[0] and rows[-1]["teacher_coef"] == 2.0
+
+
+def test_the_teachers_weight_falls_to_zero_over_its_decay_steps(tmp_path):
+    train(load([], [*TAUGHT, "algo.teacher_decay_steps=4096"]), tmp_path / "run")
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    coefs = [r["teacher_coef"] for r in rows if "teacher_coef" in r]
+    assert coefs[0] > coefs[-1] >= 0 and coefs[-1] < 1.0
+
+
+@pytest.mark.parametrize("setting, named", [
+    ("algo.teacher=first_legal", "module:function"),
+    ("algo.teacher=teachers:nobody", "nobody"),
+    ("algo.teacher=no_such_module:first_legal", "no_such_module"),
+])
+def test_a_teacher_that_cannot_be_found_is_named(tmp_path, setting, named):
+    with pytest.raises(ConfigError, match=named) as err:
+        train(load([], [*TTT, setting]), tmp_path / "run")
+    assert "algo.teacher" in str(err.value)
+
+
+@pytest.mark.parametrize("overrides, named", [
+    (["env.id=mpe2.simple_spread_v3", "env.kwargs.continuous_actions=true",
+      "train.self_play=false"], "Discrete"),
+    (["algo.model.recurrent=gru"], "recurrent"),
+])
+def test_what_a_teacher_cannot_teach_is_refused(tmp_path, overrides, named):
+    with pytest.raises(ConfigError, match=named) as err:
+        train(load([], [*TAUGHT, *overrides]), tmp_path / "run")
+    assert "algo.teacher" in str(err.value)
+
+
+@pytest.mark.parametrize("teacher, named", [("teachers:broken", "KeyError"),
+                                            ("teachers:off_the_board", "99")])
+def test_a_teacher_that_fails_is_named(tmp_path, teacher, named):
+    with pytest.raises(ScriptedPolicyError, match=named) as err:
+        train(load([], [*TTT, f"algo.teacher={teacher}"]), tmp_path / "run")
+    assert teacher in str(err.value)
+    assert isinstance(err.value, UserError)
+
+
+def test_snapshots_and_best_responses_learn_without_the_teacher(tmp_path):
+    # The league's snapshots play half the moves; only the learner's are shown to the teacher.
+    cfg = load([], [*TAUGHT, "league.snapshot_every=256", "train.steps=2048"])
+    teachers.CALLS[0] = 0
+    train(cfg, tmp_path / "run")
+    rows = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    moves = json.loads(rows[-1])["agent_steps"]
+    assert 0.35 * moves < teachers.CALLS[0] < 0.65 * moves, (teachers.CALLS[0], moves)
+    assert br_config(cfg, "shared", "x", 100, 0)["algo"]["teacher"] is None

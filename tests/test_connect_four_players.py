@@ -9,6 +9,7 @@ from pettingzoo.classic import connect_four_v3
 from interplay.envs.toy.connect_four import (
     center_one_ply,
     center_two_ply,
+    forced,
     move_kind,
     one_ply,
     two_ply,
@@ -46,6 +47,12 @@ def test_two_ply_does_not_play_under_the_other_players_win():
     picks = {two_ply(obs, "player_0") for _ in range(200)}
     assert picks == {0, 2, 3, 4, 6}
     assert {one_ply(obs, "player_0") for _ in range(200)} >= {1, 5}
+
+
+def test_the_forced_teacher_advises_a_win_then_a_block_and_else_nothing():
+    assert forced(position([(5, 0), (5, 1), (5, 2)], [(4, 0), (4, 1), (4, 2)]), "player_0") == 3
+    assert forced(position([(5, 0), (5, 1), (5, 6)], [(5, 3), (4, 3), (3, 3)]), "player_1") == 3
+    assert forced(position([(5, 2), (5, 4)], [(5, 3), (4, 2), (4, 3), (4, 4)]), "player_0") is None
 
 
 def test_the_centre_players_take_the_column_nearest_the_centre_they_may():

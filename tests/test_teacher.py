@@ -104,3 +104,37 @@ def test_snapshots_and_best_responses_learn_without_the_teacher(tmp_path):
     moves = json.loads(rows[-1])["agent_steps"]
     assert 0.35 * moves < teachers.CALLS[0] < 0.65 * moves, (teachers.CALLS[0], moves)
     assert br_config(cfg, "shared", "x", 100, 0)["algo"]["teacher"] is None
+
+
+def test_exploiters_of_a_taught_learner_learn_on_their_own(tmp_path):
+    # A main exploiter plays the learner, which shows the teacher only its own training moves.
+    exploiters = ("league.exploiters=[{kind: main, num_envs: 2, min_games: 4, threshold: 0.5, "
+                  "max_steps: 300}, {kind: league, num_envs: 2, min_games: 4, threshold: 0.5, "
+                  "algo: {teacher: 'teachers:first_legal'}}]")
+    cfg = load([], [*TAUGHT, "league.snapshot_every=512", "train.steps=1024", exploiters])
+    teachers.CALLS[0] = 0
+    train(cfg, tmp_path / "run")
+    last = json.loads((tmp_path / "run" / "league.jsonl").read_text().splitlines()[-1])
+    steps = {x["name"]: x["env_steps"] for x in last["exploiters"]}
+    assert steps["main_exploiter_0"] > 0 and steps["league_exploiter_1"] > 0
+    # The learner's moves (about half of its 1,024 env steps) and the league exploiter's
+    # (about half of its 512); none of the main exploiter's or its opponent's.
+    assert 0.35 * 1536 < teachers.CALLS[0] < 0.65 * 1536, teachers.CALLS[0]
+
+
+def test_a_teacher_advises_only_where_it_has_a_move(tmp_path):
+    train(load([], [*TTT, "algo.teacher=teachers:corner_when_open", "algo.teacher_coef=2.0"]),
+          tmp_path / "run")
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all(0 < r["teacher_share/shared"] < 1 for r in rows if "teacher_share/shared" in r)
+    policy = load_policy(tmp_path / "run")
+    open_corner = [o for o in positions(200, seed=3) if o["action_mask"][0]]
+    assert np.mean([policy.act(o) == 0 for o in open_corner]) >= 0.9
+
+
+def test_a_teacher_with_no_advice_teaches_nothing(tmp_path):
+    train(load([], [*TTT, "algo.teacher=teachers:silent", "train.steps=256"]), tmp_path / "run")
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    taught = [r for r in rows if "teacher_ce/shared" in r]
+    assert taught and all(r["teacher_ce/shared"] == 0 and r["teacher_share/shared"] == 0
+                          for r in taught)

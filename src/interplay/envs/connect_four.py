@@ -1,6 +1,13 @@
 """The players ``interplay.envs.connect_four:one_ply``, ``:two_ply``, ``:center_one_ply`` and
-``:center_two_ply``: those of :mod:`interplay.envs.toy.connect_four` under their short names."""
+``:center_two_ply``, and the teacher ``:forced``: those of :mod:`interplay.envs.toy.connect_four`
+under their short names."""
 
-from interplay.envs.toy.connect_four import center_one_ply, center_two_ply, one_ply, two_ply
+from interplay.envs.toy.connect_four import (
+    center_one_ply,
+    center_two_ply,
+    forced,
+    one_ply,
+    two_ply,
+)
 
-__all__ = ["center_one_ply", "center_two_ply", "one_ply", "two_ply"]
+__all__ = ["center_one_ply", "center_two_ply", "forced", "one_ply", "two_ply"]

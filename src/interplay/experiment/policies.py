@@ -19,7 +19,7 @@ import torch
 from interplay.config.schema import Config
 from interplay.errors import UserError
 from interplay.experiment.run_store.run_folder import is_snapshot, source_run_dir
-from interplay.run.actors import ActBatch, Actor, declared
+from interplay.run.actors import ActBatch, Actor, as_opponent, declared
 from interplay.run.mapping import PolicySpec
 
 
@@ -133,10 +133,10 @@ class FrozenActor:
     """Acts with a policy loaded from another run; never learns. Greedy unless asked."""
 
     def __init__(self, actor: Actor, explore: bool = False):
-        self.actor = actor
+        self.actor = as_opponent(actor)  # it never learns: no teacher
         self.explore = explore
-        self.squashed = declared(actor, "squashed")
-        self.wants_env_obs = declared(actor, "wants_env_obs")
+        self.squashed = declared(self.actor, "squashed")
+        self.wants_env_obs = declared(self.actor, "wants_env_obs")
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         action, _ = self.actor.act(batch, self.explore and explore)
@@ -173,7 +173,7 @@ class Policy:
 
         self.id = pid
         self.spec = loaded.specs[pid]
-        self.actor = loaded.algo.actor(pid)
+        self.actor = as_opponent(loaded.algo.actor(pid))  # it acts, and learns no more
         self.checkpoint = loaded.checkpoint
         agent = self.spec.agents[0]
         self.view = obs_view(self.spec.obs_space, agent)

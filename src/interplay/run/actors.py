@@ -132,6 +132,13 @@ def masked_uniform(rng: np.random.Generator, mask: np.ndarray | None,
     return scores.argmax(axis=1).astype(np.int64, copy=False)
 
 
+def as_opponent(actor: Any) -> Any:
+    """``actor`` as it plays another learner's opponent: without what it keeps only to learn
+    (an on-policy learner's teacher, ``untaught``)."""
+    untaught = getattr(actor, "untaught", None)
+    return untaught() if callable(untaught) else actor
+
+
 class ScriptedActor:
     """A user's ``fn(observation, agent_id) -> action``, given the env's own observation.
 
@@ -143,16 +150,19 @@ class ScriptedActor:
 
     ``legal_only``: an action the env's mask marks illegal is a :class:`ScriptedPolicyError`
     (an opponent's illegal move would otherwise end the game in a forfeit that each env
-    scores its own way).
+    scores its own way). ``abstains``: ``fn`` may return None (no move), which comes back as
+    -1 (a teacher's way of having no advice for a position).
     """
 
     squashed = False
     wants_env_obs = True
 
-    def __init__(self, spec: PolicySpec, fn: Callable[..., Any], legal_only: bool = False):
+    def __init__(self, spec: PolicySpec, fn: Callable[..., Any], legal_only: bool = False,
+                 abstains: bool = False):
         self.spec = spec
         self.fn = fn
         self.legal_only = legal_only
+        self.abstains = abstains
         self.view = spec.action_view
         self.takes_mask = accepts_keyword(fn, "action_mask")
         self._all_legal = np.ones(self.view.mask_dim, bool)
@@ -180,6 +190,9 @@ class ScriptedActor:
                     f"acting for agent {agent!r} on an observation of type "
                     f"{type(obs).__name__}"
                 ) from exc
+            if action is None and self.abstains:
+                out[i] = -1
+                continue
             composite = self.view.kind == "composite"
             if not space.contains(action if composite else _as_env_value(action, space)):
                 raise ScriptedPolicyError(

@@ -28,6 +28,13 @@ class OnPolicyActor:
         # for callers that keep no recurrent state of their own
         self._recurrent_state: dict[str, np.ndarray] = {}
 
+    def untaught(self) -> OnPolicyActor:
+        """The same policy, acting with the same random stream, without a teacher: as an
+        opponent plays it."""
+        if self.teacher is None:
+            return self
+        return OnPolicyActor(self.policy, self.rng, self.device)
+
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         p = self.policy
         n = batch.obs.shape[0]
@@ -45,7 +52,8 @@ class OnPolicyActor:
                 out = p.actor(obs, tensor(slot, self.device) if p.actor.per_agent else None)
             mask = batch.mask if batch.mask is not None and not batch.mask.all() else None
             action, extras["logp"] = p.dist.act(out, mask, self.rng, explore)
-        if explore and self.teacher is not None:
+        if explore and self.teacher is not None and batch.env_obs:
+            # in training, where the runner hands the env's observations over to show it
             extras["teacher"] = teacher_moves(self.teacher, batch)
         view = p.spec.action_view
         return action.astype(view.dtype, copy=False).reshape(n, *view.shape), extras

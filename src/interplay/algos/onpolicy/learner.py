@@ -102,11 +102,12 @@ class OnPolicySettings(AlgoSettings):
     teacher: Annotated[str | None, NamesCode("attr")] = None
     """A player the actors also learn to imitate (kickstarting), as ``module:function``: a
     scripted policy ``fn(observation, agent_id) -> action`` (given ``action_mask=`` where it
-    takes that keyword). While training it is asked what it would play at every move a
-    trained policy makes, and each gradient step adds ``teacher_coef`` times the
-    cross-entropy of its move under the policy. For Discrete and MultiDiscrete actions and
-    feed-forward networks; league snapshots and ``interplay exploit``'s best response learn
-    without it."""
+    takes that keyword) that may return None where it has no advice. While training it is
+    asked what it would play at every move a trained policy makes, and each gradient step
+    adds ``teacher_coef`` times the mean cross-entropy of its moves under the policy, over
+    the moves it advised. For Discrete and MultiDiscrete actions and feed-forward networks;
+    league snapshots, exploiters and ``interplay exploit``'s best response learn without
+    it."""
     teacher_coef: float = Field(1.0, ge=0, le=MAX_COEF)
     """Weight of the teacher's cross-entropy in the loss."""
     teacher_decay_steps: int = Field(0, ge=0, le=MAX_STEPS)
@@ -162,7 +163,10 @@ class OnPolicy(Algorithm):
                         "last update (it falls linearly to 0 over `algo.teacher_decay_steps` "
                         "when that is set)",
         "teacher_ce/<policy>": "with `algo.teacher`: the mean cross-entropy of the teacher's "
-                               "moves under the policy (0 when the policy always makes them)",
+                               "moves under the policy where it advised one (0 when the "
+                               "policy always makes them)",
+        "teacher_share/<policy>": "with `algo.teacher`: the share of the policy's moves for "
+                                  "which the teacher advised a move (it may return None)",
         "value_loss/<policy>": "half the squared error of the critic's value against its return "
                                "target (in normalised units with `algo.norm_value`)",
         "entropy/<policy>": "the mean entropy of the policy's action distribution",
@@ -385,8 +389,9 @@ class OnPolicy(Algorithm):
                 mb = pick(order[start:start + size])
                 t = self.loss(p, mb)
                 if mb.teacher is not None:
-                    ce = teacher_cross_entropy(p.dist, mb.out, mb.mask, mb.teacher)
-                    t = t._replace(loss=t.loss + teach * ce, more={**t.more, "teacher_ce": ce})
+                    ce, share = teacher_cross_entropy(p.dist, mb.out, mb.mask, mb.teacher)
+                    t = t._replace(loss=t.loss + teach * ce,
+                                   more={**t.more, "teacher_ce": ce, "teacher_share": share})
                 if not torch.isfinite(t.loss):
                     raise FloatingPointError(
                         f"policy {pid!r}: the {self.loss_name} loss is {t.loss.item()} in update "

@@ -43,15 +43,12 @@ def teachers(settings: Any, specs: dict[str, PolicySpec], recurrent: dict[str, b
             raise ConfigError(
                 f"algo.teacher: policy {pid!r} has a recurrent network; a teacher teaches "
                 "feed-forward networks only (drop algo.model.recurrent or algo.teacher)")
-        out[pid] = ScriptedActor(specs[pid], fn, legal_only=True)
+        out[pid] = ScriptedActor(specs[pid], fn, legal_only=True, abstains=True)
     return out
 
 
 def teacher_moves(teacher: ScriptedActor, batch: ActBatch) -> np.ndarray:
-    """What the teacher would play in each of the batch's rows."""
-    if len(batch.env_obs) != batch.obs.shape[0]:
-        raise RuntimeError("algo.teacher: the runner gave the learner no env observations to "
-                           "show its teacher")
+    """What the teacher would play in each of the batch's rows (-1 where it gives no advice)."""
     return teacher.act(batch, explore=False)[0]
 
 
@@ -64,7 +61,12 @@ def teacher_coef(settings: Any, env_steps: int) -> float:
 
 
 def teacher_cross_entropy(dist: Any, out: torch.Tensor, mask: torch.Tensor | None,
-                          moves: torch.Tensor) -> torch.Tensor:
-    """The mean cross-entropy of the teacher's ``moves`` under the policy's outputs ``out``."""
-    logp, _ = dist.log_prob_entropy(out, mask, moves)
-    return -logp.mean()
+                          moves: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean cross-entropy of the teacher's ``moves`` under the policy's outputs ``out``,
+    over the rows it advised (-1: no advice), and the share of rows it advised."""
+    advised = (moves >= 0).reshape(len(moves), -1).all(dim=1)
+    logp, _ = dist.log_prob_entropy(out, mask, moves.clamp(min=0))
+    share = advised.float().mean()
+    if not advised.any():
+        return logp.sum() * 0.0, share
+    return -logp[advised].mean(), share

@@ -92,10 +92,14 @@ class LeagueActor:
         self.league = league
         self.learner = learner
         self.squashed = declared(learner, "squashed")
-        # Scripted members are handed the env's own observations, like scripted policies (and
-        # a learner that shows them to its teacher).
-        self.wants_env_obs = declared(learner, "wants_env_obs") or any(
-            m.actor.wants_env_obs for m in league.members)
+        self.wants_env_obs = False
+        self.reads_env_obs_for(league.members)
+
+    def reads_env_obs_for(self, members: list[Member]) -> None:
+        """Ask for the env's own observations where the learner (to show its teacher) or one of
+        ``members`` (a scripted one, like scripted policies) reads them."""
+        self.wants_env_obs = declared(self.learner, "wants_env_obs") or any(
+            declared(m.actor, "wants_env_obs") for m in members)
 
     def act(self, batch: ActBatch, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         lg = self.league
@@ -224,8 +228,6 @@ def frozen_algo(cfg: Config, specs: dict[str, Any], env_facts: tuple[bool, Any],
     """A snapshot's actor and algorithm, from its state (``env_facts``: whether the env is
     turn-based, and the global state it keeps)."""
     from interplay.experiment.build import make_algorithms
-    if getattr(cfg.algo, "teacher", None) is not None:  # a snapshot never learns: no teacher
-        cfg = cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"teacher": None})})
     algo = make_algorithms(cfg, specs, "cpu", *env_facts)
     algo.load_state_dict(state)
     return FrozenActor(algo.actor(pid), explore=True), algo
@@ -310,8 +312,7 @@ class League(Attachment):
     def _scripted_obs(self) -> None:
         """Scripted members are handed the env's own observations, like scripted policies."""
         if self.actor is not None:
-            self.actor.wants_env_obs = declared(self.actor.learner, "wants_env_obs") or any(
-                m.kind == "scripted" for m in self.members)
+            self.actor.reads_env_obs_for(self.members)
 
     def _add(self, member: Member) -> None:
         self.members.append(member)

@@ -246,8 +246,7 @@ class LeagueRider(Rider):
                              for m in kept}
         self._member_states = {m.name: self._member_states.get(m.name, states(
             self._member_gens[m.name])) for m in kept}
-        # (as the learner's league does: scripted members get the env's own observations)
-        self.actor.wants_env_obs = any(m.kind == "scripted" for m in kept)
+        self.actor.reads_env_obs_for(kept)  # as the learner's league does
 
     def _member(self, spec: dict[str, Any]) -> Member:
         if "state" not in spec:

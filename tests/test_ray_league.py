@@ -140,3 +140,13 @@ def test_a_replaced_runner_gets_the_pool_again(local_ray, tmp_path):
     last = _lines(tmp_path / "run")[-1]
     assert {m["name"] for m in last["members"]} <= set(last["ratings"])
     assert sum(m["games"] for m in last["members"]) > 0
+
+
+@pytest.mark.slow
+def test_a_taught_learner_learns_on_a_ray_runner_as_it_does_here(local_ray, tmp_path):
+    taught = [*LEAGUE, "train.steps=192", "algo.teacher=interplay.envs.connect_four:forced"]
+    train(load([], taught), tmp_path / "local")
+    train(load([], [*taught, *_ray(1)]), tmp_path / "ray")
+    here = local_numbers(tmp_path / "local")
+    assert any("teacher_ce/shared" in row for row in here)
+    assert local_numbers(tmp_path / "ray") == here

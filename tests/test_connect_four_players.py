@@ -12,6 +12,7 @@ from interplay.envs.toy.connect_four import (
     forced,
     move_kind,
     one_ply,
+    tactics,
     two_ply,
 )
 
@@ -53,6 +54,13 @@ def test_the_forced_teacher_advises_a_win_then_a_block_and_else_nothing():
     assert forced(position([(5, 0), (5, 1), (5, 2)], [(4, 0), (4, 1), (4, 2)]), "player_0") == 3
     assert forced(position([(5, 0), (5, 1), (5, 6)], [(5, 3), (4, 3), (3, 3)]), "player_1") == 3
     assert forced(position([(5, 2), (5, 4)], [(5, 3), (4, 2), (4, 3), (4, 4)]), "player_0") is None
+
+
+def test_the_tactics_teacher_also_names_the_columns_that_hand_over_no_win():
+    assert tactics(position([(5, 0), (5, 1), (5, 2)], [(4, 0), (4, 1), (4, 2)]), "player_0") == 3
+    under = position([(5, 2), (5, 4)], [(5, 3), (4, 2), (4, 3), (4, 4)])
+    assert tactics(under, "player_0") == [0, 2, 3, 4, 6]
+    assert tactics(position([], []), "player_0") is None  # every column is as safe
 
 
 def test_the_centre_players_take_the_column_nearest_the_centre_they_may():

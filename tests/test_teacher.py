@@ -87,7 +87,8 @@ def test_what_a_teacher_cannot_teach_is_refused(tmp_path, overrides, named):
 
 
 @pytest.mark.parametrize("teacher, named", [("teachers:broken", "KeyError"),
-                                            ("teachers:off_the_board", "99")])
+                                            ("teachers:off_the_board", "99"),
+                                            ("teachers:a_taken_square", "illegal")])
 def test_a_teacher_that_fails_is_named(tmp_path, teacher, named):
     with pytest.raises(ScriptedPolicyError, match=named) as err:
         train(load([], [*TTT, f"algo.teacher={teacher}"]), tmp_path / "run")
@@ -130,6 +131,27 @@ def test_a_teacher_advises_only_where_it_has_a_move(tmp_path):
     policy = load_policy(tmp_path / "run")
     open_corner = [o for o in positions(200, seed=3) if o["action_mask"][0]]
     assert np.mean([policy.act(o) == 0 for o in open_corner]) >= 0.9
+
+
+def test_a_teacher_may_advise_several_moves_alike(tmp_path):
+    train(load([], [*TTT, "algo.teacher=teachers:corners", "algo.teacher_coef=2.0"]),
+          tmp_path / "run")
+    policy = load_policy(tmp_path / "run")
+    # Positions the policy meets playing itself, sampling its moves as in training.
+    env, rng, seen = tictactoe_v3.env(), np.random.default_rng(5), []
+    while len(seen) < 200:
+        env.reset(seed=int(rng.integers(1 << 30)))
+        for _ in env.agent_iter():
+            obs, _, term, trunc, _ = env.last()
+            if term or trunc:
+                break
+            if obs["action_mask"][[0, 2, 6, 8]].any():
+                seen.append(obs)
+            env.step(int(policy.act(obs, explore=True)))
+    picks = [policy.act(o) for o in seen]
+    by_chance = np.mean([o["action_mask"][[0, 2, 6, 8]].sum() / o["action_mask"].sum()
+                         for o in seen])
+    assert np.mean(np.isin(picks, [0, 2, 6, 8])) >= max(0.9, by_chance + 0.2), by_chance
 
 
 def test_a_teacher_with_no_advice_teaches_nothing(tmp_path):

@@ -1,5 +1,5 @@
 """The players ``interplay.envs.connect_four:one_ply``, ``:two_ply``, ``:center_one_ply`` and
-``:center_two_ply``, and the teacher ``:forced``: those of :mod:`interplay.envs.toy.connect_four`
+``:center_two_ply``, and the teachers ``:forced`` and ``:tactics``: those of :mod:`interplay.envs.toy.connect_four`
 under their short names."""
 
 from interplay.envs.toy.connect_four import (
@@ -7,7 +7,8 @@ from interplay.envs.toy.connect_four import (
     center_two_ply,
     forced,
     one_ply,
+    tactics,
     two_ply,
 )
 
-__all__ = ["center_one_ply", "center_two_ply", "forced", "one_ply", "two_ply"]
+__all__ = ["center_one_ply", "center_two_ply", "forced", "one_ply", "tactics", "two_ply"]

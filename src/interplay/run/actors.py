@@ -150,19 +150,16 @@ class ScriptedActor:
 
     ``legal_only``: an action the env's mask marks illegal is a :class:`ScriptedPolicyError`
     (an opponent's illegal move would otherwise end the game in a forfeit that each env
-    scores its own way). ``abstains``: ``fn`` may return None (no move), which comes back as
-    -1 (a teacher's way of having no advice for a position).
+    scores its own way).
     """
 
     squashed = False
     wants_env_obs = True
 
-    def __init__(self, spec: PolicySpec, fn: Callable[..., Any], legal_only: bool = False,
-                 abstains: bool = False):
+    def __init__(self, spec: PolicySpec, fn: Callable[..., Any], legal_only: bool = False):
         self.spec = spec
         self.fn = fn
         self.legal_only = legal_only
-        self.abstains = abstains
         self.view = spec.action_view
         self.takes_mask = accepts_keyword(fn, "action_mask")
         self._all_legal = np.ones(self.view.mask_dim, bool)
@@ -190,9 +187,6 @@ class ScriptedActor:
                     f"acting for agent {agent!r} on an observation of type "
                     f"{type(obs).__name__}"
                 ) from exc
-            if action is None and self.abstains:
-                out[i] = -1
-                continue
             composite = self.view.kind == "composite"
             if not space.contains(action if composite else _as_env_value(action, space)):
                 raise ScriptedPolicyError(

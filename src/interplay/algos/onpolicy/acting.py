@@ -8,18 +8,18 @@ import torch
 
 from interplay.algos.onpolicy.nets import ActorCritic, tensor
 from interplay.algos.onpolicy.recurrent import recurrent_act
-from interplay.algos.onpolicy.teacher import teacher_moves
-from interplay.run.actors import ActBatch, ScriptedActor
+from interplay.algos.onpolicy.teacher import Teacher
+from interplay.run.actors import ActBatch
 
 
 class OnPolicyActor:
     """Samples one policy's actions (greedy when not exploring) and keeps their log-probs;
-    with a teacher, also the teacher's move in each row while exploring (``teacher``)."""
+    with a teacher, also its advice on each row while exploring (``teacher``)."""
 
     squashed = True  # Box actions live in [-1, 1] for the Gaussian; the runner maps them
 
     def __init__(self, policy: ActorCritic, rng: np.random.Generator, device: str,
-                 teacher: ScriptedActor | None = None):
+                 teacher: Teacher | None = None):
         self.policy = policy
         self.rng = rng
         self.device = device
@@ -54,7 +54,7 @@ class OnPolicyActor:
             action, extras["logp"] = p.dist.act(out, mask, self.rng, explore)
         if explore and self.teacher is not None and batch.env_obs:
             # in training, where the runner hands the env's observations over to show it
-            extras["teacher"] = teacher_moves(self.teacher, batch)
+            extras["teacher"] = self.teacher.advice(batch)
         view = p.spec.action_view
         return action.astype(view.dtype, copy=False).reshape(n, *view.shape), extras
 

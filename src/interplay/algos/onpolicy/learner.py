@@ -100,12 +100,13 @@ class OnPolicySettings(AlgoSettings):
     log_std_init: float = Field(0.0, ge=-20.0, le=5.0)
     """Initial log-std of the Gaussian policy for Box actions."""
     teacher: Annotated[str | None, NamesCode("attr")] = None
-    """A player the actors also learn to imitate (kickstarting), as ``module:function``: a
-    scripted policy ``fn(observation, agent_id) -> action`` (given ``action_mask=`` where it
-    takes that keyword) that may return None where it has no advice. While training it is
-    asked what it would play at every move a trained policy makes, and each gradient step
-    adds ``teacher_coef`` times the mean cross-entropy of its moves under the policy, over
-    the moves it advised. For Discrete and MultiDiscrete actions and feed-forward networks;
+    """A player whose advice the actors also learn to follow (kickstarting), as
+    ``module:function``: ``fn(observation, agent_id)``, called as a scripted policy is (given
+    ``action_mask=`` where it takes that keyword), returns a move, a list of moves it finds
+    equally good (for a Discrete action space), or None where it has no advice. While
+    training it is asked at every move a trained policy makes, and each gradient step adds
+    ``teacher_coef`` times minus the log of the probability the policy gives the advised
+    moves, averaged over the moves it advised on. For Discrete and MultiDiscrete actions and feed-forward networks;
     league snapshots, exploiters and ``interplay exploit``'s best response learn without
     it."""
     teacher_coef: float = Field(1.0, ge=0, le=MAX_COEF)
@@ -162,11 +163,11 @@ class OnPolicy(Algorithm):
         "teacher_coef": "with `algo.teacher`: the weight of the teacher's cross-entropy in the "
                         "last update (it falls linearly to 0 over `algo.teacher_decay_steps` "
                         "when that is set)",
-        "teacher_ce/<policy>": "with `algo.teacher`: the mean cross-entropy of the teacher's "
-                               "moves under the policy where it advised one (0 when the "
-                               "policy always makes them)",
-        "teacher_share/<policy>": "with `algo.teacher`: the share of the policy's moves for "
-                                  "which the teacher advised a move (it may return None)",
+        "teacher_ce/<policy>": "with `algo.teacher`: minus the log of the probability the "
+                               "policy gives the teacher's advised moves, mean over the moves "
+                               "it advised on (0 when the policy always follows it)",
+        "teacher_share/<policy>": "with `algo.teacher`: the share of the policy's moves the "
+                                  "teacher advised on (it returns None where it has no advice)",
         "value_loss/<policy>": "half the squared error of the critic's value against its return "
                                "target (in normalised units with `algo.norm_value`)",
         "entropy/<policy>": "the mean entropy of the policy's action distribution",
@@ -389,7 +390,7 @@ class OnPolicy(Algorithm):
                 mb = pick(order[start:start + size])
                 t = self.loss(p, mb)
                 if mb.teacher is not None:
-                    ce, share = teacher_cross_entropy(p.dist, mb.out, mb.mask, mb.teacher)
+                    ce, share = teacher_cross_entropy(p.dist.sizes, mb.out, mb.mask, mb.teacher)
                     t = t._replace(loss=t.loss + teach * ce,
                                    more={**t.more, "teacher_ce": ce, "teacher_share": share})
                 if not torch.isfinite(t.loss):

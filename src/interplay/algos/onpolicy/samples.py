@@ -37,7 +37,7 @@ class PolicySamples(NamedTuple):
     logp: np.ndarray  # of the action when it was taken
     mask: np.ndarray | None
     terminated: np.ndarray
-    teacher: np.ndarray | None = None  # the teacher's move in each row (``algo.teacher``)
+    teacher: np.ndarray | None = None  # the teacher's advice on each row (``algo.teacher``)
 
     @property
     def slot(self) -> np.ndarray:
@@ -226,7 +226,7 @@ class Minibatch(NamedTuple):
     advantage: torch.Tensor
     target: torch.Tensor  # the critic's return target
     mask: torch.Tensor | None  # legal actions, None when all were legal
-    teacher: torch.Tensor | None = None  # the teacher's moves (``algo.teacher``)
+    teacher: torch.Tensor | None = None  # the teacher's advice (``algo.teacher``)
 
 
 def row_minibatches(p: ActorCritic, s: PolicySamples, x: CriticInput, adv: np.ndarray,

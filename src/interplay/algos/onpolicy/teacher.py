@@ -1,32 +1,90 @@
-"""A teacher for the on-policy learners (``algo.teacher``): a scripted player whose moves the
-actor is also trained to make, as in kickstarting.
+"""A teacher for the on-policy learners (``algo.teacher``): a scripted player whose advice the
+actor is also trained to follow, as in kickstarting.
 
-While training, at every move a trained policy makes, the teacher is asked what it would
-play (it is given the env's own observation, as a scripted policy is); the move is kept
-beside the transition. Each gradient step then adds ``teacher_coef`` times the
-cross-entropy of the teacher's moves under the policy to the algorithm's loss, the
-coefficient falling linearly to zero over ``teacher_decay_steps`` env steps where that is
-set. The policy still learns from its own returns: the teacher shapes where it starts and,
-with a coefficient that stays, what it falls back on.
+While training, at every move a trained policy makes, the teacher is shown the env's own
+observation (as a scripted policy is) and answers with a move, with several moves it finds
+equally good (a list, for a Discrete action space), or with None where it has no advice. The
+advice is kept beside the transition as a mask over the policy's choices. Each gradient step
+then adds ``teacher_coef`` times the mean, over the advised rows, of minus the log of the
+probability the policy gives the advised moves, the coefficient falling linearly to zero
+over ``teacher_decay_steps`` env steps where that is set. The policy still learns from its
+own returns: the teacher shapes where it starts and, with a coefficient that stays, what it
+falls back on where it is sure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
 from interplay.config.code import load_callable
-from interplay.errors import ConfigError
-from interplay.run.actors import ActBatch, ScriptedActor
+from interplay.errors import ConfigError, ScriptedPolicyError
+from interplay.nets.distributions import MASKED
+from interplay.run.actors import ActBatch, accepts_keyword
 from interplay.run.mapping import PolicySpec
 
 TAUGHT_KINDS = ("discrete", "multi_discrete")
 
 
+class Teacher:
+    """Asks a user's ``fn(observation, agent_id) -> advice`` about each row of a batch."""
+
+    def __init__(self, spec: PolicySpec, fn: Callable[..., Any], name: str):
+        self.spec = spec
+        self.fn = fn
+        self.name = name
+        space = spec.action_space
+        self.sizes = [int(space.n)] if spec.action_view.kind == "discrete" else [
+            int(n) for n in np.asarray(space.nvec).ravel()]
+        self.starts = np.cumsum([0, *self.sizes[:-1]])
+        self.takes_mask = accepts_keyword(fn, "action_mask")
+
+    def advice(self, batch: ActBatch) -> np.ndarray:
+        """``[n, sum(sizes)]``: True at each choice the teacher advises (a row all False where
+        it gave no advice)."""
+        out = np.zeros((len(batch.agent_ids), sum(self.sizes)), bool)
+        for i, (obs, agent) in enumerate(zip(batch.env_obs, batch.agent_ids, strict=True)):
+            legal = batch.mask[i] if batch.mask is not None else None
+            try:
+                said = (self.fn(obs, agent, action_mask=None if legal is None else legal.copy())
+                        if self.takes_mask else self.fn(obs, agent))
+            except Exception as exc:
+                raise ScriptedPolicyError(
+                    f"algo.teacher {self.name!r} raised {type(exc).__name__}: {exc} when asked "
+                    f"about agent {agent!r}'s move") from exc
+            if said is not None:
+                out[i] = self._mask(said, agent)
+                if legal is not None and (out[i] & ~legal).any():
+                    raise ScriptedPolicyError(
+                        f"algo.teacher {self.name!r} advised {said!r} for agent {agent!r}, "
+                        "which the env's action mask marks illegal (legal: "
+                        f"{np.flatnonzero(legal).tolist()}, as indices into the mask)")
+        return out
+
+    def _mask(self, said: Any, agent: str) -> np.ndarray:
+        space = self.spec.action_space
+        row = np.zeros(sum(self.sizes), bool)
+        if len(self.sizes) == 1 and not np.isscalar(said) and np.ndim(said) == 1:
+            moves = [m for m in said]  # several moves, equally good
+        else:
+            moves = [said]
+        for move in moves:
+            value = np.asarray(move)
+            if not (np.issubdtype(value.dtype, np.integer) and space.contains(
+                    np.int64(value) if value.ndim == 0 else value.astype(space.dtype))):
+                raise ScriptedPolicyError(
+                    f"algo.teacher {self.name!r} advised {said!r} for agent {agent!r}, which "
+                    f"is not a move (or a list of moves) in its action space {space}")
+            index = value.ravel() - np.asarray(getattr(space, "start", 0)).ravel()
+            row[self.starts + index] = True
+        return row
+
+
 def teachers(settings: Any, specs: dict[str, PolicySpec], recurrent: dict[str, bool]
-             ) -> dict[str, ScriptedActor]:
+             ) -> dict[str, Teacher]:
     """Each trained policy's teacher (none without ``algo.teacher``), refused by name where a
     policy's actions or network cannot be taught."""
     if settings.teacher is None:
@@ -43,13 +101,8 @@ def teachers(settings: Any, specs: dict[str, PolicySpec], recurrent: dict[str, b
             raise ConfigError(
                 f"algo.teacher: policy {pid!r} has a recurrent network; a teacher teaches "
                 "feed-forward networks only (drop algo.model.recurrent or algo.teacher)")
-        out[pid] = ScriptedActor(specs[pid], fn, legal_only=True, abstains=True)
+        out[pid] = Teacher(specs[pid], fn, settings.teacher)
     return out
-
-
-def teacher_moves(teacher: ScriptedActor, batch: ActBatch) -> np.ndarray:
-    """What the teacher would play in each of the batch's rows (-1 where it gives no advice)."""
-    return teacher.act(batch, explore=False)[0]
 
 
 def teacher_coef(settings: Any, env_steps: int) -> float:
@@ -60,12 +113,22 @@ def teacher_coef(settings: Any, env_steps: int) -> float:
     return coef
 
 
-def teacher_cross_entropy(dist: Any, out: torch.Tensor, mask: torch.Tensor | None,
-                          moves: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The mean cross-entropy of the teacher's ``moves`` under the policy's outputs ``out``,
-    over the rows it advised (-1: no advice), and the share of rows it advised."""
-    advised = (moves >= 0).reshape(len(moves), -1).all(dim=1)
-    logp, _ = dist.log_prob_entropy(out, mask, moves.clamp(min=0))
+def teacher_cross_entropy(sizes: list[int], out: torch.Tensor, mask: torch.Tensor | None,
+                          advice: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Minus the log of the probability the policy's logits ``out`` (one block per dimension
+    of ``sizes``) give the advised choices, averaged over the advised rows; and the share of
+    rows advised. A dimension with nothing advised adds nothing."""
+    logits = out[:, :sum(sizes)]
+    if mask is not None:
+        logits = logits.masked_fill(~mask, MASKED)
+    logp = logits.new_zeros(logits.shape[0])
+    advised = torch.zeros(logits.shape[0], dtype=torch.bool, device=logits.device)
+    for block, ok in zip(logits.split(sizes, dim=1), advice.split(sizes, dim=1), strict=True):
+        log_probs = torch.log_softmax(block, dim=1)
+        has = ok.any(dim=1)
+        picked = torch.logsumexp(log_probs.masked_fill(~ok, MASKED), dim=1)
+        logp = logp + torch.where(has, picked, torch.zeros_like(picked))
+        advised |= has
     share = advised.float().mean()
     if not advised.any():
         return logp.sum() * 0.0, share

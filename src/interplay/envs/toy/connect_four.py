@@ -9,8 +9,10 @@ once, else plays a random legal column. ``two_ply`` does the same, but among the
 columns avoids those that let the other player win at once on top of its piece.
 ``center_one_ply`` and ``center_two_ply`` look ahead as those do, but where they would pick at
 random they take the column nearest the centre: positional players, and deterministic ones
-(``eval --vs ... --opening K`` varies their games). ``forced`` is no player but a teacher
-(``algo.teacher``): the winning or blocking column, and None (no advice) anywhere else. Each takes
+(``eval --vs ... --opening K`` varies their games). ``forced`` and ``tactics`` are no players
+but teachers (``algo.teacher``): ``forced`` advises the winning or blocking column, ``tactics``
+also the columns that hand over no win on top where some would; elsewhere they give no advice
+(None). Each takes
 PettingZoo's connect four observation (``observation``: 6x7x2 planes, the mover's pieces
 first; ``action_mask``) and the agent id, and returns a column. Their random choices come from
 NumPy's global generator, which a run seeds and checkpoints, so a league with them resumes
@@ -123,6 +125,19 @@ def forced(observation: dict, agent_id: str) -> int | None:
     """The column that wins at once, else the one that blocks the other player's win at once,
     else None: a teacher with advice only where a move is forced (``algo.teacher``)."""
     return _forced(*_planes(observation))
+
+
+def tactics(observation: dict, agent_id: str) -> int | list[int] | None:
+    """A teacher (``algo.teacher``) with advice where one move ahead decides: the column that
+    wins at once, else the one that blocks the other player's win at once, else the columns
+    that do not let the other player win at once on top of the piece where some do, else
+    None."""
+    mine, theirs, legal = _planes(observation)
+    move = _forced(mine, theirs, legal)
+    if move is not None:
+        return move
+    safe = _safe(mine, theirs, legal)
+    return safe if len(safe) < int(legal.sum()) else None
 
 
 def _lines_through(plane: np.ndarray, cell: tuple[int, int]) -> str:

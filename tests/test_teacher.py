@@ -7,12 +7,16 @@ import json
 import numpy as np
 import pytest
 import teachers
+import torch
+from gymnasium import spaces
 from pettingzoo.classic import tictactoe_v3
 
 from interplay import load_policy
 from interplay.config.loading import load
+from interplay.envs.spaces import action_view
 from interplay.errors import ConfigError, ScriptedPolicyError, UserError
 from interplay.experiment.loop import train
+from interplay.nets.distributions import ActionDist
 from interplay.population.league.best_response import br_config
 
 QUIET = ["log.console=false", "log.tensorboard=false", "log.curve=false"]
@@ -104,7 +108,7 @@ def test_snapshots_and_best_responses_learn_without_the_teacher(tmp_path):
     rows = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     moves = json.loads(rows[-1])["agent_steps"]
     assert 0.35 * moves < teachers.CALLS[0] < 0.65 * moves, (teachers.CALLS[0], moves)
-    assert br_config(cfg, "shared", "x", 100, 0)["algo"]["teacher"] is None
+    assert br_config(cfg, "shared", "x", 100, 0)["algo"].get("teacher") is None
 
 
 def test_exploiters_of_a_taught_learner_learn_on_their_own(tmp_path):
@@ -160,3 +164,24 @@ def test_a_teacher_with_no_advice_teaches_nothing(tmp_path):
     taught = [r for r in rows if "teacher_ce/shared" in r]
     assert taught and all(r["teacher_ce/shared"] == 0 and r["teacher_share/shared"] == 0
                           for r in taught)
+
+
+@pytest.mark.parametrize("space", [spaces.Discrete(5), spaces.MultiDiscrete([3, 4])])
+def test_the_advised_moves_probability_is_the_sum_of_theirs(space):
+    dist = ActionDist(action_view(space, "a"))
+    rng = np.random.default_rng(0)
+    logits = torch.randn(64, dist.net_out)
+    legal = torch.ones(64, dist.net_out, dtype=torch.bool)
+    legal[:, 0] = False  # the first choice of the first dimension is never legal
+    allowed = torch.from_numpy(rng.random((64, dist.net_out)) < 0.4)
+    allowed &= legal  # a teacher advises legal moves only
+    allowed[:8] = False  # rows with no advice
+    logp, advised = dist.log_prob_any(logits, legal, allowed)
+    assert advised.tolist() == allowed.any(dim=1).tolist()
+    want = torch.zeros(64)
+    for block, ok, free in zip(logits.split(dist.sizes, 1), allowed.split(dist.sizes, 1),
+                               legal.split(dist.sizes, 1), strict=True):
+        p = torch.softmax(block.masked_fill(~free, -1e9), dim=1)
+        has = ok.any(dim=1)
+        want += torch.where(has, torch.log((p * ok).sum(dim=1).clamp_min(1e-30)), 0.0)
+    assert torch.allclose(logp[advised], want[advised], atol=1e-4)

@@ -41,11 +41,17 @@ class Holds:
     model: Callable[[], type]
 
 
+def is_code_path(path: str) -> bool:
+    """Whether ``path`` is written as ``module:attribute``, both parts named."""
+    module_path, sep, attr = path.partition(":")
+    return bool(sep and module_path and attr)
+
+
 def load_callable(path: str, what: str) -> Callable[..., Any]:
     """Import ``module:attribute`` and return it, naming ``what`` in any error."""
-    module_path, sep, attr = path.partition(":")
-    if not sep or not module_path or not attr:
+    if not is_code_path(path):
         raise ConfigError(f"{what}: {path!r} must be written as module:function")
+    module_path, _, attr = path.partition(":")
     try:
         module = importlib.import_module(module_path)
     except ImportError as err:

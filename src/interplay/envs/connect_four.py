@@ -1,6 +1,6 @@
 """The players ``interplay.envs.connect_four:one_ply``, ``:two_ply``, ``:center_one_ply`` and
-``:center_two_ply``, and the teachers ``:forced`` and ``:tactics``: those of :mod:`interplay.envs.toy.connect_four`
-under their short names."""
+``:center_two_ply``, and the teachers ``:forced`` and ``:tactics``: those of
+:mod:`interplay.envs.toy.connect_four` under their short names."""
 
 from interplay.envs.toy.connect_four import (
     center_one_ply,

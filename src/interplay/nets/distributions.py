@@ -111,6 +111,22 @@ class ActionDist:
             logp, entropy = logp + box_logp, entropy + box_entropy
         return logp, entropy
 
+    def log_prob_any(self, out: torch.Tensor, mask: torch.Tensor | None,
+                     allowed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The log-probability, ``[n]``, that each row's choices fall among ``allowed``
+        (``[n, sum(sizes)]`` bool, one block per categorical dimension; a dimension with none
+        allowed is left out), and which rows allow any."""
+        logp = out.new_zeros(out.shape[0])
+        allows = torch.zeros(out.shape[0], dtype=torch.bool, device=out.device)
+        for logits, ok in zip(self._logits(out, mask), allowed.split(self.sizes, dim=1),
+                              strict=True):
+            has = ok.any(dim=1)
+            picked = torch.logsumexp(torch.log_softmax(logits, dim=1).masked_fill(~ok, MASKED),
+                                     dim=1)
+            logp = logp + torch.where(has, picked, torch.zeros_like(picked))
+            allows |= has
+        return logp, allows
+
     def _categorical(self, out: torch.Tensor, mask: torch.Tensor | None,
                      cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logp = out.new_zeros(out.shape[0])

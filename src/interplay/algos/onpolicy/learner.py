@@ -43,7 +43,7 @@ from interplay.algos.onpolicy.samples import (
     state_inputs,
 )
 from interplay.algos.onpolicy.teacher import teacher_coef, teacher_cross_entropy, teachers
-from interplay.config.code import NamesCode
+from interplay.config.code import NamesCode, is_code_path
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
 from interplay.data.ram import check_fits
@@ -106,9 +106,9 @@ class OnPolicySettings(AlgoSettings):
     equally good (for a Discrete action space), or None where it has no advice. While
     training it is asked at every move a trained policy makes, and each gradient step adds
     ``teacher_coef`` times minus the log of the probability the policy gives the advised
-    moves, averaged over the moves it advised on. For Discrete and MultiDiscrete actions and feed-forward networks;
-    league snapshots, exploiters and ``interplay exploit``'s best response learn without
-    it."""
+    moves, averaged over the moves it advised on. For Discrete and MultiDiscrete actions and
+    feed-forward networks; league snapshots, exploiters and ``interplay exploit``'s best
+    response learn without it."""
     teacher_coef: float = Field(1.0, ge=0, le=MAX_COEF)
     """Weight of the teacher's cross-entropy in the loss."""
     teacher_decay_steps: int = Field(0, ge=0, le=MAX_STEPS)
@@ -117,11 +117,9 @@ class OnPolicySettings(AlgoSettings):
     @field_validator("teacher")
     @classmethod
     def _teacher_names_a_function(cls, value: str | None) -> str | None:
-        if value is not None:
-            module, sep, attr = value.partition(":")
-            if not (sep and module and attr):
-                raise ValueError(f"{value!r} must be written as module:function (a scripted "
-                                 "player, such as interplay.envs.connect_four:one_ply)")
+        if value is not None and not is_code_path(value):
+            raise ValueError(f"{value!r} must be written as module:function (a scripted "
+                             "player, such as interplay.envs.connect_four:one_ply)")
         return value
 
     def critic_reads(self) -> str:
@@ -210,8 +208,7 @@ class OnPolicy(Algorithm):
                     critic_model, self._attention_critic(pid, inputs, critic_model))
         self.act_rngs = {pid: rng_for(seed, self.name, "act", pid) for pid in self.trained}
         self.shuffle_rng = rng_for(seed, self.name, "shuffle")
-        taught = teachers(settings, specs,
-                          {pid: self.policies[pid].recurrent for pid in self.trained})
+        taught = teachers(settings, specs, self.policies)
         self._actors = {pid: OnPolicyActor(self.policies[pid], self.act_rngs[pid], device,
                                            taught.get(pid))
                         for pid in self.trained}
@@ -390,7 +387,7 @@ class OnPolicy(Algorithm):
                 mb = pick(order[start:start + size])
                 t = self.loss(p, mb)
                 if mb.teacher is not None:
-                    ce, share = teacher_cross_entropy(p.dist.sizes, mb.out, mb.mask, mb.teacher)
+                    ce, share = teacher_cross_entropy(p.dist, mb.out, mb.mask, mb.teacher)
                     t = t._replace(loss=t.loss + teach * ce,
                                    more={**t.more, "teacher_ce": ce, "teacher_share": share})
                 if not torch.isfinite(t.loss):

@@ -22,7 +22,7 @@ import torch
 
 from interplay.config.code import load_callable
 from interplay.errors import ConfigError, ScriptedPolicyError
-from interplay.nets.distributions import MASKED
+from interplay.nets.distributions import ActionDist
 from interplay.run.actors import ActBatch, accepts_keyword
 from interplay.run.mapping import PolicySpec
 
@@ -32,14 +32,12 @@ TAUGHT_KINDS = ("discrete", "multi_discrete")
 class Teacher:
     """Asks a user's ``fn(observation, agent_id) -> advice`` about each row of a batch."""
 
-    def __init__(self, spec: PolicySpec, fn: Callable[..., Any], name: str):
+    def __init__(self, spec: PolicySpec, fn: Callable[..., Any], name: str, sizes: list[int]):
         self.spec = spec
         self.fn = fn
         self.name = name
-        space = spec.action_space
-        self.sizes = [int(space.n)] if spec.action_view.kind == "discrete" else [
-            int(n) for n in np.asarray(space.nvec).ravel()]
-        self.starts = np.cumsum([0, *self.sizes[:-1]])
+        self.sizes = sizes  # the choices of each categorical dimension, as the policy's
+        self.starts = np.cumsum([0, *sizes[:-1]])
         self.takes_mask = accepts_keyword(fn, "action_mask")
 
     def advice(self, batch: ActBatch) -> np.ndarray:
@@ -68,7 +66,7 @@ class Teacher:
         space = self.spec.action_space
         row = np.zeros(sum(self.sizes), bool)
         if len(self.sizes) == 1 and not np.isscalar(said) and np.ndim(said) == 1:
-            moves = [m for m in said]  # several moves, equally good
+            moves = list(said)  # several moves, equally good
         else:
             moves = [said]
         for move in moves:
@@ -83,7 +81,7 @@ class Teacher:
         return row
 
 
-def teachers(settings: Any, specs: dict[str, PolicySpec], recurrent: dict[str, bool]
+def teachers(settings: Any, specs: dict[str, PolicySpec], policies: dict[str, Any]
              ) -> dict[str, Teacher]:
     """Each trained policy's teacher (none without ``algo.teacher``), refused by name where a
     policy's actions or network cannot be taught."""
@@ -91,17 +89,17 @@ def teachers(settings: Any, specs: dict[str, PolicySpec], recurrent: dict[str, b
         return {}
     fn = load_callable(settings.teacher, "algo.teacher")
     out = {}
-    for pid, is_recurrent in recurrent.items():
+    for pid, policy in policies.items():
         kind = specs[pid].action_view.kind
         if kind not in TAUGHT_KINDS:
             raise ConfigError(
                 f"algo.teacher: policy {pid!r} acts in {specs[pid].action_space}; a teacher "
                 "teaches Discrete and MultiDiscrete actions only")
-        if is_recurrent:
+        if policy.recurrent:
             raise ConfigError(
                 f"algo.teacher: policy {pid!r} has a recurrent network; a teacher teaches "
                 "feed-forward networks only (drop algo.model.recurrent or algo.teacher)")
-        out[pid] = Teacher(specs[pid], fn, settings.teacher)
+        out[pid] = Teacher(specs[pid], fn, settings.teacher, policy.dist.sizes)
     return out
 
 
@@ -113,22 +111,11 @@ def teacher_coef(settings: Any, env_steps: int) -> float:
     return coef
 
 
-def teacher_cross_entropy(sizes: list[int], out: torch.Tensor, mask: torch.Tensor | None,
+def teacher_cross_entropy(dist: ActionDist, out: torch.Tensor, mask: torch.Tensor | None,
                           advice: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Minus the log of the probability the policy's logits ``out`` (one block per dimension
-    of ``sizes``) give the advised choices, averaged over the advised rows; and the share of
-    rows advised. A dimension with nothing advised adds nothing."""
-    logits = out[:, :sum(sizes)]
-    if mask is not None:
-        logits = logits.masked_fill(~mask, MASKED)
-    logp = logits.new_zeros(logits.shape[0])
-    advised = torch.zeros(logits.shape[0], dtype=torch.bool, device=logits.device)
-    for block, ok in zip(logits.split(sizes, dim=1), advice.split(sizes, dim=1), strict=True):
-        log_probs = torch.log_softmax(block, dim=1)
-        has = ok.any(dim=1)
-        picked = torch.logsumexp(log_probs.masked_fill(~ok, MASKED), dim=1)
-        logp = logp + torch.where(has, picked, torch.zeros_like(picked))
-        advised |= has
+    """Minus the log of the probability the policy's outputs ``out`` give the advised choices,
+    averaged over the advised rows; and the share of rows advised."""
+    logp, advised = dist.log_prob_any(out, mask, advice)
     share = advised.float().mean()
     if not advised.any():
         return logp.sum() * 0.0, share

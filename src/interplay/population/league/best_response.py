@@ -87,9 +87,7 @@ def br_config(cfg: Config, pid: str, target: str, steps: int, seed: int) -> dict
     # From the game's own start, whatever openings the run trained on: every run's policy is
     # measured by the same best response.
     data["env"]["opening"] = 0
-    # It learns to beat the target on its own: no teacher's moves to lean on.
-    if data["algo"].get("teacher") is not None:
-        data["algo"]["teacher"] = None
+    data["algo"].pop("teacher", None)  # it learns to beat the target on its own
     return data
 
 

@@ -39,3 +39,14 @@ def corners(observation, agent_id):
 def a_taken_square(observation, agent_id):
     taken = [c for c in range(9) if not observation["action_mask"][c]]
     return taken[0] if taken else None
+
+
+EARLY = [0]  # how many more moves first_legal_early advises on
+
+
+def first_legal_early(observation, agent_id):
+    """The lowest-numbered legal action for the first ``EARLY[0]`` moves asked, then silent."""
+    if EARLY[0] <= 0:
+        return None
+    EARLY[0] -= 1
+    return int(np.flatnonzero(observation["action_mask"])[0])

@@ -9,9 +9,12 @@ import pytest
 import teachers
 import torch
 from gymnasium import spaces
+from helpers import straight_and_resumed
 from pettingzoo.classic import tictactoe_v3
 
 from interplay import load_policy
+from interplay.algos.onpolicy.samples import PolicySamples
+from interplay.algos.onpolicy.teacher import TeacherReplay
 from interplay.config.loading import load
 from interplay.envs.spaces import action_view
 from interplay.errors import ConfigError, ScriptedPolicyError, UserError
@@ -164,6 +167,53 @@ def test_a_teacher_with_no_advice_teaches_nothing(tmp_path):
     taught = [r for r in rows if "teacher_ce/shared" in r]
     assert taught and all(r["teacher_ce/shared"] == 0 and r["teacher_share/shared"] == 0
                           for r in taught)
+
+
+def test_a_replayed_teacher_goes_on_teaching_what_it_advised_earlier(tmp_path):
+    # The teacher speaks in the first rollout only (64 moves): without a replay the later
+    # updates have nothing to learn from it; with one they draw its advice again.
+    early = [*TTT, "algo.teacher=teachers:first_legal_early", "algo.teacher_coef=2.0"]
+    runs = {}
+    for name, replay in (("replayed", 256), ("once", 0)):
+        teachers.EARLY[0] = 64
+        train(load([], [*early, f"algo.teacher_replay={replay}"]), tmp_path / name)
+        rows = [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        runs[name] = [r["teacher_ce/shared"] for r in rows if "teacher_ce/shared" in r]
+    assert runs["once"][-1] == 0 and runs["replayed"][-1] > 0, runs
+    assert runs["replayed"][-1] < 0.5 * runs["replayed"][0], runs
+    replayed, once = agreement(tmp_path / "replayed"), agreement(tmp_path / "once")
+    assert replayed > once + 0.2, (replayed, once)
+
+
+def test_the_teachers_replay_keeps_its_newest_advised_rows():
+    replay = TeacherReplay(5, np.random.default_rng(0))
+    for start in (0, 4):  # 8 advised rows of 12 into room for 5
+        advice = np.zeros((6, 3), bool)
+        advice[:4, 1] = True
+        replay.add(PolicySamples(
+            rollout=None, at=(np.zeros(6, int),) * 2 + (np.arange(6),),
+            raw_obs=np.arange(start, start + 6, dtype=np.float32)[:, None], obs=None,
+            next_obs=None, action=None, logp=None, mask=None, terminated=None, teacher=advice))
+    assert replay.count == 5
+    assert sorted(replay.rows["obs"][:, 0].tolist()) == [3, 4, 5, 6, 7]
+    saved = replay.state_dict()
+    again = TeacherReplay(5, np.random.default_rng(1))
+    again.load_state_dict(saved)
+    assert again.head == replay.head and (again.rows["obs"] == replay.rows["obs"]).all()
+    assert (again.rng.integers(0, 99, 4) == replay.rng.integers(0, 99, 4)).all()
+
+
+def test_a_run_with_a_teachers_replay_resumes_exactly(tmp_path):
+    straight, resumed = straight_and_resumed(
+        [*TAUGHT, "algo.teacher_replay=100", "league.snapshot_every=256"], 1024, tmp_path)
+    assert straight == resumed
+
+
+def test_a_replay_without_a_teacher_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="algo.teacher_replay"):
+        train(load([], [*TTT, "algo.teacher_replay=100"]), tmp_path / "run")
+    assert br_config(load([], [*TAUGHT, "algo.teacher_replay=100"]), "shared", "x", 100,
+                     0)["algo"].get("teacher_replay") is None
 
 
 @pytest.mark.parametrize("space", [spaces.Discrete(5), spaces.MultiDiscrete([3, 4])])

@@ -24,7 +24,7 @@ from typing import Annotated, Any, ClassVar, NamedTuple
 import numpy as np
 import torch
 from gymnasium import spaces
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from interplay.algos.base import Algorithm, AlgoSettings, WarmParts, read_state
 from interplay.algos.onpolicy.acting import OnPolicyActor
@@ -42,7 +42,13 @@ from interplay.algos.onpolicy.samples import (
     row_minibatches,
     state_inputs,
 )
-from interplay.algos.onpolicy.teacher import teacher_coef, teacher_cross_entropy, teachers
+from interplay.algos.onpolicy.teacher import (
+    Advised,
+    TeacherReplay,
+    teacher_coef,
+    teacher_cross_entropy,
+    teachers,
+)
 from interplay.config.code import NamesCode, is_code_path
 from interplay.config.limits import MAX_COEF, MAX_COUNT, MAX_LR, MAX_SIZE, MAX_STEPS
 from interplay.config.model import ModelSettings
@@ -113,6 +119,18 @@ class OnPolicySettings(AlgoSettings):
     """Weight of the teacher's cross-entropy in the loss."""
     teacher_decay_steps: int = Field(0, ge=0, le=MAX_STEPS)
     """Env steps over which ``teacher_coef`` falls linearly to zero; 0 keeps it."""
+    teacher_replay: int = Field(0, ge=0, le=MAX_SIZE)
+    """With a teacher: how many of the latest moves it advised on are kept across updates (0:
+    none); each gradient step then also draws as many of them as the minibatch has rows, and
+    the teacher's cross-entropy is averaged over those and the minibatch's advised moves. The
+    policy keeps learning the advice of earlier rollouts, not only the last one's."""
+
+    @model_validator(mode="after")
+    def _replay_needs_a_teacher(self) -> OnPolicySettings:
+        if self.teacher_replay and self.teacher is None:
+            raise ValueError("teacher_replay keeps a teacher's advice; set algo.teacher too, "
+                             "or drop algo.teacher_replay")
+        return self
 
     @field_validator("teacher")
     @classmethod
@@ -212,6 +230,9 @@ class OnPolicy(Algorithm):
         self._actors = {pid: OnPolicyActor(self.policies[pid], self.act_rngs[pid], device,
                                            taught.get(pid))
                         for pid in self.trained}
+        self.replays = {pid: TeacherReplay(settings.teacher_replay,
+                                           rng_for(seed, self.name, "teacher_replay", pid))
+                        for pid in taught if settings.teacher_replay}
         # The recurrent critics' state after each agent's last transition, [E * k, S] per
         # policy: the next rollout's sequences go on from there.
         self.critic_state: dict[str, np.ndarray] = {}
@@ -380,6 +401,9 @@ class OnPolicy(Algorithm):
         else:
             n, pick = row_minibatches(p, s, x, a.advantage, a.target, self.device)
         size = -(-n // st.minibatches)
+        replay = self.replays.get(pid)
+        if replay is not None:
+            replay.add(s)
         sums: dict[str, float] = {}
         for _ in range(st.epochs):
             order = tensor(self.shuffle_rng.permutation(n), self.device)
@@ -387,7 +411,9 @@ class OnPolicy(Algorithm):
                 mb = pick(order[start:start + size])
                 t = self.loss(p, mb)
                 if mb.teacher is not None:
-                    ce, share = teacher_cross_entropy(p.dist, mb.out, mb.mask, mb.teacher)
+                    ce, share = teacher_cross_entropy(
+                        p.dist, Advised(mb.out, mb.mask, mb.teacher),
+                        None if replay is None else replay.draw(p, size, self.device))
                     t = t._replace(loss=t.loss + teach * ce,
                                    more={**t.more, "teacher_ce": ce, "teacher_share": share})
                 if not torch.isfinite(t.loss):
@@ -436,6 +462,7 @@ class OnPolicy(Algorithm):
             "shuffle_rng": self.shuffle_rng.bit_generator.state,
             "past_steps": self._past_steps, "env_steps": self._env_steps,
             "updates": self.updates, "critic_state": self.critic_state,
+            "teacher_replay": {pid: r.state_dict() for pid, r in self.replays.items()},
         })
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -447,3 +474,6 @@ class OnPolicy(Algorithm):
         self._past_steps, self._env_steps = state["past_steps"], state["env_steps"]
         self.updates = state["updates"]
         self.critic_state = {pid: np.asarray(v) for pid, v in state.get("critic_state", {}).items()}
+        for pid, replay in self.replays.items():
+            if pid in state.get("teacher_replay", {}):
+                replay.load_state_dict(state["teacher_replay"][pid])

@@ -7,19 +7,23 @@ equally good (a list, for a Discrete action space), or with None where it has no
 advice is kept beside the transition as a mask over the policy's choices. Each gradient step
 then adds ``teacher_coef`` times the mean, over the advised rows, of minus the log of the
 probability the policy gives the advised moves, the coefficient falling linearly to zero
-over ``teacher_decay_steps`` env steps where that is set. The policy still learns from its
-own returns: the teacher shapes where it starts and, with a coefficient that stays, what it
-falls back on where it is sure.
+over ``teacher_decay_steps`` env steps where that is set. With ``teacher_replay`` the latest
+advised moves of earlier rollouts are kept too, and each gradient step also reads a draw of
+them: the advice of one rollout is a few thousand positions, and the policy would otherwise
+learn it afresh on each. The policy still learns from its own returns: the teacher shapes
+where it starts and, with a coefficient that stays, what it falls back on where it is sure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
+from interplay.algos.onpolicy.nets import mask_tensor, tensor
+from interplay.algos.onpolicy.samples import PolicySamples
 from interplay.config.code import load_callable
 from interplay.errors import ConfigError, ScriptedPolicyError
 from interplay.nets.distributions import ActionDist
@@ -111,12 +115,80 @@ def teacher_coef(settings: Any, env_steps: int) -> float:
     return coef
 
 
-def teacher_cross_entropy(dist: ActionDist, out: torch.Tensor, mask: torch.Tensor | None,
-                          advice: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Minus the log of the probability the policy's outputs ``out`` give the advised choices,
-    averaged over the advised rows; and the share of rows advised."""
-    logp, advised = dist.log_prob_any(out, mask, advice)
+class Advised(NamedTuple):
+    """Rows a teacher advised on: the actor's outputs for them now, the legal actions (None
+    when every action is legal) and the advice."""
+
+    out: torch.Tensor
+    mask: torch.Tensor | None
+    advice: torch.Tensor
+
+
+def teacher_cross_entropy(dist: ActionDist, rows: Advised, replayed: Advised | None = None
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Minus the log of the probability the policy gives the advised choices, averaged over
+    the advised rows of a minibatch (``rows``) and the rows drawn from the replay
+    (``replayed``); and the share of the minibatch's rows advised."""
+    logp, advised = dist.log_prob_any(*rows)
     share = advised.float().mean()
-    if not advised.any():
+    picked = [logp[advised]]
+    if replayed is not None:
+        picked.append(dist.log_prob_any(*replayed)[0])
+    logps = torch.cat(picked)
+    if not len(logps):
         return logp.sum() * 0.0, share
-    return -logp[advised].mean(), share
+    return -logps.mean(), share
+
+
+class TeacherReplay:
+    """The latest ``size`` rows of one policy that its teacher advised on (the observation as
+    the env gave it, the agent's slot, the legal actions, the advice), kept across updates;
+    each gradient step draws rows from it (with replacement, from its own random stream)."""
+
+    def __init__(self, size: int, rng: np.random.Generator):
+        self.size = size
+        self.rng = rng
+        self.rows: dict[str, np.ndarray] = {}
+        self.count = 0  # rows held
+        self.head = 0  # where the next row goes
+
+    def add(self, s: PolicySamples) -> None:
+        """Keep the advised rows of a rollout's samples, over the oldest once full."""
+        if s.teacher is None:
+            return
+        advised = s.teacher.any(axis=1)
+        legal = s.mask if s.mask is not None else np.ones_like(s.teacher)
+        new = {"obs": s.raw_obs[advised], "slot": s.slot[advised],
+               "mask": legal[advised].astype(bool), "advice": s.teacher[advised]}
+        n = min(int(advised.sum()), self.size)
+        if not n:
+            return
+        if not self.rows:
+            self.rows = {k: np.zeros((self.size, *v.shape[1:]), v.dtype) for k, v in new.items()}
+        at = (self.head + np.arange(n)) % self.size
+        for key, values in new.items():
+            self.rows[key][at] = values[-n:]
+        self.head = int(at[-1] + 1) % self.size
+        self.count = min(self.count + n, self.size)
+
+    def draw(self, p: Any, n: int, device: str) -> Advised | None:
+        """``n`` rows drawn at random, with policy ``p``'s outputs for them now."""
+        if not self.count:
+            return None
+        i = self.rng.integers(0, self.count, n)
+        obs = tensor(p.observe(self.rows["obs"][i]), device)
+        out = p.actor(obs, tensor(self.rows["slot"][i], device))
+        return Advised(out, mask_tensor(self.rows["mask"][i], device),
+                       tensor(self.rows["advice"][i], device))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rows": {k: v[:self.count].copy() for k, v in self.rows.items()},
+                "count": self.count, "head": self.head, "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.count, self.head = int(state["count"]), int(state["head"])
+        self.rng.bit_generator.state = state["rng"]
+        self.rows = {}
+        for key, values in state["rows"].items():
+            self.rows[key] = np.zeros((self.size, *values.shape[1:]), values.dtype)
+            self.rows[key][:self.count] = values

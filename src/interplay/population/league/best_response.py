@@ -87,8 +87,14 @@ def br_config(cfg: Config, pid: str, target: str, steps: int, seed: int) -> dict
     # From the game's own start, whatever openings the run trained on: every run's policy is
     # measured by the same best response.
     data["env"]["opening"] = 0
-    data["algo"].pop("teacher", None)  # it learns to beat the target on its own
+    drop_teacher(data["algo"])  # it learns to beat the target on its own
     return data
+
+
+def drop_teacher(algo: dict[str, Any]) -> None:
+    """Take a teacher's settings out of an ``algo`` section (a learner on its own)."""
+    for key in ("teacher", "teacher_replay"):
+        algo.pop(key, None)
 
 
 def curve(path: Path, member: str) -> list[dict[str, Any]]:

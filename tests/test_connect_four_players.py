@@ -7,12 +7,16 @@ import pytest
 from pettingzoo.classic import connect_four_v3
 
 from interplay.envs.toy.connect_four import (
+    _drop,
+    _four,
+    _threat_cells,
     center_one_ply,
     center_two_ply,
     forced,
     move_kind,
     one_ply,
     tactics,
+    threats,
     two_ply,
 )
 
@@ -61,6 +65,34 @@ def test_the_tactics_teacher_also_names_the_columns_that_hand_over_no_win():
     under = position([(5, 2), (5, 4)], [(5, 3), (4, 2), (4, 3), (4, 4)])
     assert tactics(under, "player_0") == [0, 2, 3, 4, 6]
     assert tactics(position([], []), "player_0") is None  # every column is as safe
+
+
+def test_the_threats_teacher_makes_two_threats_and_stops_the_other_players_two():
+    # the mover's two in the bottom row, open at both ends: a third piece beside them makes
+    # two winning cells at once
+    assert threats(position([(5, 2), (5, 3)], [(4, 2), (4, 3)]), "player_0") == [1, 4]
+    # the other player's: only a piece beside them stops it making two next move
+    assert threats(position([(4, 2), (4, 3)], [(5, 2), (5, 3)]), "player_0") == [1, 4]
+    assert threats(position([(5, 0), (5, 1), (5, 2)], [(4, 0), (4, 1), (4, 2)]), "player_0") == 3
+    under = position([(5, 2), (5, 4)], [(5, 3), (4, 2), (4, 3), (4, 4)])
+    assert threats(under, "player_0") == [0, 2, 3, 4, 6]  # as tactics: nothing further ahead
+    assert threats(position([], []), "player_0") is None
+
+
+def test_the_threat_cells_are_the_empty_cells_that_make_four():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        mine = theirs = 0
+        for _ in range(int(rng.integers(0, 30))):
+            both = mine | theirs
+            cell = _drop(both, int(rng.choice([c for c in range(7) if _drop(both, c)])))
+            if _four(mine | cell):
+                break
+            mine, theirs = theirs, mine | cell
+        both = mine | theirs
+        empty = [1 << (7 * c + h) for c in range(7) for h in range(6) if not both >> (7 * c + h) & 1]
+        want = sum(b for b in empty if _four(mine | b))
+        assert _threat_cells(mine, both) == want
 
 
 def test_the_centre_players_take_the_column_nearest_the_centre_they_may():

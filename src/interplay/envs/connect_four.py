@@ -1,5 +1,5 @@
 """The players ``interplay.envs.connect_four:one_ply``, ``:two_ply``, ``:center_one_ply`` and
-``:center_two_ply``, and the teachers ``:forced`` and ``:tactics``: those of
+``:center_two_ply``, and the teachers ``:forced``, ``:tactics`` and ``:threats``: those of
 :mod:`interplay.envs.toy.connect_four` under their short names."""
 
 from interplay.envs.toy.connect_four import (
@@ -8,7 +8,9 @@ from interplay.envs.toy.connect_four import (
     forced,
     one_ply,
     tactics,
+    threats,
     two_ply,
 )
 
-__all__ = ["center_one_ply", "center_two_ply", "forced", "one_ply", "tactics", "two_ply"]
+__all__ = ["center_one_ply", "center_two_ply", "forced", "one_ply", "tactics", "threats",
+           "two_ply"]

@@ -11,8 +11,9 @@ columns avoids those that let the other player win at once on top of its piece.
 random they take the column nearest the centre: positional players, and deterministic ones
 (``eval --vs ... --opening K`` varies their games). ``forced`` and ``tactics`` are no players
 but teachers (``algo.teacher``): ``forced`` advises the winning or blocking column, ``tactics``
-also the columns that hand over no win on top where some would; elsewhere they give no advice
-(None). Each takes
+also the columns that hand over no win on top where some would, and ``threats`` looks one move
+further (the columns that make two threats at once, else those after which the other player
+cannot); elsewhere they give no advice (None). Each takes
 PettingZoo's connect four observation (``observation``: 6x7x2 planes, the mover's pieces
 first; ``action_mask``) and the agent id, and returns a column. Their random choices come from
 NumPy's global generator, which a run seeds and checkpoints, so a league with them resumes
@@ -138,6 +139,69 @@ def tactics(observation: dict, agent_id: str) -> int | list[int] | None:
         return move
     safe = _safe(mine, theirs, legal)
     return safe if len(safe) < int(legal.sum()) else None
+
+
+_BOTTOM = sum(1 << 7 * c for c in range(COLS))
+_BOARD = _BOTTOM * _COLUMN
+
+
+def _threat_cells(player: int, both: int) -> int:
+    """The empty cells that would give ``player`` four in a row, playable now or not."""
+    cells = (player << 1) & (player << 2) & (player << 3)  # vertical: only on top
+    for step in (7, 6, 8):
+        up, down = (player << step) & (player << 2 * step), (player >> step) & (player >> 2 * step)
+        cells |= (up & ((player << 3 * step) | (player >> step))
+                  | down & ((player << step) | (player >> 3 * step)))
+    return cells & _BOARD & ~both
+
+
+def _makes_two(player: int, both: int) -> bool:
+    """Whether ``player`` (not to move) has two threats no single move stops: two playable
+    winning cells, or one with another right on top of it."""
+    threats = _threat_cells(player, both)
+    now = threats & (both + _BOTTOM)
+    return bool(now & (now - 1) or (now << 1) & threats)
+
+
+def _sound(mine: int, theirs: int, columns: list[int]) -> list[int]:
+    """Of ``columns`` (none hands over a win on top), those that make two threats at once
+    where some do; else those after which the other player cannot make two."""
+    both = mine | theirs
+    after = {col: _drop(both, col) for col in columns}
+    forks = [col for col, cell in after.items() if _makes_two(mine | cell, both | cell)]
+    if forks:
+        return forks
+    sound = []
+    for col, cell in after.items():
+        mine2, both2 = mine | cell, both | cell
+        if _threat_cells(mine2, both2) & (both2 + _BOTTOM):
+            sound.append(col)  # a threat of its own: the reply is forced
+            continue
+        replies = (both2 + _BOTTOM) & _BOARD
+        while replies:
+            reply = replies & -replies
+            replies ^= reply
+            both3 = both2 | reply
+            if (_makes_two(theirs | reply, both3)
+                    and not _threat_cells(mine2, both3) & (both3 + _BOTTOM)):
+                break
+        else:
+            sound.append(col)
+    return sound
+
+
+def threats(observation: dict, agent_id: str) -> int | list[int] | None:
+    """A teacher (``algo.teacher``) that looks a move further than :func:`tactics`: the
+    winning column, else the blocking one; else, of the columns that hand over no win on top,
+    those that make two threats at once where some do, else those after which the other
+    player cannot make two, where that leaves out some legal column; else None."""
+    mine, theirs, legal = _planes(observation)
+    move = _forced(mine, theirs, legal)
+    if move is not None:
+        return move
+    safe = _safe(mine, theirs, legal)
+    sound = _sound(mine, theirs, safe) or safe
+    return sound if len(sound) < int(legal.sum()) else None
 
 
 def _lines_through(plane: np.ndarray, cell: tuple[int, int]) -> str:

@@ -6,6 +6,7 @@ do not force, and centre-first), both seats equally.
     python benchmarks/league_connect_four.py --steps 400000 -s league.fixed=[random]
     python benchmarks/league_connect_four.py --run RUN_DIR        # score a run already trained
     python benchmarks/league_connect_four.py --run RUN_DIR --exploit 500000
+    python benchmarks/league_connect_four.py --run RUN_DIR --exploit-snapshots 100000
 
 Prints one JSON line: env steps, wall-clock minutes of training, the learner's win/draw/loss
 rates over ``--games`` games against each opponent, overall and per seat (as ``interplay eval
@@ -14,7 +15,9 @@ so that two deterministic players do not replay one game), its final rating, the
 among the snapshots taken in the first quarter of training (the ratings of snapshots that have
 left the pool included), the league's exploitability checks if it made any, and with
 ``--exploit N`` the win rates of a best response trained N env steps against it
-(``interplay exploit``).
+(``interplay exploit``). ``--exploit-snapshots N`` gives the exploitability curve over
+training after the fact: a fresh best response of N env steps against each league snapshot
+the run kept, as ``league.exploit_every`` checks the newest one while training.
 """
 
 from __future__ import annotations
@@ -29,9 +32,12 @@ from rich.console import Console
 
 from interplay.config.loading import load
 from interplay.experiment.evaluate import evaluate
-from interplay.experiment.loop import train
+from interplay.experiment.loop import Experiment, train
+from interplay.experiment.policies import load_run, pick_policy
 from interplay.experiment.versus import OUTCOMES
+from interplay.population.league.best_response import best_response
 from interplay.population.league.exploit import exploit
+from interplay.seeding import derived_seed
 
 OPPONENTS = ("random", "interplay.envs.connect_four:one_ply",
              "interplay.envs.connect_four:two_ply", "interplay.envs.connect_four:center_one_ply",
@@ -48,6 +54,9 @@ def main() -> None:
                         help="random moves opening each game against the scripted players")
     parser.add_argument("--exploit", type=int, default=0, metavar="N",
                         help="also train a best response for N env steps and score it")
+    parser.add_argument("--exploit-snapshots", type=int, default=0, metavar="N",
+                        help="also train a best response for N env steps against each league "
+                             "snapshot the run kept: the exploitability curve")
     parser.add_argument("-s", "--set", action="append", default=[], dest="overrides",
                         help="a preset setting to change, e.g. -s league.opponent_sampling=uniform")
     args = parser.parse_args()
@@ -76,6 +85,8 @@ def main() -> None:
                              console=quiet)
             exploited = {**_rates(report), "curve": [
                 (p["env_steps"], round(p["win_rate"], 3)) for p in report["curve"]]}
+        curve = snapshot_curve(run, args.exploit_snapshots, args.games, args.opening) \
+            if args.exploit_snapshots else None
         lines = [json.loads(x) for x in (run / "league.jsonl").read_text().splitlines()]
         last = lines[-1]
         quarter = cfg.train.steps // 4
@@ -90,7 +101,24 @@ def main() -> None:
                                                default=None),
             "exploitability_checks": [(x["env_steps"], x["exploitability"]) for x in lines
                                       if "exploitability" in x],
-            "best_response": exploited}), flush=True)
+            "best_response": exploited, "exploitability_of_snapshots": curve}), flush=True)
+
+
+def snapshot_curve(run: Path, steps: int, games: int, opening: int) -> list[tuple[int, float]]:
+    """(env steps, the best response's greedy win rate) for each league snapshot of ``run``:
+    a fresh best response of ``steps`` env steps against it, seeded as the league's own
+    checks are."""
+    loaded = load_run(run, where="--exploit-snapshots")
+    pid = pick_policy(loaded, None, "--exploit-snapshots")
+    out = []
+    for snap in sorted((run / "league").glob("snapshot_*.pt"),
+                       key=lambda p: int(p.stem.rpartition("_")[2])):
+        at = int(snap.stem.rpartition("_")[2])
+        report = best_response(Experiment, loaded.cfg, pid, str(snap), steps, games, opening,
+                               derived_seed(loaded.cfg.train.seed, "exploit", str(at)),
+                               run / "exploit" / f"snapshot_{at}")
+        out.append((at, round(report["exploitability"], 3)))
+    return out
 
 
 def _rates(report: dict) -> dict:

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from interplay.algos.onpolicy.nets import mask_tensor, tensor
+from interplay.algos.onpolicy.nets import ActorCritic, mask_tensor, tensor
 from interplay.algos.onpolicy.samples import PolicySamples
 from interplay.config.code import load_callable
 from interplay.errors import ConfigError, ScriptedPolicyError
@@ -171,7 +171,7 @@ class TeacherReplay:
         self.head = int(at[-1] + 1) % self.size
         self.count = min(self.count + n, self.size)
 
-    def draw(self, p: Any, n: int, device: str) -> Advised | None:
+    def draw(self, p: ActorCritic, n: int, device: str) -> Advised | None:
         """``n`` rows drawn at random, with policy ``p``'s outputs for them now."""
         if not self.count:
             return None

@@ -9,7 +9,7 @@ import pytest
 import teachers
 import torch
 from gymnasium import spaces
-from helpers import straight_and_resumed
+from helpers import newest_state, straight_and_resumed
 from pettingzoo.classic import tictactoe_v3
 
 from interplay import load_policy
@@ -19,6 +19,7 @@ from interplay.config.loading import load
 from interplay.envs.spaces import action_view
 from interplay.errors import ConfigError, ScriptedPolicyError, UserError
 from interplay.experiment.loop import train
+from interplay.experiment.run_store.statecodec import decode
 from interplay.nets.distributions import ActionDist
 from interplay.population.league.best_response import br_config
 
@@ -207,6 +208,11 @@ def test_a_run_with_a_teachers_replay_resumes_exactly(tmp_path):
     straight, resumed = straight_and_resumed(
         [*TAUGHT, "algo.teacher_replay=100", "league.snapshot_every=256"], 1024, tmp_path)
     assert straight == resumed
+    # the replay is the learner's own: checkpoints keep it, league snapshots do not
+    assert newest_state(tmp_path / "straight")["algo"]["teacher_replay"]["shared"]["count"] > 0
+    snaps = sorted((tmp_path / "straight" / "league").glob("snapshot_*.pt"))
+    assert snaps and all("teacher_replay" not in decode(torch.load(f, weights_only=True))
+                         for f in snaps)
 
 
 def test_a_replay_without_a_teacher_is_refused(tmp_path):

@@ -125,6 +125,11 @@ class Algorithm:
     def state_dict(self) -> dict[str, Any]:
         return {}
 
+    def frozen_state(self) -> dict[str, Any]:
+        """The state a frozen copy (a league snapshot) is built from: :meth:`state_dict` less
+        what only this learner's further training reads."""
+        return self.state_dict()
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
 

@@ -170,6 +170,11 @@ class PolicyAlgorithms(Algorithm):
         # the key keeps its old name, so checkpoints written before still load
         return {"learners": [algo.state_dict() for algo, _ in self.parts]}
 
+    def frozen_state(self) -> dict[str, Any]:
+        if len(self.parts) == 1:
+            return self.parts[0][0].frozen_state()
+        return {"learners": [algo.frozen_state() for algo, _ in self.parts]}
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if len(self.parts) == 1:
             self.parts[0][0].load_state_dict(state)

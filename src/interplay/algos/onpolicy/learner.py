@@ -456,13 +456,17 @@ class OnPolicy(Algorithm):
         return GreedyPolicy(actor, sizes, getattr(p.dist, "dim", 0), norm, p.recurrent)
 
     def state_dict(self) -> dict[str, Any]:
+        return {**self.frozen_state(), "teacher_replay": {
+            pid: r.state_dict() for pid, r in self.replays.items()}}
+
+    def frozen_state(self) -> dict[str, Any]:
+        # the teacher's replay only feeds this learner's own training
         return copy.deepcopy({
             "policies": {pid: p.state_dict() for pid, p in self.policies.items()},
             "act_rngs": {pid: r.bit_generator.state for pid, r in self.act_rngs.items()},
             "shuffle_rng": self.shuffle_rng.bit_generator.state,
             "past_steps": self._past_steps, "env_steps": self._env_steps,
             "updates": self.updates, "critic_state": self.critic_state,
-            "teacher_replay": {pid: r.state_dict() for pid, r in self.replays.items()},
         })
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -327,7 +327,7 @@ class League(Attachment):
         """Freeze the learner as it is now into the pool (and on disk)."""
         name = f"snapshot_{env_steps}"
         path = self.folder / f"{name}.pt"
-        state = copy.deepcopy(self.exp.algo.state_dict())
+        state = copy.deepcopy(self.exp.algo.frozen_state())
         self._write(path, state)
         actor, algo = self._frozen(state)
         self._add(Member(name, "snapshot", env_steps, actor, path.name, algo=algo))
@@ -501,7 +501,7 @@ class League(Attachment):
             out: dict[str, Any] = {"memory": {k: v.copy()
                                                for k, v in m.recurrent_state.items()}}
             if m.algo is not None:
-                out["rngs"] = _rngs(m.algo.state_dict())
+                out["rngs"] = _rngs(m.algo.frozen_state())
             elif hasattr(m.actor, "state_dict"):
                 out["actor"] = m.actor.state_dict()
             return out

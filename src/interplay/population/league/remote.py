@@ -104,7 +104,7 @@ class LeagueOnRay(Attachment):
         if m.name not in self.refs:
             import ray
 
-            self.refs[m.name] = ray.put(m.algo.state_dict())
+            self.refs[m.name] = ray.put(m.algo.frozen_state())
         return {**spec, "state": self.refs[m.name]}
 
     def _rng_state(self, runner: int) -> dict[str, Any]:

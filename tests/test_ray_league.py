@@ -144,7 +144,8 @@ def test_a_replaced_runner_gets_the_pool_again(local_ray, tmp_path):
 
 @pytest.mark.slow
 def test_a_taught_learner_learns_on_a_ray_runner_as_it_does_here(local_ray, tmp_path):
-    taught = [*LEAGUE, "train.steps=192", "algo.teacher=interplay.envs.connect_four:forced"]
+    taught = [*LEAGUE, "train.steps=192", "algo.teacher=interplay.envs.connect_four:forced",
+              "algo.teacher_replay=64"]
     train(load([], taught), tmp_path / "local")
     train(load([], [*taught, *_ray(1)]), tmp_path / "ray")
     here = local_numbers(tmp_path / "local")

@@ -215,6 +215,12 @@ def test_a_run_with_a_teachers_replay_resumes_exactly(tmp_path):
                          for f in snaps)
 
 
+def test_a_replay_larger_than_memory_is_refused_before_training(tmp_path):
+    with pytest.raises(UserError, match="algo.teacher_replay") as err:
+        train(load([], [*TAUGHT, "algo.teacher_replay=2000000000"]), tmp_path / "run")
+    assert "advised moves" in str(err.value)
+
+
 def test_a_replay_without_a_teacher_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="algo.teacher_replay"):
         train(load([], [*TTT, "algo.teacher_replay=100"]), tmp_path / "run")

@@ -233,6 +233,10 @@ class OnPolicy(Algorithm):
         self.replays = {pid: TeacherReplay(settings.teacher_replay,
                                            rng_for(seed, self.name, "teacher_replay", pid))
                         for pid in taught if settings.teacher_replay}
+        for pid in self.replays:  # its rows are allocated at once, on the first advice
+            row = 4 * specs[pid].obs_dim + 2 * sum(self.policies[pid].dist.sizes) + 8
+            check_fits(settings.teacher_replay * row, "algo.teacher_replay",
+                       f"policy {pid!r}'s replay of {settings.teacher_replay:,} advised moves")
         # The recurrent critics' state after each agent's last transition, [E * k, S] per
         # policy: the next rollout's sequences go on from there.
         self.critic_state: dict[str, np.ndarray] = {}
@@ -411,9 +415,10 @@ class OnPolicy(Algorithm):
                 mb = pick(order[start:start + size])
                 t = self.loss(p, mb)
                 if mb.teacher is not None:
+                    # nothing to learn from the replay once the teacher's weight is 0
+                    drawn = replay.draw(p, size, self.device) if replay and teach else None
                     ce, share = teacher_cross_entropy(
-                        p.dist, Advised(mb.out, mb.mask, mb.teacher),
-                        None if replay is None else replay.draw(p, size, self.device))
+                        p.dist, Advised(mb.out, mb.mask, mb.teacher), drawn)
                     t = t._replace(loss=t.loss + teach * ce,
                                    more={**t.more, "teacher_ce": ce, "teacher_share": share})
                 if not torch.isfinite(t.loss):

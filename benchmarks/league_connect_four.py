@@ -111,9 +111,8 @@ def snapshot_curve(run: Path, steps: int, games: int, opening: int) -> list[tupl
     loaded = load_run(run, where="--exploit-snapshots")
     pid = pick_policy(loaded, None, "--exploit-snapshots")
     out = []
-    for snap in sorted((run / "league").glob("snapshot_*.pt"),
-                       key=lambda p: int(p.stem.rpartition("_")[2])):
-        at = int(snap.stem.rpartition("_")[2])
+    snaps = {int(p.stem.rpartition("_")[2]): p for p in (run / "league").glob("snapshot_*.pt")}
+    for at, snap in sorted(snaps.items()):
         report = best_response(Experiment, loaded.cfg, pid, str(snap), steps, games, opening,
                                derived_seed(loaded.cfg.train.seed, "exploit", str(at)),
                                run / "exploit" / f"snapshot_{at}")

@@ -56,10 +56,29 @@ def _drop(both: int, col: int) -> int:
     return (free & -free) << 7 * col
 
 
+_BOTTOM = sum(1 << 7 * c for c in range(COLS))
+_BOARD = _BOTTOM * _COLUMN
+
+
+def _threat_cells(player: int, both: int) -> int:
+    """The empty cells that would give ``player`` four in a row, playable now or not."""
+    cells = (player << 1) & (player << 2) & (player << 3)  # vertical: only on top
+    for step in (7, 6, 8):
+        up, down = (player << step) & (player << 2 * step), (player >> step) & (player >> 2 * step)
+        cells |= (up & ((player << 3 * step) | (player >> step))
+                  | down & ((player << step) | (player >> 3 * step)))
+    return cells & _BOARD & ~both
+
+
+def _wins_now(player: int, both: int) -> int:
+    """The cells where ``player`` would make four in a row with its next piece."""
+    return _threat_cells(player, both) & (both + _BOTTOM)
+
+
 def _winning_columns(player: int, other: int) -> list[int]:
     """The columns where ``player`` would make four in a row at once."""
-    both = player | other
-    return [col for col in range(COLS) if (cell := _drop(both, col)) and _four(player | cell)]
+    cells = _wins_now(player, player | other)
+    return [col for col in range(COLS) if cells >> 7 * col & _COLUMN]
 
 
 def _planes(observation: dict) -> tuple[int, int, np.ndarray]:
@@ -141,26 +160,11 @@ def tactics(observation: dict, agent_id: str) -> int | list[int] | None:
     return safe if len(safe) < int(legal.sum()) else None
 
 
-_BOTTOM = sum(1 << 7 * c for c in range(COLS))
-_BOARD = _BOTTOM * _COLUMN
-
-
-def _threat_cells(player: int, both: int) -> int:
-    """The empty cells that would give ``player`` four in a row, playable now or not."""
-    cells = (player << 1) & (player << 2) & (player << 3)  # vertical: only on top
-    for step in (7, 6, 8):
-        up, down = (player << step) & (player << 2 * step), (player >> step) & (player >> 2 * step)
-        cells |= (up & ((player << 3 * step) | (player >> step))
-                  | down & ((player << step) | (player >> 3 * step)))
-    return cells & _BOARD & ~both
-
-
 def _makes_two(player: int, both: int) -> bool:
     """Whether ``player`` (not to move) has two threats no single move stops: two playable
     winning cells, or one with another right on top of it."""
-    threats = _threat_cells(player, both)
-    now = threats & (both + _BOTTOM)
-    return bool(now & (now - 1) or (now << 1) & threats)
+    now = _wins_now(player, both)
+    return bool(now & (now - 1) or (now << 1) & _threat_cells(player, both))
 
 
 def _sound(mine: int, theirs: int, columns: list[int]) -> list[int]:
@@ -174,7 +178,7 @@ def _sound(mine: int, theirs: int, columns: list[int]) -> list[int]:
     sound = []
     for col, cell in after.items():
         mine2, both2 = mine | cell, both | cell
-        if _threat_cells(mine2, both2) & (both2 + _BOTTOM):
+        if _wins_now(mine2, both2):
             sound.append(col)  # a threat of its own: the reply is forced
             continue
         replies = (both2 + _BOTTOM) & _BOARD
@@ -182,8 +186,7 @@ def _sound(mine: int, theirs: int, columns: list[int]) -> list[int]:
             reply = replies & -replies
             replies ^= reply
             both3 = both2 | reply
-            if (_makes_two(theirs | reply, both3)
-                    and not _threat_cells(mine2, both3) & (both3 + _BOTTOM)):
+            if _makes_two(theirs | reply, both3) and not _wins_now(mine2, both3):
                 break
         else:
             sound.append(col)

@@ -186,6 +186,24 @@ def test_a_replayed_teacher_goes_on_teaching_what_it_advised_earlier(tmp_path):
     assert replayed > once + 0.2, (replayed, once)
 
 
+def test_steps_on_the_replay_alone_teach_its_advice_further(tmp_path):
+    # As above, the teacher speaks in the first rollout only; 8 more gradient steps per
+    # update on its replayed advice alone leave the policy closer to it.
+    early = [*TTT, "algo.teacher=teachers:first_legal_early", "algo.teacher_coef=2.0",
+             "algo.teacher_replay=256"]
+    ce = {}
+    for name, steps in (("distilled", 8), ("replayed", 0)):
+        teachers.EARLY[0] = 64
+        train(load([], [*early, f"algo.teacher_steps={steps}"]), tmp_path / name)
+        rows = [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        ce[name] = [r["teacher_ce/shared"] for r in rows if "teacher_ce/shared" in r]
+        replay_ce = [r.get("teacher_replay_ce/shared") for r in rows if "teacher_ce/shared" in r]
+        assert all(x is None for x in replay_ce) if not steps else replay_ce[-1] < replay_ce[0]
+    assert ce["distilled"][-1] < 0.5 * ce["replayed"][-1], ce
+    distilled, replayed = agreement(tmp_path / "distilled"), agreement(tmp_path / "replayed")
+    assert distilled >= replayed, (distilled, replayed)
+
+
 def test_the_teachers_replay_keeps_its_newest_advised_rows():
     replay = TeacherReplay(5, np.random.default_rng(0))
     for start in (0, 4):  # 8 advised rows of 12 into room for 5
@@ -224,6 +242,8 @@ def test_a_replay_larger_than_memory_is_refused_before_training(tmp_path):
 def test_a_replay_without_a_teacher_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="algo.teacher_replay"):
         train(load([], [*TTT, "algo.teacher_replay=100"]), tmp_path / "run")
+    with pytest.raises(ConfigError, match="algo.teacher_steps"):
+        train(load([], [*TAUGHT, "algo.teacher_steps=4"]), tmp_path / "run")
     assert br_config(load([], [*TAUGHT, "algo.teacher_replay=100"]), "shared", "x", 100,
                      0)["algo"].get("teacher_replay") is None
 

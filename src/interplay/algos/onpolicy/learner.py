@@ -124,12 +124,20 @@ class OnPolicySettings(AlgoSettings):
     none); each gradient step then also draws as many of them as the minibatch has rows, and
     the teacher's cross-entropy is averaged over those and the minibatch's advised moves. The
     policy keeps learning the advice of earlier rollouts, not only the last one's."""
+    teacher_steps: int = Field(0, ge=0, le=MAX_COUNT)
+    """With ``teacher_replay``: gradient steps each update adds after its epochs, on the
+    teacher's cross-entropy alone (times ``teacher_coef``), each over a minibatch's worth of
+    rows drawn from the replay (0: none). They teach the advice without taking a share of the
+    clipped gradient of the policy's own loss."""
 
     @model_validator(mode="after")
     def _replay_needs_a_teacher(self) -> OnPolicySettings:
         if self.teacher_replay and self.teacher is None:
             raise ValueError("teacher_replay keeps a teacher's advice; set algo.teacher too, "
                              "or drop algo.teacher_replay")
+        if self.teacher_steps and not self.teacher_replay:
+            raise ValueError("teacher_steps learn from the teacher's replay; set "
+                             "algo.teacher_replay too, or drop algo.teacher_steps")
         return self
 
     @field_validator("teacher")
@@ -184,6 +192,9 @@ class OnPolicy(Algorithm):
                                "it advised on (0 when the policy always follows it)",
         "teacher_share/<policy>": "with `algo.teacher`: the share of the policy's moves the "
                                   "teacher advised on (it returns None where it has no advice)",
+        "teacher_replay_ce/<policy>": "with `algo.teacher_steps`: the teacher's cross-entropy "
+                                      "over the rows those steps drew from its replay, mean "
+                                      "over the steps",
         "value_loss/<policy>": "half the squared error of the critic's value against its return "
                                "target (in normalised units with `algo.norm_value`)",
         "entropy/<policy>": "the mean entropy of the policy's action distribution",
@@ -435,7 +446,26 @@ class OnPolicy(Algorithm):
                                    ("entropy", t.entropy), *t.more.items()):
                     sums[name] = sums.get(name, 0.0) + term.item()
         steps = st.epochs * -(-n // size)
-        return {f"{name}/{pid}": total / steps for name, total in sums.items()}
+        out = {f"{name}/{pid}": total / steps for name, total in sums.items()}
+        if replay is not None and teach and st.teacher_steps:
+            out[f"teacher_replay_ce/{pid}"] = self._distil(p, replay, size, teach)
+        return out
+
+    def _distil(self, p: ActorCritic, replay: TeacherReplay, size: int, teach: float) -> float:
+        """``teacher_steps`` gradient steps on the teacher's cross-entropy over rows drawn
+        from its replay; their mean cross-entropy."""
+        total = 0.0
+        for _ in range(self.settings.teacher_steps):
+            drawn = replay.draw(p, size, self.device)
+            if drawn is None:
+                return float("nan")
+            ce = -p.dist.log_prob_any(*drawn)[0].mean()
+            p.optimizer.zero_grad(set_to_none=True)
+            (teach * ce).backward()
+            torch.nn.utils.clip_grad_norm_(p.actor.parameters(), self.settings.max_grad_norm)
+            p.optimizer.step()
+            total += ce.item()
+        return total / self.settings.teacher_steps
 
     def loss(self, p: ActorCritic, mb: Minibatch) -> LossTerms:
         """The loss of one minibatch of policy ``p``'s samples, and its parts."""

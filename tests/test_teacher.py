@@ -224,7 +224,8 @@ def test_the_teachers_replay_keeps_its_newest_advised_rows():
 
 def test_a_run_with_a_teachers_replay_resumes_exactly(tmp_path):
     straight, resumed = straight_and_resumed(
-        [*TAUGHT, "algo.teacher_replay=100", "league.snapshot_every=256"], 1024, tmp_path)
+        [*TAUGHT, "algo.teacher_replay=100", "algo.teacher_steps=2", "league.snapshot_every=256"],
+        1024, tmp_path)
     assert straight == resumed
     # the replay is the learner's own: checkpoints keep it, league snapshots do not
     assert newest_state(tmp_path / "straight")["algo"]["teacher_replay"]["shared"]["count"] > 0

@@ -170,16 +170,25 @@ def test_a_teacher_with_no_advice_teaches_nothing(tmp_path):
                           for r in taught)
 
 
+EARLY_TEACHER = [*TTT, "algo.teacher=teachers:first_legal_early", "algo.teacher_coef=2.0"]
+
+
+def early_advice_run(run_dir, overrides: list[str]) -> dict[str, list]:
+    """A run whose teacher speaks in the first rollout only (64 moves); per report, its
+    ``teacher_ce`` and ``teacher_replay_ce`` (None where absent)."""
+    teachers.EARLY[0] = 64
+    train(load([], [*EARLY_TEACHER, *overrides]), run_dir)
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "teacher_ce/shared" in r]
+    return {key: [r.get(f"{key}/shared") for r in rows]
+            for key in ("teacher_ce", "teacher_replay_ce")}
+
+
 def test_a_replayed_teacher_goes_on_teaching_what_it_advised_earlier(tmp_path):
-    # The teacher speaks in the first rollout only (64 moves): without a replay the later
-    # updates have nothing to learn from it; with one they draw its advice again.
-    early = [*TTT, "algo.teacher=teachers:first_legal_early", "algo.teacher_coef=2.0"]
-    runs = {}
-    for name, replay in (("replayed", 256), ("once", 0)):
-        teachers.EARLY[0] = 64
-        train(load([], [*early, f"algo.teacher_replay={replay}"]), tmp_path / name)
-        rows = [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
-        runs[name] = [r["teacher_ce/shared"] for r in rows if "teacher_ce/shared" in r]
+    # Without a replay the later updates have nothing to learn from the teacher; with one
+    # they draw its advice again.
+    runs = {name: early_advice_run(tmp_path / name, [f"algo.teacher_replay={replay}"])
+            ["teacher_ce"] for name, replay in (("replayed", 256), ("once", 0))}
     assert runs["once"][-1] == 0 and runs["replayed"][-1] > 0, runs
     assert runs["replayed"][-1] < 0.5 * runs["replayed"][0], runs
     replayed, once = agreement(tmp_path / "replayed"), agreement(tmp_path / "once")
@@ -187,19 +196,15 @@ def test_a_replayed_teacher_goes_on_teaching_what_it_advised_earlier(tmp_path):
 
 
 def test_steps_on_the_replay_alone_teach_its_advice_further(tmp_path):
-    # As above, the teacher speaks in the first rollout only; 8 more gradient steps per
-    # update on its replayed advice alone leave the policy closer to it.
-    early = [*TTT, "algo.teacher=teachers:first_legal_early", "algo.teacher_coef=2.0",
-             "algo.teacher_replay=256"]
-    ce = {}
-    for name, steps in (("distilled", 8), ("replayed", 0)):
-        teachers.EARLY[0] = 64
-        train(load([], [*early, f"algo.teacher_steps={steps}"]), tmp_path / name)
-        rows = [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
-        ce[name] = [r["teacher_ce/shared"] for r in rows if "teacher_ce/shared" in r]
-        replay_ce = [r.get("teacher_replay_ce/shared") for r in rows if "teacher_ce/shared" in r]
-        assert all(x is None for x in replay_ce) if not steps else replay_ce[-1] < replay_ce[0]
-    assert ce["distilled"][-1] < 0.5 * ce["replayed"][-1], ce
+    # 8 more gradient steps per update on the replayed advice alone leave the policy closer
+    # to it than the replay drawn into the update's own steps does.
+    runs = {name: early_advice_run(tmp_path / name, ["algo.teacher_replay=256",
+                                                     f"algo.teacher_steps={steps}"])
+            for name, steps in (("distilled", 8), ("replayed", 0))}
+    assert all(x is None for x in runs["replayed"]["teacher_replay_ce"]), runs
+    distilled_ce = runs["distilled"]["teacher_replay_ce"]
+    assert distilled_ce[-1] < distilled_ce[0], runs
+    assert runs["distilled"]["teacher_ce"][-1] < 0.5 * runs["replayed"]["teacher_ce"][-1], runs
     distilled, replayed = agreement(tmp_path / "distilled"), agreement(tmp_path / "replayed")
     assert distilled >= replayed, (distilled, replayed)
 

@@ -15,7 +15,8 @@ from pettingzoo.classic import tictactoe_v3
 from interplay import load_policy
 from interplay.algos.onpolicy.samples import PolicySamples
 from interplay.algos.onpolicy.teacher import TeacherReplay
-from interplay.config.loading import load
+from interplay.config.loading import load, read
+from interplay.config.validation import validate
 from interplay.envs.spaces import action_view
 from interplay.errors import ConfigError, ScriptedPolicyError, UserError
 from interplay.experiment.loop import train
@@ -252,6 +253,11 @@ def test_a_replay_without_a_teacher_is_refused(tmp_path):
         train(load([], [*TAUGHT, "algo.teacher_steps=4"]), tmp_path / "run")
     assert br_config(load([], [*TAUGHT, "algo.teacher_replay=100"]), "shared", "x", 100,
                      0)["algo"].get("teacher_replay") is None
+    # a best response learns on its own: none of the teacher's settings stay to be refused
+    alone = br_config(load([], [*TAUGHT, "algo.teacher_replay=100", "algo.teacher_steps=4"]),
+                      "shared", "x", 100, 0)
+    assert not [k for k in alone["algo"] if k.startswith("teacher")], alone["algo"]
+    assert validate(read([], [], base=alone)).algo.teacher_steps == 0
 
 
 @pytest.mark.parametrize("space", [spaces.Discrete(5), spaces.MultiDiscrete([3, 4])])

@@ -437,33 +437,33 @@ class OnPolicy(Algorithm):
                         f"policy {pid!r}: the {self.loss_name} loss is {t.loss.item()} in update "
                         f"{self.updates} (policy loss {t.policy_loss.item()}, value loss "
                         f"{t.value_loss.item()}, entropy {t.entropy.item()})")
-                p.optimizer.zero_grad(set_to_none=True)
-                t.loss.backward()
-                torch.nn.utils.clip_grad_norm_(p.actor.parameters(), st.max_grad_norm)
-                torch.nn.utils.clip_grad_norm_(p.critic.parameters(), st.max_grad_norm)
-                p.optimizer.step()
+                self._step(p, t.loss)
                 for name, term in (("policy_loss", t.policy_loss), ("value_loss", t.value_loss),
                                    ("entropy", t.entropy), *t.more.items()):
                     sums[name] = sums.get(name, 0.0) + term.item()
         steps = st.epochs * -(-n // size)
         out = {f"{name}/{pid}": total / steps for name, total in sums.items()}
-        if replay is not None and teach and st.teacher_steps:
+        if replay is not None and replay.count and teach and st.teacher_steps:
             out[f"teacher_replay_ce/{pid}"] = self._distil(p, replay, size, teach)
         return out
 
+    def _step(self, p: ActorCritic, loss: torch.Tensor) -> None:
+        """One gradient step of policy ``p`` on ``loss``, each network's gradient clipped."""
+        p.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(p.actor.parameters(), self.settings.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(p.critic.parameters(), self.settings.max_grad_norm)
+        p.optimizer.step()
+
     def _distil(self, p: ActorCritic, replay: TeacherReplay, size: int, teach: float) -> float:
         """``teacher_steps`` gradient steps on the teacher's cross-entropy over rows drawn
-        from its replay; their mean cross-entropy."""
+        from its replay (which holds some); their mean cross-entropy."""
         total = 0.0
         for _ in range(self.settings.teacher_steps):
             drawn = replay.draw(p, size, self.device)
-            if drawn is None:
-                return float("nan")
+            assert drawn is not None  # the replay holds rows
             ce = -p.dist.log_prob_any(*drawn)[0].mean()
-            p.optimizer.zero_grad(set_to_none=True)
-            (teach * ce).backward()
-            torch.nn.utils.clip_grad_norm_(p.actor.parameters(), self.settings.max_grad_norm)
-            p.optimizer.step()
+            self._step(p, teach * ce)
             total += ce.item()
         return total / self.settings.teacher_steps
 

@@ -92,9 +92,10 @@ def br_config(cfg: Config, pid: str, target: str, steps: int, seed: int) -> dict
 
 
 def drop_teacher(algo: dict[str, Any]) -> None:
-    """Take a teacher's settings out of an ``algo`` section (a learner on its own)."""
-    for key in ("teacher", "teacher_replay"):
-        algo.pop(key, None)
+    """Take a teacher's settings (``teacher`` and every ``teacher_*``) out of an ``algo``
+    section: a learner on its own."""
+    for key in [k for k in algo if k == "teacher" or k.startswith("teacher_")]:
+        del algo[key]
 
 
 def curve(path: Path, member: str) -> list[dict[str, Any]]:

@@ -127,6 +127,10 @@ def test_a_league_snapshots_rates_and_keeps_its_pool_bounded(tmp_path):
     assert "rating/learner" in rows[-1] and "rating/random" in rows[-1]
     games = sum(m["games"] for m in last["members"])
     assert games > 0
+    for m in last["members"]:  # each member's games, split by the learner's side
+        if m["games"]:
+            assert len(m["by_side"]) == 2
+            assert [a + b for a, b in zip(*m["by_side"], strict=True)] == m["learner_win_draw_loss"]
     table = league_report(tmp_path / "run")
     assert (tmp_path / "run" / "ratings.png").is_file() and table[0]["rating"] >= table[-1]["rating"]
 
@@ -140,9 +144,9 @@ def test_a_snapshot_never_changes_after_it_is_taken(tmp_path):
     assert first.read_bytes() == data
 
 
-@pytest.mark.parametrize("share", [0.0, 0.4])
-def test_a_league_resumes_exactly(tmp_path, share):
-    common = [*LEAGUE, *HALF_LEAGUE, "train.test_frequency=-1", f"league.against_self={share}"]
+@pytest.mark.parametrize("extra", [[], ["league.against_self=0.4"], ["league.pfsp_sides=true"]])
+def test_a_league_resumes_exactly(tmp_path, extra):
+    common = [*LEAGUE, *HALF_LEAGUE, "train.test_frequency=-1", *extra]
     a, b = straight_and_resumed(common, 1200, tmp_path)
     assert a == b
     la = (tmp_path / "straight" / "league.jsonl").read_text().splitlines()
@@ -348,6 +352,43 @@ def test_pfsp_draws_the_members_the_learner_loses_to_more_often(tmp_path):
     lg.results = {"random": [90, 0, 10], "snapshot_0": [10, 0, 90]}
     draws = [lg.members[lg.sample()].name for _ in range(400)]
     assert draws.count("snapshot_0") > 3 * draws.count("random")
+    exp.close()
+
+
+def test_pfsp_sides_draws_the_side_the_learner_does_worse_on_more_often(tmp_path):
+    exp = Experiment(load([], [*LEAGUE, "league.pfsp_sides=true"]), tmp_path / "run")
+    lg = league_of(exp)
+    lg.snapshot(0)
+    # Against random the learner wins on the first seat and loses on the second; against the
+    # snapshot it scores the same on both.
+    games = {("random", 0): (90, 10), ("random", 1): (10, 90),
+             ("snapshot_0", 0): (50, 50), ("snapshot_0", 1): (50, 50)}
+    for (name, side), (won, lost) in games.items():
+        for slot, n in [(0, won), (2, lost)]:
+            totals = np.zeros(2)
+            totals[side] = 1.0 if slot == 0 else -1.0
+            totals[1 - side] = -totals[side]
+            for _ in range(n):
+                assert lg.rate(name, totals, side) == slot
+    assert lg.by_side == {"random": [[90, 0, 10], [10, 0, 90]],
+                          "snapshot_0": [[50, 0, 50], [50, 0, 50]]}
+    assert lg.results == {"random": [100, 0, 100], "snapshot_0": [100, 0, 100]}
+    draws = []
+    for _ in range(600):
+        lg.on_episode_start(episode=None, env_index=0, runner=exp.runner)
+        draws.append((lg.members[int(lg.assign[0])].name, int(lg.learner_side[0])))
+    assert draws.count(("random", 1)) > 20 * max(1, draws.count(("random", 0)))
+    assert draws.count(("snapshot_0", 0)) > 0.6 * draws.count(("snapshot_0", 1)) > 0
+    exp.close()
+    # Without it the side is drawn evenly, whatever the results say.
+    exp = Experiment(load([], LEAGUE), tmp_path / "plain")
+    lg = league_of(exp)
+    lg.by_side = {"random": [[90, 0, 10], [10, 0, 90]]}
+    sides = []
+    for _ in range(600):
+        lg.on_episode_start(episode=None, env_index=0, runner=exp.runner)
+        sides.append(int(lg.learner_side[0]))
+    assert 240 < sum(sides) < 360
     exp.close()
 
 

@@ -223,6 +223,8 @@ def test_an_illegal_move_by_a_scripted_member_or_vs_opponent_is_named(league_run
     (["league.against_self=0.3"], r"league\.against_self set, but league\.snapshot_every is 0"),
     (["league.snapshot_every=100", "league.against_self=1"], r"league\.against_self"),
     (["league.snapshot_every=100", "league.against_self=-0.1"], r"league\.against_self"),
+    (["league.snapshot_every=100", "league.pfsp_sides=true", "league.opponent_sampling=uniform"],
+     r"league\.pfsp_sides weights the sides by pfsp, but league\.opponent_sampling is 'uniform'"),
 ])
 def test_league_settings_that_would_be_ignored_or_blow_up_are_refused(extra, message):
     with pytest.raises(ConfigError, match=message):

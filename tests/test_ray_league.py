@@ -74,7 +74,9 @@ def test_a_league_on_ray_resumes_exactly(straight, tmp_path):
 
 @pytest.mark.slow
 def test_two_runners_rate_every_member(local_ray, tmp_path):
-    result = train(load([], [*LEAGUE, "train.steps=384", *_ray(2)]), tmp_path / "run")
+    """Each runner hears of the other's games, by side (``league.pfsp_sides`` draws from them)."""
+    result = train(load([], [*LEAGUE, "train.steps=384", "league.pfsp_sides=true", *_ray(2)]),
+                   tmp_path / "run")
     lines = _lines(tmp_path / "run")
     assert [line["env_steps"] for line in lines] == list(range(96, 385, 96))
     last = lines[-1]
@@ -85,6 +87,8 @@ def test_two_runners_rate_every_member(local_ray, tmp_path):
     for line in lines:  # each member's games, the sum of its outcomes, only go up
         for m in line["members"]:
             assert sum(m["learner_win_draw_loss"]) == m["games"] >= games.get(m["name"], 0)
+            by_side = m["by_side"] or [[0, 0, 0], [0, 0, 0]]
+            assert [a + b for a, b in zip(*by_side, strict=True)] == m["learner_win_draw_loss"]
             games[m["name"]] = m["games"]
     assert games["random"] > 0 and games["interplay.envs.connect_four:one_ply"] > 0
     assert any(g > 0 for n, g in games.items() if n.startswith("snapshot_"))

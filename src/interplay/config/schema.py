@@ -433,6 +433,10 @@ class LeagueConfig(Section):
     """pfsp's weight of a member from the learner's score x against it: ``hard``, (1 - x) to
     ``pfsp_power`` (members it loses to come most); ``variance``, x (1 - x) (even games come
     most)."""
+    pfsp_sides: bool = False
+    """pfsp draws the learner's side too: each (member, side) pair weighted by the learner's
+    score on that side against that member, so that the sides it does worse on come more
+    (the side is otherwise drawn uniformly)."""
     exploiters: list[ExploiterConfig] = Field(default_factory=list)
     """Learners besides the main one, each on env copies of its own, that look for the main
     learner's weaknesses and bring them into the pool; each entry's settings follow."""
@@ -453,6 +457,10 @@ class LeagueConfig(Section):
                 raise ValueError(f"{', '.join(unused)} set, but league.snapshot_every is 0, so "
                                  "no league runs; set league.snapshot_every (env steps between "
                                  "snapshots) to run one, or leave these out")
+        if self.pfsp_sides and self.opponent_sampling != "pfsp":
+            raise ValueError(f"league.pfsp_sides weights the sides by pfsp, but "
+                             f"league.opponent_sampling is {self.opponent_sampling!r}; set it "
+                             "to pfsp or drop league.pfsp_sides")
         seen: dict[str, str] = {}
         for entry in self.fixed:
             if not entry.strip():

@@ -177,15 +177,31 @@ def draw(settings: LeagueConfig, rng: np.random.Generator, pool: list[Member],
 
 
 def new_game(settings: LeagueConfig, rng: np.random.Generator, pool: list[Member],
-             results: dict[str, list[int]], n_sides: int) -> tuple[bool, int, int]:
+             results: dict[str, list[int]], by_side: dict[str, list[list[int]]],
+             n_sides: int) -> tuple[bool, int, int]:
     """A new episode's draws, in the one order every league makes them (here and in each Ray
     runner, so that one runner plays the local league number for number): whether the
     learner plays itself (``league.against_self``; nothing drawn when it never does), the
     position in ``pool`` of its member (drawn either way, so that every copy names one), and
-    the learner's side."""
+    the learner's side (with ``league.pfsp_sides``, drawn with the member as one pair by the
+    learner's results on each side, ``by_side``)."""
     mirror = bool(settings.against_self) and bool(rng.random() < settings.against_self)
+    if settings.pfsp_sides:
+        none = [0, 0, 0]
+        weights = np.array([_hardness(settings, by_side.get(m.name, [none] * n_sides)[side])
+                            for m in pool for side in range(n_sides)])
+        pair = int(rng.choice(len(weights), p=weights / weights.sum()))
+        return mirror, pair // n_sides, pair % n_sides
     member = draw(settings, rng, pool, results)
     return mirror, member, int(rng.integers(n_sides))
+
+
+def book(results: dict[str, list[int]], by_side: dict[str, list[list[int]]], name: str,
+         side: int, slot: int, n_sides: int) -> None:
+    """Count a game of the learner on ``side`` against member ``name`` (``slot``: 0 won, 1
+    drawn, 2 lost) in its results over both sides and in those of its side."""
+    results.setdefault(name, [0, 0, 0])[slot] += 1
+    by_side.setdefault(name, [[0, 0, 0] for _ in range(n_sides)])[side][slot] += 1
 
 
 def _hardness(settings: LeagueConfig, result: list[int]) -> float:
@@ -281,6 +297,7 @@ class League(Attachment):
         self.rater: Rater = Elo(lg.elo_k) if lg.rating == "elo" else OpenSkill()
         self.skill: dict[str, list[float]] = {LEARNER: self.rater.new()}
         self.results: dict[str, list[int]] = {}  # member -> [learner wins, draws, losses]
+        self.by_side: dict[str, list[list[int]]] = {}  # member -> those on each side
         self.next_snapshot = 0
         self.void = np.zeros(E, bool)  # games left unrated: their member left league.fixed
         self.mirror = np.zeros(E, bool)  # episodes of the learner against itself
@@ -396,7 +413,7 @@ class League(Attachment):
             self.snapshot(runner.env_steps)
         pool = self._pool()
         mirror, i, side = new_game(self.settings, self.rng, [self.members[j] for j in pool],
-                                   self.results, self.n_sides)
+                                   self.results, self.by_side, self.n_sides)
         self.mirror[env_index], self.assign[env_index] = mirror, pool[i]
         self.learner_side[env_index], self.void[env_index] = side, False
         self._drop_idle(runner.env_steps)
@@ -417,7 +434,7 @@ class League(Attachment):
         on ``side``; its outcome (0 won, 1 drawn, 2 lost)."""
         slot = outcome(totals, side)
         self._watch_for_cooperation(totals)
-        self.results.setdefault(name, [0, 0, 0])[slot] += 1
+        book(self.results, self.by_side, name, side, slot, self.n_sides)
         self.skill[LEARNER], self.skill[name] = self.rater.update(
             self.skill[LEARNER], self.skill.setdefault(name, self.rater.new()),
             1.0 - 0.5 * slot)
@@ -480,7 +497,8 @@ class League(Attachment):
         line = {"env_steps": env_steps, "ratings": {k: round(v, 2) for k, v in self.ratings.items()},
                 "members": [{"name": m.name, "kind": m.kind, "env_steps": m.env_steps,
                              "games": sum(self.results[m.name]),
-                             "learner_win_draw_loss": self.results[m.name]}
+                             "learner_win_draw_loss": self.results[m.name],
+                             "by_side": self.by_side.get(m.name, [])}
                             for m in self.members if not m.retired]}
         if self.settings.against_self:
             line["games_against_self"] = self.games_against_self
@@ -511,6 +529,7 @@ class League(Attachment):
                             for m in self.members],
                 "ratings": self.ratings, "skill": {k: list(v) for k, v in self.skill.items()},
                 "results": {k: list(v) for k, v in self.results.items()},
+                "by_side": {k: [list(r) for r in v] for k, v in self.by_side.items()},
                 "rng": self.rng.bit_generator.state, "assign": self.assign.tolist(),
                 "learner_side": self.learner_side.tolist(), "next_snapshot": self.next_snapshot,
                 "void": self.void.tolist(), "pending": [dict(p) for p in self.pending],
@@ -523,6 +542,7 @@ class League(Attachment):
         self.skill = {k: list(v) for k, v in state.get(
             "skill", {k: [r] for k, r in state["ratings"].items()}).items()}
         self.results = {k: list(v) for k, v in state["results"].items()}
+        self.by_side = {k: [list(r) for r in v] for k, v in state.get("by_side", {}).items()}
         self.rng.bit_generator.state = state["rng"]
         self.next_snapshot = state["next_snapshot"]
         self.games_against_self = state.get("games_against_self", 0)

@@ -29,6 +29,7 @@ from interplay.population.league.pool import (
     League,
     LeagueActor,
     Member,
+    book,
     fixed_member,
     frozen_algo,
     new_game,
@@ -48,7 +49,8 @@ class LeagueOnRay(Attachment):
         self.held: dict[int, set[str]] = {}  # runner -> the members it was sent
         self.refs: dict[str, Any] = {}  # snapshot -> its state in the object store
         self.refs_at = 0  # the league's restores when those states were put
-        self.games: list[tuple[int, str, int]] = []  # (runner, member, outcome), for the others
+        # (runner, member, learner's side, outcome) of the games a runner played, for the others
+        self.games: list[tuple[int, str, int, int]] = []
         self.told: dict[int, int] = {}  # runner -> games of ``games`` it heard of
         self.fresh_count: dict[int, int] = {}  # runner -> fresh starts it got
         self.restores = {r: 0 for r in range(self.runners)}  # league restores each runner saw
@@ -78,12 +80,13 @@ class LeagueOnRay(Attachment):
         self.refs = {n: ref for n, ref in self.refs.items() if n in names}  # (the rest left)
         if fresh or restored:
             out["results"] = {k: list(v) for k, v in lg.results.items()}
+            out["by_side"] = {k: [list(r) for r in v] for k, v in lg.by_side.items()}
             out["rng"] = self._rng_state(runner)
             if runner == 0:  # scripted members draw from NumPy's global generator
                 out["numpy"] = np.random.get_state()
         else:
-            out["games"] = [(name, slot) for r, name, slot in self.games[self.told[runner]:]
-                            if r != runner]
+            out["games"] = [(name, side, slot) for r, name, side, slot
+                            in self.games[self.told[runner]:] if r != runner]
         self.told[runner] = len(self.games)
         self._forget_told_games()
         if restored:  # each copy's member and side as the checkpoint has them
@@ -150,7 +153,7 @@ class LeagueOnRay(Attachment):
                 _, e, name, side, totals = event
                 slot = lg.rate(name, np.asarray(totals), side)
                 if self.runners > 1:
-                    self.games.append((runner, name, slot))
+                    self.games.append((runner, name, side, slot))
         if runner == 0:  # the learner's sampler and members go on where the first runner is
             if "rng" in said:
                 lg.rng.bit_generator.state = said["rng"]
@@ -182,6 +185,7 @@ class LeagueRider(Rider):
         self.env_facts = env_facts
         self.members: list[Member] = []
         self.results: dict[str, list[int]] = {}
+        self.by_side: dict[str, list[list[int]]] = {}
         self.rng = np.random.default_rng()  # the first orders set its state
         self.ready = False  # orders came: the pool is known
         self.pending: list[int] = []  # copies whose episodes began before the pool was known
@@ -209,8 +213,9 @@ class LeagueRider(Rider):
         self._sync(orders["names"], set(orders["retired"]), orders["members"])
         if "results" in orders:
             self.results = {k: list(v) for k, v in orders["results"].items()}
-        for name, slot in orders.get("games", []):
-            self.results.setdefault(name, [0, 0, 0])[slot] += 1
+            self.by_side = {k: [list(r) for r in v] for k, v in orders["by_side"].items()}
+        for name, side, slot in orders.get("games", []):
+            book(self.results, self.by_side, name, side, slot, self.n_sides)
         if "rng" in orders:
             self.rng.bit_generator.state = orders["rng"]
             self._rng_state = orders["rng"]
@@ -284,7 +289,7 @@ class LeagueRider(Rider):
     def _start(self, e: int) -> None:
         pool = [i for i, m in enumerate(self.members) if not m.retired]
         mirror, at, side = new_game(self.settings, self.rng, [self.members[i] for i in pool],
-                                    self.results, self.n_sides)
+                                    self.results, self.by_side, self.n_sides)
         i = pool[at]
         self.mirror[e], self.assign[e], self.learner_side[e], self.void[e] = mirror, i, side, False
         self.said.append(("start", e, self.members[i].name, side, mirror))
@@ -298,7 +303,7 @@ class LeagueRider(Rider):
         totals = side_totals(episode.returns, self.spec.agents, self.side_of, self.n_sides)
         side = int(self.learner_side[env_index])
         name = self.members[int(self.assign[env_index])].name
-        self.results.setdefault(name, [0, 0, 0])[outcome(totals, side)] += 1
+        book(self.results, self.by_side, name, side, outcome(totals, side), self.n_sides)
         self.said.append(("end", env_index, name, side, totals.tolist()))
 
     def after_step(self) -> dict[str, Any] | None:

@@ -131,8 +131,15 @@ def test_a_league_snapshots_rates_and_keeps_its_pool_bounded(tmp_path):
         if m["games"]:
             assert len(m["by_side"]) == 2
             assert [a + b for a, b in zip(*m["by_side"], strict=True)] == m["learner_win_draw_loss"]
-    table = league_report(tmp_path / "run")
+    shown = io.StringIO()
+    table = league_report(tmp_path / "run", Console(file=shown, width=200))
     assert (tmp_path / "run" / "ratings.png").is_file() and table[0]["rating"] >= table[-1]["rating"]
+    # each member's score on each side is shown, first side first
+    random = next(m for m in last["members"] if m["name"] == "random")
+    scores = [f"{(w + 0.5 * d) / (w + d + lost):.2f}" for w, d, lost in random["by_side"]]
+    assert "score by side" in shown.getvalue()
+    assert any(line.startswith("│ random") and " / ".join(scores) in line
+               for line in shown.getvalue().splitlines())
 
 
 def test_a_snapshot_never_changes_after_it_is_taken(tmp_path):

@@ -241,10 +241,14 @@ def test_a_damaged_line_of_league_jsonl_is_skipped_and_named(league_run, tmp_pat
     run = tmp_path / "run"
     shutil.copytree(league_run[0], run)
     lines = league_lines(run)
-    damaged = [lines[0], '{"env_steps": 400, "ratings": [1', *lines[1:], lines[-1][:25]]
+    bad_sides = json.loads(lines[-1])
+    bad_sides["members"][0]["by_side"] = [[1, 2, "x"], [0, 0, 0]]
+    damaged = [lines[0], '{"env_steps": 400, "ratings": [1', *lines[1:], json.dumps(bad_sides),
+               lines[-1][:25]]
     (run / "league.jsonl").write_text("\n".join(damaged))
     with pytest.warns(LeagueWarning, match=r"line 2 is damaged") as caught:
         table = league_report(run)
+    assert any(f"line {len(damaged) - 1} is damaged" in str(w.message) for w in caught)
     assert any(f"line {len(damaged)} is damaged" in str(w.message) for w in caught)
     assert table[0]["member"] and (run / "ratings.png").is_file()
     with warnings.catch_warnings():

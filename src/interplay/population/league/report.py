@@ -28,7 +28,9 @@ def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, An
     last = lines[-1]
     table = Table(title=f"league at {last['env_steps']:,} env steps (win/draw/loss: the "
                         "learner's games against each member)")
-    for col in ("member", "kind", "env steps at snapshot", "rating", "games", "win", "draw", "loss"):
+    split = any(m.get("by_side") for m in last["members"])  # (lines from before it: not)
+    cols = ["member", "kind", "env steps at snapshot", "rating", "games", "win", "draw", "loss"]
+    for col in cols + ["score by side"] * split:
         table.add_column(col, justify="left" if col in ("member", "kind") else "right",
                          overflow="fold" if col == "member" else "ellipsis")
     rows = [{"member": LEARNER, "kind": "learner", "env_steps": last["env_steps"],
@@ -36,15 +38,19 @@ def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, An
     for m in last["members"]:
         rows.append({"member": m["name"], "kind": m["kind"], "env_steps": m["env_steps"],
                      "rating": last["ratings"][m["name"]], "games": m["games"],
-                     "wdl": m["learner_win_draw_loss"]})
+                     "wdl": m["learner_win_draw_loss"], "by_side": m.get("by_side") or []})
     for r in sorted(rows, key=lambda r: -r["rating"]):
         wdl = r["wdl"] or ["", "", ""]
+        by_side = [" / ".join(_score(s) for s in r.get("by_side") or [])] * split
         table.add_row(_short(r["member"], r["kind"]), r["kind"], f"{r['env_steps']:,}", f"{r['rating']:.1f}",
-                      "" if r["games"] is None else str(r["games"]), *map(str, wdl))
+                      "" if r["games"] is None else str(r["games"]), *map(str, wdl), *by_side)
     against_self = last.get("games_against_self")
+    caption = ["score by side: the learner's wins and half its draws over its games on each "
+               "side, first side first"] * split
     if isinstance(against_self, int) and not isinstance(against_self, bool):
-        table.caption = (f"and {against_self:,} games of the learner against itself "
-                         "(league.against_self), not rated")
+        caption.append(f"{against_self:,} games of the learner against itself "
+                       "(league.against_self), not rated")
+    table.caption = "; ".join(caption) or None
     (console or Console()).print(table)
     refuse_links(Path(run_dir))  # ratings.png is written into it
     _plot(lines, Path(run_dir) / "ratings.png")
@@ -71,8 +77,13 @@ def _checked(line: Any) -> dict[str, Any]:
     _numbers(line["env_steps"], ratings[LEARNER], *ratings.values())
     for m in line["members"]:
         _numbers(ratings[m["name"]], m["env_steps"], m["games"], *m["learner_win_draw_loss"])
-        if not isinstance(m["kind"], str) or len(m["learner_win_draw_loss"]) != 3:
+        by_side = m.get("by_side", [])
+        if (not isinstance(m["kind"], str) or len(m["learner_win_draw_loss"]) != 3
+                or not isinstance(by_side, list)
+                or any(not isinstance(s, list) or len(s) != 3 for s in by_side)):
             raise TypeError(f"member {m['name']!r} is not as league.jsonl writes it")
+        for side in by_side:
+            _numbers(*side)
     return line
 
 
@@ -80,6 +91,12 @@ def _numbers(*values: Any) -> None:
     for value in values:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise TypeError(f"{value!r} is not a number")
+
+
+def _score(wdl: list[int]) -> str:
+    """The learner's score (wins and half the draws) over ``wdl``'s games; - for none."""
+    games = sum(wdl)
+    return f"{(wdl[0] + 0.5 * wdl[1]) / games:.2f}" if games else "-"
 
 
 def _short(name: str, kind: str) -> str:

@@ -30,7 +30,7 @@ def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, An
                         "learner's games against each member)")
     split = any(m.get("by_side") for m in last["members"])  # (lines from before it: not)
     cols = ["member", "kind", "env steps at snapshot", "rating", "games", "win", "draw", "loss"]
-    for col in cols + ["score by side"] * split:
+    for col in cols + ["score by side (wins + draws / 2; first side first)"] * split:
         table.add_column(col, justify="left" if col in ("member", "kind") else "right",
                          overflow="fold" if col == "member" else "ellipsis")
     rows = [{"member": LEARNER, "kind": "learner", "env_steps": last["env_steps"],
@@ -45,12 +45,9 @@ def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, An
         table.add_row(_short(r["member"], r["kind"]), r["kind"], f"{r['env_steps']:,}", f"{r['rating']:.1f}",
                       "" if r["games"] is None else str(r["games"]), *map(str, wdl), *by_side)
     against_self = last.get("games_against_self")
-    caption = ["score by side: the learner's wins and half its draws over its games on each "
-               "side, first side first"] * split
     if isinstance(against_self, int) and not isinstance(against_self, bool):
-        caption.append(f"{against_self:,} games of the learner against itself "
-                       "(league.against_self), not rated")
-    table.caption = "; ".join(caption) or None
+        table.caption = (f"and {against_self:,} games of the learner against itself "
+                         "(league.against_self), not rated")
     (console or Console()).print(table)
     refuse_links(Path(run_dir))  # ratings.png is written into it
     _plot(lines, Path(run_dir) / "ratings.png")

@@ -26,11 +26,11 @@ def league_report(run_dir: str | Path, console: Any = None) -> list[dict[str, An
     if not lines:
         raise LeagueError(f"{path} has no readable line: the run has not reported yet")
     last = lines[-1]
-    split = any(m.get("by_side") for m in last["members"])  # (lines from before it: not)
+    split = any(m.get("by_side") for m in last["members"])  # older lines have no by_side
+    sides = ("; score by side: its wins and half its draws on each side, first side first"
+             if split else "")
     table = Table(title=f"league at {last['env_steps']:,} env steps (win/draw/loss: the "
-                        "learner's games against each member"
-                        + "; score by side: its wins and half its draws on each side, first "
-                          "side first" * split + ")")
+                        f"learner's games against each member{sides})")
     cols = ["member", "kind", "env steps at snapshot", "rating", "games", "win", "draw", "loss"]
     for col in cols + ["score by side"] * split:
         table.add_column(col, justify="left" if col in ("member", "kind") else "right",

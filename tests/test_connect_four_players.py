@@ -9,10 +9,12 @@ from pettingzoo.classic import connect_four_v3
 from interplay.envs.toy.connect_four import (
     _drop,
     _four,
+    _outcome,
     _threat_cells,
     center_one_ply,
     center_two_ply,
     forced,
+    lookahead,
     move_kind,
     one_ply,
     tactics,
@@ -146,3 +148,67 @@ def test_move_kind_names_the_tactic_a_move_takes_or_misses():
     full = position(mine=[(r, 3) for r in range(0, 6, 2)], theirs=[(r, 3) for r in range(1, 6, 2)])
     with pytest.raises(ValueError, match="column 3 is full"):
         move_kind(full, 3)
+
+
+def _full_width(mine: int, theirs: int, plies: int) -> int:
+    """The outcome within ``plies`` moves by trying every move: what ``_outcome`` prunes."""
+    both, best = mine | theirs, -1 if plies else 0
+    for col in range(7):
+        cell = _drop(both, col)
+        if not cell or not plies:
+            continue
+        if _four(mine | cell):
+            return 1
+        best = max(best, -_full_width(theirs, mine | cell, plies - 1))
+    return best if any(_drop(both, col) for col in range(7)) else 0
+
+
+def _random_positions(n: int, seed: int) -> list[tuple[int, int]]:
+    rng, out = np.random.default_rng(seed), []
+    while len(out) < n:
+        mine = theirs = 0
+        for _ in range(int(rng.integers(4, 36))):
+            both = mine | theirs
+            cell = _drop(both, int(rng.choice([c for c in range(7) if _drop(both, c)])))
+            if _four(mine | cell):
+                break
+            mine, theirs = theirs, mine | cell
+        else:
+            out.append((mine, theirs))
+    return out
+
+
+def test_the_lookahead_search_finds_what_trying_every_move_finds():
+    found = set()
+    for mine, theirs in _random_positions(60, seed=1):
+        for plies in (1, 2, 3, 4):
+            value = _outcome(mine, theirs, plies)
+            assert value == _full_width(mine, theirs, plies), (mine, theirs, plies)
+            found.add(value)
+    for mine, theirs in _random_positions(8, seed=3):
+        assert _outcome(mine, theirs, 5) == _full_width(mine, theirs, 5), (mine, theirs)
+    assert found == {-1, 0, 1}  # the positions hold wins, losses and open games
+
+
+def test_the_lookahead_teacher_sees_what_threats_sees_and_further():
+    assert lookahead(position([(5, 2), (5, 3)], [(4, 2), (4, 3)]), "player_0") == [1, 4]
+    assert lookahead(position([(4, 2), (4, 3)], [(5, 2), (5, 3)]), "player_0") == [1, 4]
+    assert lookahead(position([(5, 0), (5, 1), (5, 2)], [(4, 0), (4, 1), (4, 2)]),
+                     "player_0") == [3]
+    assert lookahead(position([], []), "player_0") is None
+    # elsewhere: the columns with the best outcome six moves ahead
+    deeper = 0
+    for mine, theirs in _random_positions(150, seed=2):
+        planes = np.stack([(np.asarray([[(b >> (7 * c + 5 - r)) & 1 for c in range(7)]
+                                         for r in range(6)])) for b in (mine, theirs)], axis=2)
+        obs = {"observation": planes.astype(np.int8),
+               "action_mask": (planes.sum(axis=2)[0] == 0).astype(np.int8)}
+        told, shallow = lookahead(obs, "player_0"), threats(obs, "player_0")
+        legal = np.flatnonzero(obs["action_mask"]).tolist()
+        after = {c: mine | _drop(mine | theirs, c) for c in legal}
+        values = {c: 1 if _four(after[c]) else -_outcome(theirs, after[c], 5) for c in legal}
+        best = [c for c in legal if values[c] == max(values.values())]
+        assert told == (best if len(best) < len(legal) else None)
+        deeper += told is not None and shallow is not None and set(told) < set(
+            np.atleast_1d(shallow).tolist())
+    assert deeper  # some positions where it rules out columns threats still allows

@@ -13,7 +13,9 @@ random they take the column nearest the centre: positional players, and determin
 but teachers (``algo.teacher``): ``forced`` advises the winning or blocking column, ``tactics``
 also the columns that hand over no win on top where some would, and ``threats`` looks one move
 further (the columns that make two threats at once, else those after which the other player
-cannot); elsewhere they give no advice (None). Each takes
+cannot); ``lookahead`` searches six moves ahead (the columns that force four in a row within
+them, else those after which the other player cannot force it); elsewhere they give no advice
+(None). Each takes
 PettingZoo's connect four observation (``observation``: 6x7x2 planes, the mover's pieces
 first; ``action_mask``) and the agent id, and returns a column. Their random choices come from
 NumPy's global generator, which a run seeds and checkpoints, so a league with them resumes
@@ -205,6 +207,62 @@ def threats(observation: dict, agent_id: str) -> int | list[int] | None:
     safe = _safe(mine, theirs, legal)
     sound = _sound(mine, theirs, safe) or safe
     return sound if len(sound) < int(legal.sum()) else None
+
+
+LOOKAHEAD_PLIES = 6
+_COLUMNS = [_COLUMN << 7 * c for c in range(COLS)]
+
+
+def _outcome(mine: int, theirs: int, plies: int, alpha: int = -1, beta: int = 1) -> int:
+    """1 if the player to move (``mine``) can force four in a row within ``plies`` moves (its
+    own and the other player's counted together), -1 if the other player can, else 0: a
+    negamax with alpha-beta over the three outcomes, that plays forced blocks only and never a
+    piece that lets the other player win on top."""
+    both = mine | theirs
+    playable = (both + _BOTTOM) & _BOARD
+    if _threat_cells(mine, both) & playable:
+        return 1
+    if plies <= 1 or not playable:
+        return 0
+    threat = _threat_cells(theirs, both)
+    forced = threat & playable
+    if forced:
+        if forced & (forced - 1):
+            return -1  # two winning cells: one block cannot stop both
+        playable = forced
+    playable &= ~(threat >> 1)  # not under a cell where the other player would win
+    if not playable:
+        return -1
+    if plies <= 2:
+        return 0
+    best = -1
+    for col in _CENTRE_FIRST:
+        cell = playable & _COLUMNS[col]
+        if cell:
+            value = -_outcome(theirs, mine | cell, plies - 1, -beta, -alpha)
+            if value > best:
+                best = alpha = max(alpha, value)
+                if alpha >= beta:
+                    break
+    return best
+
+
+def lookahead(observation: dict, agent_id: str) -> list[int] | None:
+    """A teacher (``algo.teacher``) that searches :data:`LOOKAHEAD_PLIES` moves ahead (its own
+    and the other player's): the columns that force four in a row within them where some do,
+    else those after which the other player cannot force it, where that leaves out some legal
+    column; else None. It sees all that :func:`threats` sees (a win or a block is two moves,
+    two threats at once three or four) and a little further."""
+    mine, theirs, legal = _planes(observation)
+    both = mine | theirs
+    values = {}
+    for col in np.flatnonzero(legal).tolist():
+        cell = _drop(both, col)
+        values[col] = (1 if _threat_cells(mine, both) & cell
+                       else -_outcome(theirs, mine | cell, LOOKAHEAD_PLIES - 1))
+    best = max(values.values(), default=0)
+    advised = [col for col, value in values.items() if value == best]
+    return advised if len(advised) < len(values) else None
 
 
 def _lines_through(plane: np.ndarray, cell: tuple[int, int]) -> str:

@@ -81,16 +81,25 @@ def test_the_threats_teacher_makes_two_threats_and_stops_the_other_players_two()
     assert threats(position([], []), "player_0") is None
 
 
-def test_the_threat_cells_are_the_empty_cells_that_make_four():
-    rng = np.random.default_rng(0)
-    for _ in range(300):
+def _random_positions(n: int, seed: int, least: int = 0, most: int = 30
+                      ) -> list[tuple[int, int]]:
+    """``n`` positions (the mover's pieces, the other player's) after ``least`` to ``most``
+    random moves, stopped before any move that would make four in a row."""
+    rng, out = np.random.default_rng(seed), []
+    for _ in range(n):
         mine = theirs = 0
-        for _ in range(int(rng.integers(0, 30))):
+        for _ in range(int(rng.integers(least, most))):
             both = mine | theirs
             cell = _drop(both, int(rng.choice([c for c in range(7) if _drop(both, c)])))
             if _four(mine | cell):
                 break
             mine, theirs = theirs, mine | cell
+        out.append((mine, theirs))
+    return out
+
+
+def test_the_threat_cells_are_the_empty_cells_that_make_four():
+    for mine, theirs in _random_positions(300, seed=0):
         both = mine | theirs
         empty = [1 << (7 * c + h) for c in range(7) for h in range(6) if not both >> (7 * c + h) & 1]
         want = sum(b for b in empty if _four(mine | b))
@@ -163,29 +172,14 @@ def _full_width(mine: int, theirs: int, plies: int) -> int:
     return best if any(_drop(both, col) for col in range(7)) else 0
 
 
-def _random_positions(n: int, seed: int) -> list[tuple[int, int]]:
-    rng, out = np.random.default_rng(seed), []
-    while len(out) < n:
-        mine = theirs = 0
-        for _ in range(int(rng.integers(4, 36))):
-            both = mine | theirs
-            cell = _drop(both, int(rng.choice([c for c in range(7) if _drop(both, c)])))
-            if _four(mine | cell):
-                break
-            mine, theirs = theirs, mine | cell
-        else:
-            out.append((mine, theirs))
-    return out
-
-
 def test_the_lookahead_search_finds_what_trying_every_move_finds():
     found = set()
-    for mine, theirs in _random_positions(60, seed=1):
+    for mine, theirs in _random_positions(60, seed=1, least=4, most=36):
         for plies in (1, 2, 3, 4):
             value = _outcome(mine, theirs, plies)
             assert value == _full_width(mine, theirs, plies), (mine, theirs, plies)
             found.add(value)
-    for mine, theirs in _random_positions(8, seed=3):
+    for mine, theirs in _random_positions(8, seed=3, least=4, most=36):
         assert _outcome(mine, theirs, 5) == _full_width(mine, theirs, 5), (mine, theirs)
     assert found == {-1, 0, 1}  # the positions hold wins, losses and open games
 
@@ -198,7 +192,7 @@ def test_the_lookahead_teacher_sees_what_threats_sees_and_further():
     assert lookahead(position([], []), "player_0") is None
     # elsewhere: the columns with the best outcome six moves ahead
     deeper = 0
-    for mine, theirs in _random_positions(150, seed=2):
+    for mine, theirs in _random_positions(150, seed=2, least=4, most=36):
         planes = np.stack([(np.asarray([[(b >> (7 * c + 5 - r)) & 1 for c in range(7)]
                                          for r in range(6)])) for b in (mine, theirs)], axis=2)
         obs = {"observation": planes.astype(np.int8),

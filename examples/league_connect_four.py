@@ -1,7 +1,7 @@
 """A self-play league on connect four, then a game against your agent in the terminal
 (docs/tutorial_league.md).
 
-    python examples/league_connect_four.py            # the preset: 2M env steps, 20-40 minutes
+    python examples/league_connect_four.py            # the preset: 2M env steps, over an hour on 2 cores
     python examples/league_connect_four.py --play     # then play it: type a column, 0 to 6
     python examples/league_connect_four.py --smoke    # a few seconds: every step, a tiny budget
 """

@@ -239,11 +239,10 @@ def _outcome(mine: int, theirs: int, plies: int, alpha: int = -1, beta: int = 1)
     for col in _CENTRE_FIRST:
         cell = playable & _COLUMNS[col]
         if cell:
-            value = -_outcome(theirs, mine | cell, plies - 1, -beta, -alpha)
-            if value > best:
-                best = alpha = max(alpha, value)
-                if alpha >= beta:
-                    break
+            best = max(best, -_outcome(theirs, mine | cell, plies - 1, -beta, -alpha))
+            alpha = max(alpha, best)
+            if alpha >= beta:
+                break
     return best
 
 

@@ -10,6 +10,7 @@ from interplay.envs.toy.connect_four import (
     _drop,
     _four,
     _outcome,
+    _plane,
     _threat_cells,
     center_one_ply,
     center_two_ply,
@@ -161,15 +162,12 @@ def test_move_kind_names_the_tactic_a_move_takes_or_misses():
 
 def _full_width(mine: int, theirs: int, plies: int) -> int:
     """The outcome within ``plies`` moves by trying every move: what ``_outcome`` prunes."""
-    both, best = mine | theirs, -1 if plies else 0
-    for col in range(7):
-        cell = _drop(both, col)
-        if not cell or not plies:
-            continue
-        if _four(mine | cell):
-            return 1
-        best = max(best, -_full_width(theirs, mine | cell, plies - 1))
-    return best if any(_drop(both, col) for col in range(7)) else 0
+    cells = [cell for cell in (_drop(mine | theirs, col) for col in range(7)) if cell]
+    if not plies or not cells:
+        return 0
+    if any(_four(mine | cell) for cell in cells):
+        return 1
+    return max(-_full_width(theirs, mine | cell, plies - 1) for cell in cells)
 
 
 def test_the_lookahead_search_finds_what_trying_every_move_finds():
@@ -193,8 +191,7 @@ def test_the_lookahead_teacher_sees_what_threats_sees_and_further():
     # elsewhere: the columns with the best outcome six moves ahead
     deeper = 0
     for mine, theirs in _random_positions(150, seed=2, least=4, most=36):
-        planes = np.stack([(np.asarray([[(b >> (7 * c + 5 - r)) & 1 for c in range(7)]
-                                         for r in range(6)])) for b in (mine, theirs)], axis=2)
+        planes = np.stack([_plane(mine), _plane(theirs)], axis=2)
         obs = {"observation": planes.astype(np.int8),
                "action_mask": (planes.sum(axis=2)[0] == 0).astype(np.int8)}
         told, shallow = lookahead(obs, "player_0"), threats(obs, "player_0")

@@ -225,11 +225,11 @@ def _outcome(mine: int, theirs: int, plies: int, alpha: int = -1, beta: int = 1)
     if plies <= 1 or not playable:
         return 0
     threat = _threat_cells(theirs, both)
-    forced = threat & playable
-    if forced:
-        if forced & (forced - 1):
+    blocks = threat & playable
+    if blocks:
+        if blocks & (blocks - 1):
             return -1  # two winning cells: one block cannot stop both
-        playable = forced
+        playable = blocks
     playable &= ~(threat >> 1)  # not under a cell where the other player would win
     if not playable:
         return -1
@@ -254,11 +254,11 @@ def lookahead(observation: dict, agent_id: str) -> list[int] | None:
     two threats at once three or four) and a little further."""
     mine, theirs, legal = _planes(observation)
     both = mine | theirs
+    wins = _threat_cells(mine, both)
     values = {}
     for col in np.flatnonzero(legal).tolist():
         cell = _drop(both, col)
-        values[col] = (1 if _threat_cells(mine, both) & cell
-                       else -_outcome(theirs, mine | cell, LOOKAHEAD_PLIES - 1))
+        values[col] = 1 if wins & cell else -_outcome(theirs, mine | cell, LOOKAHEAD_PLIES - 1)
     best = max(values.values(), default=0)
     advised = [col for col, value in values.items() if value == best]
     return advised if len(advised) < len(values) else None
